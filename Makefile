@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# clanq: kernel driver + libclanq. `make help` lists the targets.
+#
+# Kernel modules are built in per-kernel copies of driver/ and tests/kunit/
+# under build/mod/<kernel>/ (symlinks to the sources), so modules for the
+# debug kernel, the stock kernel and the host never overwrite each other.
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+DESTDIR ?=
+
+B       := build
+CFLAGS  ?= -O2 -g
+USER_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude $(CFLAGS)
+SAN_ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_TSAN := -O1 -g -fsanitize=thread
+
+HDRS     := $(wildcard include/*.h include/*/*.h)
+LIB_SRCS := $(wildcard lib/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
+LIB_PICS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
+LIB_A    := $(B)/lib/libclanq.a
+LIB_SO   := $(B)/lib/libclanq.so.1
+
+EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+VM_TESTS := $(patsubst tests/integration/%.c,$(B)/vm/bin/%,$(wildcard tests/integration/*.c))
+
+KERNEL_SH := tests/vm/kernel.sh
+HOST_KDIR := /lib/modules/$(shell uname -r)/build
+# A host with its own headers builds for itself; elsewhere for Debian's stock 6.12.
+KDIR ?= $(if $(wildcard $(HOST_KDIR)/Makefile),$(HOST_KDIR),$(shell $(KERNEL_SH) stock-kdir))
+# build/mod/<MODNAME>/: one build directory per kernel built for
+MODNAME ?= host
+
+export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
+
+.PHONY: all lib examples bench module module-stock module-debug vm-bins deps \
+	check lint test run vm-shell install uninstall clean help
+
+all: lib examples bench module
+
+help:
+	@echo 'make            library, examples, benchmarks, module (for KDIR)'
+	@echo 'make deps       install the Debian packages the project needs'
+	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
+	@echo 'make test       every test: check, lint, then the debug-kernel VM'
+	@echo 'make check      host tests only (seconds)'
+	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
+	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
+	@echo 'make install    library, headers, pkg-config (PREFIX, DESTDIR)'
+
+# ---- user space ------------------------------------------------------------
+
+$(B)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -c $< -o $@
+
+$(B)/pic/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=default -c $< -o $@
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(LIB_SO): $(LIB_PICS)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libclanq.so.1 -o $@ $^
+
+lib: $(LIB_A) $(LIB_SO)
+
+$(B)/examples/%: examples/%.c $(LIB_A) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -o $@
+
+$(B)/bench/%: bench/%.c $(LIB_A) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -lm -o $@
+
+examples: $(EXAMPLES)
+bench: $(BENCHES)
+
+# In-VM test programs: cmocka programs linked with libclanq.a; the harness
+# copies the shared libraries they need (libc, libcmocka) into the initramfs.
+$(B)/vm/bin/%: tests/integration/%.c $(LIB_A) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lcmocka -lpthread -o $@
+
+vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES)
+
+# Host unit tests: each built twice, ASan+UBSan and TSan.
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_ASAN := $(patsubst tests/unit/%.c,$(B)/unit/%-asan,$(UNIT_SRCS))
+UNIT_TSAN := $(patsubst tests/unit/%.c,$(B)/unit/%-tsan,$(UNIT_SRCS))
+
+$(B)/unit/%-asan: tests/unit/%.c $(LIB_SRCS) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(SAN_ASAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
+
+$(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(SAN_TSAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
+
+check: $(UNIT_ASAN) $(UNIT_TSAN) $(BENCHES)
+	@tests/run-host.sh $(UNIT_ASAN) $(UNIT_TSAN) "$(B)/bench/queue_bench -q"
+
+# ---- kernel modules --------------------------------------------------------
+
+# $(call kbuild,NAME,KDIR,SRCDIR): build SRCDIR's Kbuild against KDIR in
+# build/mod/NAME/<basename of SRCDIR>.
+define kbuild
+	@set -e; d=$(CURDIR)/$(B)/mod/$(1)/$(notdir $(3)); mkdir -p $$d; \
+	find $$d -maxdepth 1 -type l -delete; \
+	for f in $(CURDIR)/$(3)/*; do ln -s $$f $$d/; done; \
+	$(MAKE) --no-print-directory -C $(2) M=$$d CLANQ_ROOT=$(CURDIR) \
+		CLANQ_WERROR=y W=1 $(4) modules
+endef
+
+module:
+	@test -n "$(KDIR)" || { echo "no kernel headers: set KDIR or run 'make deps'"; exit 1; }
+	$(call kbuild,$(MODNAME),$(KDIR),driver)
+
+module-stock:
+	$(call kbuild,stock,$(shell $(KERNEL_SH) stock-kdir),driver)
+
+module-debug:
+	@kdir=$$($(KERNEL_SH) debug) && \
+	$(MAKE) --no-print-directory DEBUG_KDIR=$$kdir module-debug-build
+
+module-debug-build:
+	$(call kbuild,debug,$(DEBUG_KDIR),driver)
+	$(call kbuild,debug,$(DEBUG_KDIR),tests/kunit)
+
+# ---- the two commands and their parts ---------------------------------------
+
+deps:
+	@scripts/deps.sh
+
+lint: deps
+	@scripts/lint.sh
+
+test: deps
+	@tests/run.sh
+
+run: deps
+	@tests/vm/vm.sh run
+
+vm-shell: deps
+	@tests/vm/vm.sh shell
+
+# ---- install ---------------------------------------------------------------
+
+$(B)/libclanq.pc: Makefile
+	@mkdir -p $(@D)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
+		'Name: libclanq' 'Description: CLAN-style user-level networking over a soft NIC' \
+		'Version: 0.1' 'Libs: -L$${libdir} -lclanq' 'Cflags: -I$${includedir}' > $@
+
+install: lib $(B)/libclanq.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libclanq.so.1 $(DESTDIR)$(LIBDIR)/libclanq.so
+	install -m 644 include/clanq.h $(DESTDIR)$(INCDIR)/
+	install -m 644 include/clanq/queue.h $(DESTDIR)$(INCDIR)/clanq/
+	install -m 644 include/uapi/clanq.h $(DESTDIR)$(INCDIR)/uapi/
+	install -m 644 $(B)/libclanq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libclanq.{a,so,so.1} $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
+	rm -f $(DESTDIR)$(INCDIR)/clanq.h $(DESTDIR)$(INCDIR)/clanq/queue.h $(DESTDIR)$(INCDIR)/uapi/clanq.h
+
+clean:
+	rm -rf $(B)

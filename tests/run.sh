@@ -1,0 +1,39 @@
+#!/bin/bash
+# make test: every test, in one report.
+#   1. make check   host tests (cmocka under ASan+UBSan and TSan, bench smoke)
+#   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
+#   3. the VM       one boot of the debug kernel: KUnit, integration tests,
+#                   examples, a benchmark smoke run, module unload, kmemleak
+# Every stage runs even if an earlier one failed; the last line is
+# "N passed, N failed" and the exit status is non-zero on any failure.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export CLANQ_RESULTS=$root/build/results.txt
+mkdir -p build
+: > "$CLANQ_RESULTS"
+t0=$(date +%s)
+
+stage() {
+	local name=$1 before after rc
+	shift
+	echo "==== $name"
+	before=$(grep -c '^FAIL' "$CLANQ_RESULTS")
+	"$@"
+	rc=$?
+	after=$(grep -c '^FAIL' "$CLANQ_RESULTS")
+	# a stage that failed before recording any failure (a build error)
+	if [ $rc != 0 ] && [ "$after" = "$before" ]; then
+		echo "FAIL $name: exit status $rc" >> "$CLANQ_RESULTS"
+	fi
+}
+
+stage check	make --no-print-directory check
+stage lint	make --no-print-directory lint
+stage vm	tests/vm/vm.sh test
+
+read -r p f s < <(awk '/^PASS/{p++} /^FAIL/{f++} /^SKIP/{s++} END{print p+0, f+0, s+0}' "$CLANQ_RESULTS")
+echo "==== summary ($(( $(date +%s) - t0 )) s; every result in $CLANQ_RESULTS)"
+grep '^FAIL' "$CLANQ_RESULTS" | sed 's/^/  /'
+echo "$p passed, $f failed, $s skipped"
+[ "$f" = 0 ]

@@ -1,0 +1,11 @@
+# make run: what the VM shows, in order. Grows with the project.
+echo "== clanq on $(uname -r), $(nproc) vCPUs"
+echo "== driver: $(cat /sys/module/clanq/parameters/nr_nics) soft NICs," \
+	"node ids from $(cat /sys/module/clanq/parameters/node_base)"
+ls -l /dev/clanq*
+echo
+echo "== clanq-info: each NIC answers the ABI query"
+clanq-info || exit 1
+echo
+echo "== the asynchronous queue between two threads, beside a cache-line ping-pong"
+queue_bench -n 200000 || exit 1

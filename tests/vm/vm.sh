@@ -1,0 +1,126 @@
+#!/bin/bash
+# Boot clanq in a qemu VM (TCG, no KVM here) and run one job in it.
+#
+#   vm.sh test    debug kernel (KASAN, lockdep, kmemleak, KUnit): KUnit
+#                 suites, then tests/vm/tests.list; results are appended
+#                 to $CLANQ_RESULTS; any kernel splat is a failure
+#   vm.sh run     stock Debian kernel: load the driver and run the demo
+#   vm.sh shell   debug kernel with the module loaded, at a shell
+#
+# The console log is kept in build/vm/<job>/console.log, and its path is
+# printed. A VM that does not finish within $CLANQ_VM_TIMEOUT seconds is
+# killed and counts as a failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+job=${1:?usage: vm.sh test|run|shell}
+vmdir=$root/build/vm/$job
+results=${CLANQ_RESULTS:-$root/build/results.txt}
+mkdir -p "$vmdir" "$(dirname "$results")"
+
+t_start=$(date +%s)
+step() { printf '>> %-44s [%3d s]\n' "$*" $(( $(date +%s) - t_start )); }
+die() { echo "vm.sh: $*" >&2; exit 1; }
+
+case $job in
+test|shell)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-1200} ;;
+run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+*)		die "unknown job '$job'" ;;
+esac
+
+# ---- kernel, module, programs ----
+buildlog=$vmdir/build.log
+make_() {
+	make --no-print-directory "$@" >>"$buildlog" 2>&1 ||
+		{ tail -n 30 "$buildlog" >&2; die "make $* failed (log: $buildlog)"; }
+}
+: > "$buildlog"
+if [ $flavor = debug ]; then
+	kdir=$(tests/vm/kernel.sh debug)
+	image=$kdir/arch/x86/boot/bzImage
+	step "building module + KUnit module (debug 6.12)"
+	make_ module-debug
+else
+	image=$(tests/vm/kernel.sh stock-image)
+	step "building module (stock $(basename "$image" | sed 's/vmlinuz-//'))"
+	make_ module-stock
+fi
+step "building test programs"
+make_ vm-bins
+mkdir -p build/vm
+[ build/vm/vm-exit -nt tests/vm/vm-exit.c ] ||
+	gcc -static -O2 -Wall -Werror -o build/vm/vm-exit tests/vm/vm-exit.c
+
+# ---- initramfs ----
+step "packing initramfs"
+rootfs=$vmdir/rootfs
+rm -rf "$rootfs"
+mkdir -p "$rootfs"/{bin,clanq/bin,etc}
+cp /bin/busybox "$rootfs/bin/busybox"
+cp tests/vm/init "$rootfs/init"
+cp build/vm/vm-exit "$rootfs/clanq/bin/"
+cp build/mod/$flavor/driver/clanq.ko "$rootfs/clanq/"
+if [ $flavor = debug ]; then
+	cp build/mod/debug/kunit/clanq_kunit.ko "$rootfs/clanq/"
+fi
+cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/null || true
+grep -v '^#' tests/vm/tests.list > "$rootfs/clanq/tests"
+cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
+echo "nr_nics=2" > "$rootfs/clanq/modargs"
+
+# Shared libraries (libc, libcmocka) of the dynamically linked programs.
+for elf in "$rootfs"/clanq/bin/*; do
+	ldd "$elf" 2>/dev/null | grep -oE '/[^ ]+' || true
+done | sort -u | while read -r lib; do
+	mkdir -p "$rootfs$(dirname "$lib")"
+	cp -L "$lib" "$rootfs$lib"
+done
+(cd "$rootfs" && find . | cpio -o -H newc --quiet) > "$vmdir/initramfs.cpio"
+
+# ---- boot ----
+append="console=ttyS0 panic=-1 clanq.mode=$job"
+[ $job = run ] && append="$append quiet"
+qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m 1G
+	-nic none -no-reboot -display none
+	-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append"
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04)
+log=$vmdir/console.log
+
+if [ $job = shell ]; then
+	exec "${qemu[@]}" -serial mon:stdio -monitor none
+fi
+
+step "booting $flavor kernel (2 vCPUs, TCG)"
+set +e
+# The live view: frames and splats for a test run, the demo for a run.
+timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
+	tee "$log" | tr -d '\r' | awk -v job="$job" '
+	{ l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
+	job == "run" && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
+	job == "run" && l ~ /^CLANQ-END demo/ { show = 0 }
+	show { print "   " l; fflush(); next }
+	l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); sub(/ rc=.*/, "", n)
+		printf "   %-36s %s\n", n, rc == 0 ? "ok" : "FAILED (rc " rc ")"; fflush() }
+	l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   !! " l; fflush() }'
+rc=${PIPESTATUS[0]}
+set -e
+
+case $rc in
+124|137)	status="killed after ${timeout} s" ;;
+*)		if [ $((rc % 2)) = 1 ]; then status="guest status $((rc >> 1))"
+		else status="qemu status $rc (guest did not report: panic?)"; fi ;;
+esac
+step "VM finished: $status"
+
+tr -d '\r' < "$log" | awk -f tests/results.awk -v vm=1 -v prefix="vm/" \
+	-v want_kunit=$([ $job = test ] && echo 1 || echo 0) > "$vmdir/results.txt"
+if [ $((rc % 2)) = 0 ] || [ $rc -gt 1 ]; then
+	grep -q '^FAIL' "$vmdir/results.txt" ||
+		echo "FAIL vm/exit: $status" >> "$vmdir/results.txt"
+fi
+cat "$vmdir/results.txt" >> "$results"
+read -r p f < <(awk '/^PASS/{p++} /^FAIL/{f++} END{print p+0, f+0}' "$vmdir/results.txt")
+grep '^FAIL' "$vmdir/results.txt" | sed 's/^/   /' || true
+echo "vm $job: $p passed, $f failed (console log: $log)"
+[ "$f" = 0 ]
