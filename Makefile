@@ -16,7 +16,7 @@ DESTDIR ?=
 
 B       := build
 CFLAGS  ?= -O2 -g
-USER_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude $(CFLAGS)
+USER_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Iinclude $(CFLAGS)
 SAN_ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 SAN_TSAN := -O1 -g -fsanitize=thread
 

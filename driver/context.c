@@ -7,6 +7,7 @@
  * also what happens when the process is killed: there is no other path
  * by which a process's objects are freed.
  */
+#include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 

@@ -36,7 +36,7 @@ line ~ /^CLANQ-BEGIN / {
 }
 
 line ~ /^CLANQ-END / && incase {
-	rc = line; sub(/.* rc=/, "", rc); rc += 0
+	rc = line; sub(/.* rc=/, "", rc); sub(/ .*/, "", rc); rc += 0
 	if (cases == 0)
 		emit(rc == 0 ? "PASS" : "FAIL", prog, rc == 0 ? "" : "exit status " rc)
 	else if (rc != 0 && casefail == 0)
@@ -70,7 +70,7 @@ incase && line ~ /^\[  FAILED  \] / {
 
 # KTAP: a suite's cases are indented 4 spaces; parameterised sub-cases
 # (8 spaces) are summed up by their case line, so they are not counted.
-line ~ /^    # Subtest: / { suite = substr(line, 17); suitefail = 0; next }
+line ~ /^    # Subtest: / { suite = substr(line, 16); suitefail = 0; next }
 line ~ /^    (not )?ok [0-9]+ / {
 	name = line; sub(/^    (not )?ok [0-9]+ /, "", name)
 	kunit++

@@ -81,7 +81,7 @@ done
 # ---- boot ----
 append="console=ttyS0 panic=-1 clanq.mode=$job"
 [ $job = run ] && append="$append quiet"
-qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m 1G
+qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m ${CLANQ_VM_MEM:-512M}
 	-nic none -no-reboot -display none
 	-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append"
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04)
@@ -100,8 +100,9 @@ timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&
 	job == "run" && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
 	job == "run" && l ~ /^CLANQ-END demo/ { show = 0 }
 	show { print "   " l; fflush(); next }
-	l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); sub(/ rc=.*/, "", n)
-		printf "   %-36s %s\n", n, rc == 0 ? "ok" : "FAILED (rc " rc ")"; fflush() }
+	l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
+		sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
+		printf "   %-36s %-18s %8s s\n", n, rc == 0 ? "ok" : "FAILED (rc " rc ")", at; fflush() }
 	l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   !! " l; fflush() }'
 rc=${PIPESTATUS[0]}
 set -e
