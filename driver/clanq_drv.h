@@ -52,7 +52,10 @@ extern const struct file_operations clanq_fops;
  * device and which call refused what.
  */
 #define clanq_uerr(ctx, fmt, ...)					\
+({									\
+	const struct clanq_ctx *__ctx = (ctx);				\
 	pr_notice_ratelimited("%s: pid %d: " fmt "\n",			\
-			      (ctx)->nic->name, (ctx)->tgid, ##__VA_ARGS__)
+			      __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
+})
 
 #endif /* _CLANQ_DRV_H */

@@ -54,10 +54,9 @@ struct clanq_ioctl_desc {
 	int (*fn)(struct clanq_ctx *ctx, void *arg);
 };
 
-#define CLANQ_IOCTL(_cmd, _fn) [_IOC_NR(_cmd)] = { .cmd = (_cmd), .fn = (_fn) }
-
+/* indexed by _IOC_NR(); .cmd must then match all 32 bits */
 static const struct clanq_ioctl_desc clanq_ioctls[] = {
-	CLANQ_IOCTL(CLANQ_IOC_QUERY, clanq_ioctl_query),
+	[_IOC_NR(CLANQ_IOC_QUERY)] = { CLANQ_IOC_QUERY, clanq_ioctl_query },
 };
 
 static long clanq_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)

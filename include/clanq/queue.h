@@ -70,8 +70,11 @@
 #include <linux/overflow.h>
 #include <linux/string.h>
 #include <asm/barrier.h>
+/* (A) and (C) in the table above */
 #define clanq_q_load_acquire(p)		smp_load_acquire(p)
+/* (B) and (D) in the table above */
 #define clanq_q_store_release(p, v)	smp_store_release(p, v)
+/* the sleep-flag (Dekker) pattern above */
 #define clanq_q_mb()			smp_mb()
 #else
 #include <errno.h>
@@ -91,7 +94,7 @@
 #define CLANQ_Q_ALIGN		128u
 
 /* Largest queue and slot the layout helper accepts. */
-#define CLANQ_Q_MAX_SLOTS	(1u << 20)
+#define CLANQ_Q_MAX_SLOTS	(1024u * 1024u)
 #define CLANQ_Q_MAX_SLOT_SIZE	4096u
 
 struct clanq_queue {
@@ -207,7 +210,7 @@ static inline void *clanq_q_slot(const struct clanq_queue *q, __u32 i)
  */
 static inline __u32 clanq_q_prod_space(struct clanq_queue *q)
 {
-	__u32 space = (q->peer - q->own - 1) & q->mask;
+	__u32 space = (q->peer - q->own) & q->mask;
 	__u32 cons;
 
 	if (space)
