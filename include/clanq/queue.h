@@ -210,7 +210,7 @@ static inline void *clanq_q_slot(const struct clanq_queue *q, __u32 i)
  */
 static inline __u32 clanq_q_prod_space(struct clanq_queue *q)
 {
-	__u32 space = (q->peer - q->own) & q->mask;
+	__u32 space = (q->peer - q->own - 1) & q->mask;
 	__u32 cons;
 
 	if (space)
