@@ -88,7 +88,7 @@ bench: $(BENCHES)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
-$(B)/vm/bin/%: tests/integration/%.c $(LIB_A) $(HDRS)
+$(B)/vm/bin/%: tests/integration/%.c $(LIB_A) $(HDRS) $(wildcard tests/integration/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lcmocka -lpthread -o $@
 

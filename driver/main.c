@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * clanq: module entry, the misc devices' file operations, and the ioctl
- * dispatcher that every resource's system calls go through.
+ * dispatcher every resource's system calls go through.
  *
  * Ioctls follow one rule, enforced here and not in each handler: the
  * argument is copied into kernel memory once, the handler validates and
@@ -11,9 +11,9 @@
  * short or long copy.
  */
 #include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/nospec.h>
-#include <linux/string.h>
 #include <linux/uaccess.h>
 
 #include "clanq_drv.h"
@@ -26,42 +26,49 @@ static unsigned int node_base;
 module_param(node_base, uint, 0444);
 MODULE_PARM_DESC(node_base, "Node id of /dev/clanq0; clanqN is node_base + N");
 
-static int clanq_ioctl_query(struct clanq_ctx *ctx, void *arg)
+unsigned int clanq_max_oob_slots = 4096;
+module_param_named(max_oob_slots, clanq_max_oob_slots, uint, 0644);
+MODULE_PARM_DESC(max_oob_slots, "Longest OOB receive queue an endpoint may ask for");
+
+unsigned int clanq_max_eps = 4096;
+module_param_named(max_eps, clanq_max_eps, uint, 0644);
+MODULE_PARM_DESC(max_eps, "Endpoints one context may hold");
+
+unsigned int clanq_max_evq_regs = 16384;
+module_param_named(max_evq_regs, clanq_max_evq_regs, uint, 0644);
+MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold");
+
+static int clanq_ioctl_query(void *obj, void *arg)
 {
+	struct clanq_ctx *ctx = obj;
 	struct clanq_query *q = arg;
 
-	if (q->flags) {
-		clanq_uerr(ctx, "QUERY: unknown flags %#x", q->flags);
-		return -EINVAL;
-	}
-	if (memchr_inv(q->reserved, 0, sizeof(q->reserved))) {
-		clanq_uerr(ctx, "QUERY: reserved fields must be zero");
+	if (q->flags || !clanq_zero(q->reserved, sizeof(q->reserved))) {
+		clanq_uerr(ctx, "QUERY: flags and reserved fields must be zero");
 		return -EINVAL;
 	}
 	q->abi_version = CLANQ_ABI_VERSION;
 	q->node = ctx->nic->node;
 	q->nr_nics = clanq_nr_nics();
+	/* this call is an entry too, but not one the caller was asking about */
+	q->ctx_entries = atomic64_read(&ctx->entries) - 1;
 	return 0;
 }
 
 /* Every ioctl argument struct, so one stack buffer fits them all. */
 union clanq_ioctl_arg {
 	struct clanq_query query;
+	struct clanq_ep_create ep_create;
+	struct clanq_ep_destroy ep_destroy;
+	struct clanq_oob_send oob_send;
+	struct clanq_evq_create evq_create;
+	struct clanq_evq_reg evq_reg;
+	struct clanq_evq_wait evq_wait;
 };
 
-struct clanq_ioctl_desc {
-	unsigned int cmd;
-	int (*fn)(struct clanq_ctx *ctx, void *arg);
-};
-
-/* indexed by _IOC_NR(); .cmd must then match all 32 bits */
-static const struct clanq_ioctl_desc clanq_ioctls[] = {
-	[_IOC_NR(CLANQ_IOC_QUERY)] = { CLANQ_IOC_QUERY, clanq_ioctl_query },
-};
-
-static long clanq_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
+long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
+			  void *obj, unsigned int cmd, unsigned long uarg)
 {
-	struct clanq_ctx *ctx = file->private_data;
 	void __user *uptr = (void __user *)uarg;
 	const struct clanq_ioctl_desc *desc;
 	union clanq_ioctl_arg arg;
@@ -69,10 +76,9 @@ static long clanq_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 	size_t size = _IOC_SIZE(cmd);
 	int ret;
 
-	atomic64_inc(&ctx->nic->nr_ioctls);
-	if (_IOC_TYPE(cmd) != CLANQ_IOC_MAGIC || nr >= ARRAY_SIZE(clanq_ioctls))
+	if (_IOC_TYPE(cmd) != CLANQ_IOC_MAGIC || nr >= n)
 		return -ENOTTY;
-	desc = &clanq_ioctls[array_index_nospec(nr, ARRAY_SIZE(clanq_ioctls))];
+	desc = &table[array_index_nospec(nr, n)];
 	if (!desc->fn || desc->cmd != cmd)
 		return -ENOTTY;
 	/* cmd matched a table entry, so size is that of a union member */
@@ -81,12 +87,44 @@ static long clanq_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 
 	if (copy_from_user(&arg, uptr, size))
 		return -EFAULT;
-	ret = desc->fn(ctx, &arg);
+	ret = desc->fn(obj, &arg);
 	if (ret)
 		return ret;
 	if (copy_to_user(uptr, &arg, size))
 		return -EFAULT;
 	return 0;
+}
+
+/* indexed by _IOC_NR(); .cmd must then match all 32 bits */
+static const struct clanq_ioctl_desc clanq_ioctls[] = {
+	[_IOC_NR(CLANQ_IOC_QUERY)] = { CLANQ_IOC_QUERY, clanq_ioctl_query },
+	[_IOC_NR(CLANQ_IOC_EP_CREATE)] = { CLANQ_IOC_EP_CREATE, clanq_ioctl_ep_create },
+	[_IOC_NR(CLANQ_IOC_EP_DESTROY)] = { CLANQ_IOC_EP_DESTROY, clanq_ioctl_ep_destroy },
+	[_IOC_NR(CLANQ_IOC_OOB_SEND)] = { CLANQ_IOC_OOB_SEND, clanq_ioctl_oob_send },
+	[_IOC_NR(CLANQ_IOC_EVQ_CREATE)] = { CLANQ_IOC_EVQ_CREATE, clanq_ioctl_evq_create },
+};
+
+static void clanq_count_entry(struct clanq_ctx *ctx)
+{
+	atomic64_inc(&ctx->entries);
+	atomic64_inc(&ctx->nic->stats.entries);
+}
+
+static long clanq_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
+{
+	struct clanq_ctx *ctx = file->private_data;
+
+	clanq_count_entry(ctx);
+	return clanq_ioctl_dispatch(clanq_ioctls, ARRAY_SIZE(clanq_ioctls), ctx,
+				    cmd, uarg);
+}
+
+static int clanq_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct clanq_ctx *ctx = file->private_data;
+
+	clanq_count_entry(ctx);
+	return clanq_ctx_mmap(ctx, vma);
 }
 
 static int clanq_open(struct inode *inode, struct file *file)
@@ -104,7 +142,7 @@ static int clanq_open(struct inode *inode, struct file *file)
 
 static int clanq_release(struct inode *inode, struct file *file)
 {
-	clanq_ctx_destroy(file->private_data);
+	clanq_ctx_put(file->private_data);
 	return 0;
 }
 
@@ -114,6 +152,7 @@ const struct file_operations clanq_fops = {
 	.release	= clanq_release,
 	.unlocked_ioctl	= clanq_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
+	.mmap		= clanq_mmap,
 };
 
 static int __init clanq_init(void)
@@ -134,6 +173,8 @@ static int __init clanq_init(void)
 static void __exit clanq_exit(void)
 {
 	clanq_nics_destroy();
+	/* endpoints are freed after an RCU grace period */
+	rcu_barrier();
 }
 
 module_init(clanq_init);

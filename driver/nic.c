@@ -5,14 +5,18 @@
  * A real CLAN NIC is one node on a switched network. Here one kernel may
  * host several, so that multi-node scenarios run on one host (and in one
  * test VM); each gets its own node id, and every address names a node.
+ * The NIC's counters are in debugfs: clanq/clanqN/stats.
  */
+#include <linux/debugfs.h>
 #include <linux/module.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 
 #include "clanq_drv.h"
 
 static struct clanq_nic **clanq_nics;
 static unsigned int clanq_nics_nr;
+static struct dentry *clanq_debugfs;
 
 unsigned int clanq_nr_nics(void)
 {
@@ -24,6 +28,60 @@ struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc)
 	return container_of(misc, struct clanq_nic, misc);
 }
 
+/* The NICs are fixed from module load to unload: no lock needed. */
+struct clanq_nic *clanq_nic_by_node(u32 node)
+{
+	unsigned int i;
+
+	for (i = 0; i < clanq_nics_nr; i++)
+		if (clanq_nics[i]->node == node)
+			return clanq_nics[i];
+	return NULL;
+}
+
+static int clanq_nic_stats_show(struct seq_file *m, void *unused)
+{
+	struct clanq_nic *nic = m->private;
+	struct clanq_nic_stats *st = &nic->stats;
+	struct clanq_ep *ep;
+	unsigned long id;
+	unsigned int n = 0;
+
+	xa_for_each(&nic->eps, id, ep)
+		n++;
+	seq_printf(m, "node %u\ncontexts %d\nendpoints %u\n", nic->node,
+		   atomic_read(&nic->nr_contexts), n);
+	seq_printf(m, "oob_sent %lld\noob_delivered %lld\noob_dropped %lld\n",
+		   atomic64_read(&st->oob_sent), atomic64_read(&st->oob_delivered),
+		   atomic64_read(&st->oob_dropped));
+	seq_printf(m, "oob_no_endpoint %lld\nevents %lld\nevq_overflows %lld\n",
+		   atomic64_read(&st->oob_no_ep), atomic64_read(&st->events),
+		   atomic64_read(&st->evq_overflows));
+	seq_printf(m, "evq_blocks %lld\ndriver_entries %lld\n",
+		   atomic64_read(&st->evq_blocks), atomic64_read(&st->entries));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(clanq_nic_stats);
+
+/* The NIC's state, without its device: what KUnit tests build on. */
+int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
+{
+	memset(nic, 0, sizeof(*nic));
+	nic->index = index;
+	nic->node = node;
+	snprintf(nic->name, sizeof(nic->name), "clanq%u", index);
+	xa_init_flags(&nic->eps, XA_FLAGS_ALLOC1);
+	return 0;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_init);
+
+void clanq_nic_fini(struct clanq_nic *nic)
+{
+	WARN_ON(!xa_empty(&nic->eps));
+	xa_destroy(&nic->eps);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_fini);
+
 static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 {
 	struct clanq_nic *nic;
@@ -32,19 +90,14 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 	nic = kzalloc(sizeof(*nic), GFP_KERNEL);
 	if (!nic)
 		return ERR_PTR(-ENOMEM);
-	nic->index = index;
-	nic->node = node;
-	snprintf(nic->name, sizeof(nic->name), "clanq%u", index);
-	atomic_set(&nic->nr_contexts, 0);
-	atomic64_set(&nic->nr_ioctls, 0);
-
+	clanq_nic_init(nic, index, node);
 	nic->misc.minor = MISC_DYNAMIC_MINOR;
 	nic->misc.name = nic->name;
 	nic->misc.fops = &clanq_fops;
 	/*
 	 * Open to every user, as /dev/infiniband/uverbs* usually is: what a
-	 * context may allocate or pin is bounded per context and accounted
-	 * to its owner, not gated by the device node's mode.
+	 * context may allocate is bounded per context (module parameters),
+	 * not gated by the device node's mode.
 	 */
 	nic->misc.mode = 0666;
 	err = misc_register(&nic->misc);
@@ -53,6 +106,9 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 		kfree(nic);
 		return ERR_PTR(err);
 	}
+	nic->debugfs = debugfs_create_dir(nic->name, clanq_debugfs);
+	debugfs_create_file("stats", 0444, nic->debugfs, nic,
+			    &clanq_nic_stats_fops);
 	pr_info("%s: soft NIC up, node %u\n", nic->name, node);
 	return nic;
 }
@@ -60,12 +116,13 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 static void clanq_nic_destroy(struct clanq_nic *nic)
 {
 	/*
-	 * misc_deregister() runs from module exit only, and the module cannot
-	 * be unloaded while a file is open (fops->owner), so no context
-	 * still points at this NIC.
+	 * Runs from module exit only, and the module cannot be unloaded
+	 * while a file is open, so no context still points at this NIC.
 	 */
+	debugfs_remove_recursive(nic->debugfs);
 	misc_deregister(&nic->misc);
 	WARN_ON(atomic_read(&nic->nr_contexts));
+	clanq_nic_fini(nic);
 	kfree(nic);
 }
 
@@ -76,6 +133,7 @@ int clanq_nics_create(unsigned int nr, u32 node_base)
 	clanq_nics = kcalloc(nr, sizeof(*clanq_nics), GFP_KERNEL);
 	if (!clanq_nics)
 		return -ENOMEM;
+	clanq_debugfs = debugfs_create_dir("clanq", NULL);
 	for (i = 0; i < nr; i++) {
 		struct clanq_nic *nic = clanq_nic_create(i, node_base + i);
 
@@ -93,6 +151,8 @@ void clanq_nics_destroy(void)
 {
 	while (clanq_nics_nr)
 		clanq_nic_destroy(clanq_nics[--clanq_nics_nr]);
+	debugfs_remove_recursive(clanq_debugfs);
+	clanq_debugfs = NULL;
 	kfree(clanq_nics);
 	clanq_nics = NULL;
 }

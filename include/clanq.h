@@ -11,6 +11,10 @@
 #ifndef _CLANQ_H
 #define _CLANQ_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include <uapi/clanq.h>
 #include <clanq/queue.h>
 
@@ -52,6 +56,149 @@ int clanq_close(struct clanq_dev *dev);
  * \return 0 or -errno.
  */
 int clanq_query(const struct clanq_dev *dev, struct clanq_query *q);
+
+/*
+ * Endpoints and out-of-band messages (paper section 3.1).
+ */
+
+/** An endpoint: an OOB receive queue the application reads directly. */
+struct clanq_ep {
+	int fd;				/**< the context it lives in */
+	struct clanq_addr addr;		/**< node-wide address, for peers */
+	void *seg;			/**< shared segment */
+	size_t seg_size;
+	struct clanq_queue oob;		/**< consumer side, private */
+	const struct clanq_ep_counters *counters; /**< driver-written */
+};
+
+/**
+ * \brief Create an endpoint and map its shared segment.
+ * \param oob_slots  OOB queue length (power of two); 0: driver default.
+ *                   One slot always stays free, so it holds oob_slots-1.
+ * \return 0; -EINVAL for a bad length; -ENOSPC past the context's limit.
+ */
+int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
+		    unsigned int oob_slots);
+
+/**
+ * \brief Destroy an endpoint: nothing more is delivered to it, its
+ * registrations go, and its mapping is removed.
+ * \return 0 or -errno.
+ */
+int clanq_ep_destroy(struct clanq_ep *ep);
+
+/**
+ * \brief Send an OOB message (a system call). The driver stamps the source
+ * address. Delivery is not confirmed: a full receiver discards and counts.
+ * \param len  payload bytes, <= CLANQ_OOB_PAYLOAD
+ * \return 0; -EMSGSIZE; -EHOSTUNREACH for an unknown node; -errno.
+ */
+int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
+		   const void *payload, size_t len);
+
+/**
+ * \brief Take the next OOB message, entirely at user level (no system
+ * call): the paper's oob_q_get without blocking.
+ * \return 0 with *msg filled, or -EAGAIN if the queue is empty.
+ */
+static inline int clanq_oob_recv(struct clanq_ep *ep, struct clanq_oob_msg *msg)
+{
+	return clanq_q_get(&ep->oob, msg) ? 0 : -EAGAIN;
+}
+
+/** \brief Messages discarded at this endpoint because its queue was full. */
+static inline __u64 clanq_ep_dropped(const struct clanq_ep *ep)
+{
+	return __atomic_load_n(&ep->counters->oob_dropped, __ATOMIC_RELAXED);
+}
+
+/*
+ * The unified event queue (paper section 3.4).
+ */
+
+#define CLANQ_EVQ_SPIN_NS_DEFAULT	15000	/**< as the paper's server */
+
+/** An event queue: events from many endpoints, dequeued at user level. */
+struct clanq_evq {
+	int fd;				/**< its own fd: poll/epoll it */
+	void *seg;
+	size_t seg_size;
+	struct clanq_queue ring;	/**< consumer side, private */
+	__u64 *pending;			/**< one bit per registration */
+	__u32 nr_words;			/**< words in pending */
+	__u64 spin_ns;			/**< clanq_evq_wait() spins this long */
+};
+
+/**
+ * \brief Create an event queue for up to max_regs registrations.
+ * \return 0; -EINVAL if max_regs is 0 or above the driver's limit.
+ */
+int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
+		     unsigned int max_regs);
+
+/** \brief Close the event queue; its registrations go with it. */
+int clanq_evq_destroy(struct clanq_evq *evq);
+
+/**
+ * \brief Deliver the events in mask (CLANQ_EV_*) of ep to evq.
+ * \return the registration index (>= 0), which events carry; -EINVAL,
+ *         -ENOENT if ep is not of the evq's context, -ENOSPC when full.
+ */
+int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
+		       __u32 mask, __u64 cookie);
+
+/** \brief Remove a registration. Events of it may still be in the ring. */
+int clanq_evq_unregister(struct clanq_evq *evq, int reg);
+
+/** \brief The fd to put in poll/epoll: readable while events are queued. */
+static inline int clanq_evq_fd(const struct clanq_evq *evq)
+{
+	return evq->fd;
+}
+
+/** \brief Set how long clanq_evq_wait() spins before it blocks. */
+static inline void clanq_evq_set_spin(struct clanq_evq *evq, __u64 spin_ns)
+{
+	evq->spin_ns = spin_ns;
+}
+
+/**
+ * \brief Take the next event, entirely at user level (no system call).
+ *
+ * Clears the registration's pending bit before returning, so the caller
+ * must then drain every source of that registration: anything arriving
+ * after the bit was cleared raises a new event.
+ * \return 1 with *ev filled, or 0 if there is none.
+ */
+static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)
+{
+	__u32 reg;
+
+	if (!clanq_q_get(&evq->ring, ev))
+		return 0;
+	reg = ev->reg;
+	if (reg / 64 < evq->nr_words)
+		/* full barrier: pairs with the driver's test_and_set_bit */
+		__atomic_fetch_and(&evq->pending[reg / 64],
+				   ~(1ull << (reg % 64)), __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+/**
+ * \brief Wait for the next event: poll, spin for spin_ns, then block in
+ * the driver without losing a wake-up.
+ * \param timeout_ns  -1: no timeout; 0: poll once.
+ * \return 1 with *ev filled; 0 on timeout; -EINTR on a signal; -errno.
+ */
+int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
+		   int64_t timeout_ns);
+
+/*
+ * Counters.
+ */
+
+/** \brief Driver entries (system calls) this context has made so far. */
+int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries);
 
 #ifdef __cplusplus
 }

@@ -58,3 +58,13 @@ int clanq_close(struct clanq_dev *dev)
 		return -errno;
 	return 0;
 }
+
+int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
+{
+	struct clanq_query q;
+	int err = clanq_query(dev, &q);
+
+	if (!err)
+		*entries = q.ctx_entries;
+	return err;
+}

@@ -249,6 +249,20 @@ static inline bool clanq_q_put(struct clanq_queue *q, const void *item)
 	return true;
 }
 
+/**
+ * clanq_q_prod_unread() - has the consumer left anything unread?
+ *
+ * For a producer deciding whether to raise an event for items already
+ * queued. Reads the consumer's index once; a nonsense value reads as
+ * "nothing unread", so a hostile consumer only silences itself.
+ */
+static inline bool clanq_q_prod_unread(struct clanq_queue *q)
+{
+	__u32 cons = clanq_q_load_acquire(q->cons);
+
+	return !(cons & ~q->mask) && cons != q->own;
+}
+
 /*
  * Consumer side.
  */

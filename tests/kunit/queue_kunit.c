@@ -956,5 +956,5 @@ static struct kunit_suite clanq_queue_suite = {
 
 kunit_test_suites(&clanq_queue_suite);
 
-MODULE_DESCRIPTION("KUnit tests for the clanq lock-free queue");
+MODULE_DESCRIPTION("KUnit tests for clanq: the queue, OOB messages, event queues");
 MODULE_LICENSE("GPL");

@@ -9,3 +9,6 @@ clanq-info || exit 1
 echo
 echo "== the asynchronous queue between two threads, beside a cache-line ping-pong"
 queue_bench -n 200000 || exit 1
+echo
+echo "== one server, one event queue, many endpoints; a client on another node"
+evq_demo || exit 1

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Endpoints: an address peers can name (node, id), an OOB receive queue
+ * the application reads directly, and the wait queue event sources are
+ * raised on.
+ *
+ * The endpoint's shared segment holds the counters and the OOB queue. The
+ * queue's geometry and the driver's write index live here, in kernel
+ * memory (struct clanq_queue); the segment holds only their published
+ * mirrors, which the driver writes and never reads back.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+
+#include "clanq_drv.h"
+
+/* Segment layout: counters, then the OOB queue. */
+static u32 clanq_ep_layout(struct clanq_queue_off *oob, u32 oob_slots)
+{
+	return clanq_q_layout(oob, sizeof(struct clanq_ep_counters), oob_slots,
+			      sizeof(struct clanq_oob_msg));
+}
+
+struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
+{
+	struct clanq_nic *nic = ctx->nic;
+	struct clanq_queue_off qo;
+	struct clanq_ep *ep;
+	u32 size;
+	int err;
+
+	lockdep_assert_held(&ctx->lock);
+	if (ctx->nr_eps >= clanq_max_eps)
+		return ERR_PTR(-ENOSPC);
+	size = clanq_ep_layout(&qo, oob_slots);
+	if (!size)
+		return ERR_PTR(-EINVAL);
+
+	ep = kzalloc(sizeof(*ep), GFP_KERNEL_ACCOUNT);
+	if (!ep)
+		return ERR_PTR(-ENOMEM);
+	ep->ctx = ctx;
+	ep->nic = nic;
+	refcount_set(&ep->ref, 1);
+	spin_lock_init(&ep->oob_lock);
+	init_waitqueue_head(&ep->wq);
+	INIT_LIST_HEAD(&ep->regs);
+	atomic64_set(&ep->events, 0);
+
+	err = -ENOMEM;
+	ep->shm = clanq_shm_alloc(size);
+	if (!ep->shm)
+		goto err_free;
+	ep->counters = ep->shm->vaddr;
+	/* geometry from our own layout, checked against the real size */
+	err = clanq_q_init(&ep->oob, ep->shm->vaddr, ep->shm->size, &qo);
+	if (WARN_ON(err))
+		goto err_shm;
+	err = clanq_ctx_mmap_add(ctx, ep->shm, &ep->mmap_key);
+	if (err)
+		goto err_shm;
+	/*
+	 * Cyclic ids: a stale address held by a peer names nobody for a
+	 * long while rather than a new endpoint at once. Published last:
+	 * once in the xarray, the endpoint can receive.
+	 */
+	err = xa_alloc_cyclic(&nic->eps, &ep->id, ep, XA_LIMIT(1, S32_MAX),
+			      &nic->next_ep_id, GFP_KERNEL_ACCOUNT);
+	if (err < 0)
+		goto err_mmap;
+	list_add_tail(&ep->ctx_node, &ctx->eps);
+	ctx->nr_eps++;
+	return ep;
+
+err_mmap:
+	clanq_ctx_mmap_del(ctx, ep->mmap_key);
+err_shm:
+	clanq_shm_put(ep->shm);
+err_free:
+	kfree(ep);
+	return ERR_PTR(err);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_create);
+
+static void clanq_ep_free_rcu(struct rcu_head *rcu)
+{
+	kfree(container_of(rcu, struct clanq_ep, rcu));
+}
+
+void clanq_ep_put(struct clanq_ep *ep)
+{
+	if (refcount_dec_and_test(&ep->ref)) {
+		clanq_shm_put(ep->shm);
+		/* lookups under RCU may still be looking at it */
+		call_rcu(&ep->rcu, clanq_ep_free_rcu);
+	}
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_put);
+
+/*
+ * Destroy: no new delivery finds it (xarray), none in flight queues
+ * anything more (dead), no evq hears of it (registrations), and the
+ * application can map it no more. Existing mappings keep the segment.
+ */
+void clanq_ep_destroy(struct clanq_ep *ep)
+{
+	struct clanq_ctx *ctx = ep->ctx;
+	unsigned long flags;
+
+	lockdep_assert_held(&ctx->lock);
+	xa_erase(&ep->nic->eps, ep->id);
+	spin_lock_irqsave(&ep->oob_lock, flags);
+	ep->dead = true;
+	spin_unlock_irqrestore(&ep->oob_lock, flags);
+	clanq_evq_detach_ep(ep);
+	clanq_ctx_mmap_del(ctx, ep->mmap_key);
+	list_del(&ep->ctx_node);
+	ctx->nr_eps--;
+	clanq_ep_put(ep);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_destroy);
+
+/* Any endpoint of @nic, pinned; NULL if there is none by that id. */
+struct clanq_ep *clanq_ep_lookup(struct clanq_nic *nic, u32 id)
+{
+	struct clanq_ep *ep;
+
+	rcu_read_lock();
+	ep = xa_load(&nic->eps, id);
+	if (ep && !refcount_inc_not_zero(&ep->ref))
+		ep = NULL;
+	rcu_read_unlock();
+	return ep;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_lookup);
+
+/* An endpoint of @ctx itself: ids of other contexts read as absent. */
+struct clanq_ep *clanq_ep_lookup_owned(struct clanq_ctx *ctx, u32 id)
+{
+	struct clanq_ep *ep = clanq_ep_lookup(ctx->nic, id);
+
+	if (ep && ep->ctx != ctx) {
+		clanq_ep_put(ep);
+		ep = NULL;
+	}
+	return ep;
+}
+
+/*
+ * Tell every registration of @ep that @events happened. The full barrier
+ * in wq_has_sleeper() orders the caller's queue publication before the
+ * check for registrations (the sleep-flag pattern of queue.h): a
+ * registration being added concurrently either is seen here or sees the
+ * item when it checks for pending sources (clanq_ep_pending()).
+ */
+void clanq_ep_raise(struct clanq_ep *ep, u32 events)
+{
+	/* the key carries CLANQ_EV_* bits; only our own callbacks read it */
+	if (wq_has_sleeper(&ep->wq))
+		wake_up_poll(&ep->wq, (__force __poll_t)events);
+}
+
+/* Does @ep have something for @events now? (OOB: unread messages.) */
+bool clanq_ep_pending(struct clanq_ep *ep, u32 events)
+{
+	unsigned long flags;
+	bool pending = false;
+
+	if (events & CLANQ_EV_OOB) {
+		/* nests inside ep->wq.lock: deliveries never hold both */
+		spin_lock_irqsave(&ep->oob_lock, flags);
+		/* the consumer's index is the application's: read once, check */
+		pending = clanq_q_prod_unread(&ep->oob);
+		spin_unlock_irqrestore(&ep->oob_lock, flags);
+	}
+	return pending;
+}
+
+/* What the application needs to map and use @ep. */
+void clanq_ep_describe(struct clanq_ep *ep, struct clanq_ep_create *c)
+{
+	c->addr.node = ep->nic->node;
+	c->addr.id = ep->id;
+	c->mmap_offset = (u64)ep->mmap_key << PAGE_SHIFT;
+	c->mmap_size = ep->shm->size;
+	clanq_ep_layout(&c->oob, ep->oob.mask + 1);
+	c->counters = 0;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_describe);
+
+int clanq_ioctl_ep_create(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ep_create *c = arg;
+	u32 slots = c->oob_slots ? c->oob_slots : CLANQ_DEFAULT_OOB_SLOTS;
+	struct clanq_ep *ep;
+
+	if (c->flags || c->reserved0 || !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "EP_CREATE: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	if (slots < 2 || slots > clanq_max_oob_slots || !is_power_of_2(slots)) {
+		clanq_uerr(ctx, "EP_CREATE: oob_slots %u: want a power of two, 2..%u",
+			   c->oob_slots, clanq_max_oob_slots);
+		return -EINVAL;
+	}
+	mutex_lock(&ctx->lock);
+	ep = clanq_ep_create(ctx, slots);
+	if (IS_ERR(ep)) {
+		mutex_unlock(&ctx->lock);
+		if (PTR_ERR(ep) == -ENOSPC)
+			clanq_uerr(ctx, "EP_CREATE: context has %u endpoints already (max_eps)",
+				   clanq_max_eps);
+		return PTR_ERR(ep);
+	}
+	clanq_ep_describe(ep, c);
+	mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+int clanq_ioctl_ep_destroy(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ep_destroy *d = arg;
+	struct clanq_ep *ep;
+
+	if (d->flags || !clanq_zero(d->reserved, sizeof(d->reserved))) {
+		clanq_uerr(ctx, "EP_DESTROY: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	mutex_lock(&ctx->lock);
+	ep = clanq_ep_lookup_owned(ctx, d->id);
+	if (ep) {
+		clanq_ep_destroy(ep);
+		clanq_ep_put(ep);
+	}
+	mutex_unlock(&ctx->lock);
+	return ep ? 0 : -ENOENT;
+}

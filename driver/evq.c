@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The unified event queue (paper section 3.4).
+ *
+ * An evq is a ring of struct clanq_event in a segment shared with the
+ * application, plus a pending bitmap with one bit per registration.
+ * Registering an endpoint hangs a wait-queue entry with our own wake
+ * function (init_waitqueue_func_entry(), the generalised wait queue the
+ * paper describes and epoll uses) on the endpoint's wait queue; raising
+ * an event source there calls clanq_evq_wake(), which posts at O(1) cost
+ * whatever the number of registrations.
+ *
+ * At most once: a registration posts only if it sets its pending bit;
+ * the application clears the bit when it dequeues the event, then drains
+ * the source. So the ring, with room for every registration, cannot
+ * overflow while the application plays by the rules. It may not: it can
+ * clear bits at will, so the ring's producer still checks for room (the
+ * queue's one-free-slot rule) and counts what it cannot post. The bitmap
+ * is the application's memory: a bit in it is a hint, never an index.
+ *
+ * Index reuse: an unregistered index whose pending bit is still set may
+ * have an event in the ring, which would carry the old cookie and, with
+ * the bit set, silence the index's next owner. Such an index waits in
+ * limbo until the application clears the bit (it has taken the event);
+ * only then is it handed out again.
+ *
+ * Blocking: CLANQ_IOC_EVQ_WAIT takes the caller's consumer index and
+ * sleeps only while the driver's private producer index still equals it
+ * (as ef_vi does), so an event posted after the caller last looked is
+ * never slept through. The evq fd is pollable on the same condition.
+ */
+#include <linux/anon_inodes.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/log2.h>
+#include <linux/mm.h>
+#include <linux/poll.h>
+#include <linux/slab.h>
+
+#include "clanq_drv.h"
+
+struct clanq_evq {
+	struct clanq_ctx *ctx;		/* holds a reference */
+	struct clanq_shm *shm;
+	spinlock_t lock;		/* producers of the ring */
+	struct clanq_queue ring;	/* producer side; geometry private */
+	unsigned long *pending;		/* in shm: the application's */
+	u32 max_regs;			/* private bound on indices */
+	struct clanq_reg **regs;	/* by index, under ctx->lock */
+	struct ida ida;
+	unsigned long *limbo;		/* freed indices awaiting their bit */
+	wait_queue_head_t wq;		/* WAIT sleepers and poll */
+};
+
+struct clanq_reg {
+	struct wait_queue_entry wait;	/* on ep->wq */
+	struct clanq_evq *evq;
+	struct clanq_ep *ep;		/* holds a reference */
+	struct list_head ep_node;	/* ep->regs */
+	u32 index;			/* < evq->max_regs */
+	u32 events;			/* CLANQ_EV_* it listens for */
+	u64 cookie;
+};
+
+static bool clanq_evq_ready(struct clanq_evq *evq, u32 read_i)
+{
+	return READ_ONCE(evq->ring.own) != read_i;
+}
+
+static void clanq_evq_post(struct clanq_evq *evq, struct clanq_reg *reg,
+			   u32 events)
+{
+	struct clanq_nic *nic = evq->ctx->nic;
+	struct clanq_event ev = {
+		.reg = reg->index,
+		.events = events,
+		.cookie = reg->cookie,
+	};
+	unsigned long flags;
+	bool posted;
+
+	/*
+	 * Fully ordered: pairs with the application's atomic clear of the
+	 * bit before it drains the source. Either it sees our item, or we
+	 * see the bit clear and post again.
+	 */
+	if (test_and_set_bit(reg->index, evq->pending))
+		return;
+	spin_lock_irqsave(&evq->lock, flags);
+	posted = clanq_q_put(&evq->ring, &ev);
+	spin_unlock_irqrestore(&evq->lock, flags);
+	if (!posted) {
+		atomic64_inc(&nic->stats.evq_overflows);
+		return;
+	}
+	atomic64_inc(&nic->stats.events);
+	WRITE_ONCE(reg->ep->counters->events, atomic64_inc_return(&reg->ep->events));
+	if (wq_has_sleeper(&evq->wq))
+		wake_up_poll(&evq->wq, EPOLLIN | EPOLLRDNORM);
+}
+
+/* Called under ep->wq.lock with the events raised as the key. */
+static int clanq_evq_wake(struct wait_queue_entry *wait, unsigned int mode,
+			  int sync, void *key)
+{
+	struct clanq_reg *reg = container_of(wait, struct clanq_reg, wait);
+	u32 events = (__force u32)key_to_poll(key) & reg->events;	/* CLANQ_EV_* */
+
+	if (events)
+		clanq_evq_post(reg->evq, reg, events);
+	return 0;
+}
+
+/*
+ * Unhook a registration. remove_wait_queue() takes ep->wq.lock, so once
+ * it returns no wake callback for it is running or will run.
+ */
+static void clanq_reg_remove(struct clanq_reg *reg)
+{
+	struct clanq_evq *evq = reg->evq;
+
+	lockdep_assert_held(&evq->ctx->lock);
+	remove_wait_queue(&reg->ep->wq, &reg->wait);
+	list_del(&reg->ep_node);
+	evq->regs[reg->index] = NULL;
+	if (test_bit(reg->index, evq->pending))
+		__set_bit(reg->index, evq->limbo);
+	else
+		ida_free(&evq->ida, reg->index);
+	clanq_ep_put(reg->ep);
+	kfree(reg);
+}
+
+/* Hand back the limbo indices whose events the application has taken. */
+static void clanq_evq_reclaim(struct clanq_evq *evq)
+{
+	unsigned long i;
+
+	lockdep_assert_held(&evq->ctx->lock);
+	for_each_set_bit(i, evq->limbo, evq->max_regs) {
+		if (test_bit(i, evq->pending))
+			continue;
+		__clear_bit(i, evq->limbo);
+		ida_free(&evq->ida, i);
+	}
+}
+
+void clanq_evq_detach_ep(struct clanq_ep *ep)
+{
+	struct clanq_reg *reg, *tmp;
+
+	list_for_each_entry_safe(reg, tmp, &ep->regs, ep_node)
+		clanq_reg_remove(reg);
+}
+
+static void clanq_evq_count_entry(struct clanq_evq *evq)
+{
+	atomic64_inc(&evq->ctx->entries);
+	atomic64_inc(&evq->ctx->nic->stats.entries);
+}
+
+/*
+ * Watch @events of endpoint @ep_id (of the evq's context) on @evq.
+ * Return: the registration index, or -errno.
+ */
+int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
+			  u64 cookie)
+{
+	struct clanq_ctx *ctx = evq->ctx;
+	struct clanq_reg *reg;
+	unsigned long flags;
+	struct clanq_ep *ep;
+	int index;
+
+	if (!events || (events & ~CLANQ_EV_ALL))
+		return -EINVAL;
+	reg = kzalloc(sizeof(*reg), GFP_KERNEL_ACCOUNT);
+	if (!reg)
+		return -ENOMEM;
+
+	mutex_lock(&ctx->lock);
+	ep = clanq_ep_lookup_owned(ctx, ep_id);
+	if (!ep) {
+		mutex_unlock(&ctx->lock);
+		kfree(reg);
+		return -ENOENT;
+	}
+	clanq_evq_reclaim(evq);
+	index = ida_alloc_max(&evq->ida, evq->max_regs - 1, GFP_KERNEL_ACCOUNT);
+	if (index < 0) {
+		mutex_unlock(&ctx->lock);
+		clanq_ep_put(ep);
+		kfree(reg);
+		return index == -ENOSPC ? -ENOSPC : index;
+	}
+	reg->evq = evq;
+	reg->ep = ep;			/* the lookup's reference */
+	reg->index = index;
+	reg->events = events;
+	reg->cookie = cookie;
+	init_waitqueue_func_entry(&reg->wait, clanq_evq_wake);
+	evq->regs[index] = reg;
+	list_add_tail(&reg->ep_node, &ep->regs);
+	/*
+	 * Hook in and look for what arrived before we listened, both under
+	 * the wait queue's lock, as wake callbacks run: a delivery either
+	 * queued before our look (we post) or finds us hooked (it posts).
+	 */
+	spin_lock_irqsave(&ep->wq.lock, flags);
+	__add_wait_queue(&ep->wq, &reg->wait);
+	if (clanq_ep_pending(ep, reg->events))
+		clanq_evq_post(evq, reg, reg->events & CLANQ_EV_OOB);
+	spin_unlock_irqrestore(&ep->wq.lock, flags);
+	mutex_unlock(&ctx->lock);
+	return index;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_register_ep);
+
+int clanq_evq_unregister_index(struct clanq_evq *evq, u32 index)
+{
+	int err = -ENOENT;
+
+	mutex_lock(&evq->ctx->lock);
+	if (index < evq->max_regs && evq->regs[index]) {
+		clanq_reg_remove(evq->regs[index]);
+		err = 0;
+	}
+	mutex_unlock(&evq->ctx->lock);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_unregister_index);
+
+static int clanq_evq_register(void *obj, void *arg)
+{
+	struct clanq_evq *evq = obj;
+	struct clanq_evq_reg *r = arg;
+	int index;
+
+	if (r->flags || r->reg || !clanq_zero(r->reserved, sizeof(r->reserved)) ||
+	    !r->events || (r->events & ~CLANQ_EV_ALL)) {
+		clanq_uerr(evq->ctx,
+			   "EVQ_REGISTER: events %#x: want CLANQ_EV_* bits; flags, reg, reserved zero",
+			   r->events);
+		return -EINVAL;
+	}
+	index = clanq_evq_register_ep(evq, r->ep, r->events, r->cookie);
+	if (index < 0)
+		return index;
+	r->reg = index;
+	return 0;
+}
+
+static int clanq_evq_unregister(void *obj, void *arg)
+{
+	struct clanq_evq *evq = obj;
+	struct clanq_evq_reg *r = arg;
+
+	if (r->flags || !clanq_zero(r->reserved, sizeof(r->reserved))) {
+		clanq_uerr(evq->ctx, "EVQ_UNREGISTER: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	return clanq_evq_unregister_index(evq, r->reg);
+}
+
+static int clanq_evq_wait(void *obj, void *arg)
+{
+	struct clanq_evq *evq = obj;
+	struct clanq_evq_wait *w = arg;
+	long ret;
+
+	if (w->flags || !clanq_zero(w->reserved, sizeof(w->reserved))) {
+		clanq_uerr(evq->ctx, "EVQ_WAIT: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	if (w->read_i > evq->ring.mask) {
+		clanq_uerr(evq->ctx, "EVQ_WAIT: read_i %u is not an index of a %u-slot ring",
+			   w->read_i, evq->ring.mask + 1);
+		return -EINVAL;
+	}
+	if (clanq_evq_ready(evq, w->read_i))
+		return 0;
+	atomic64_inc(&evq->ctx->nic->stats.evq_blocks);
+	if (w->timeout_ns == U64_MAX)
+		ret = wait_event_interruptible(evq->wq,
+					       clanq_evq_ready(evq, w->read_i));
+	else
+		ret = wait_event_interruptible_hrtimeout(evq->wq,
+							 clanq_evq_ready(evq, w->read_i),
+							 ns_to_ktime(min_t(u64, w->timeout_ns,
+									   KTIME_MAX)));
+	if (ret == -ETIME)
+		return -ETIMEDOUT;
+	if (ret == -ERESTARTSYS)
+		return -EINTR;	/* never restarted: the timeout would be lost */
+	return ret;
+}
+
+static const struct clanq_ioctl_desc clanq_evq_ioctls[] = {
+	[_IOC_NR(CLANQ_IOC_EVQ_REGISTER)] = { CLANQ_IOC_EVQ_REGISTER, clanq_evq_register },
+	[_IOC_NR(CLANQ_IOC_EVQ_UNREGISTER)] = { CLANQ_IOC_EVQ_UNREGISTER, clanq_evq_unregister },
+	[_IOC_NR(CLANQ_IOC_EVQ_WAIT)] = { CLANQ_IOC_EVQ_WAIT, clanq_evq_wait },
+};
+
+static long clanq_evq_ioctl(struct file *file, unsigned int cmd,
+			    unsigned long uarg)
+{
+	clanq_evq_count_entry(file->private_data);
+	return clanq_ioctl_dispatch(clanq_evq_ioctls, ARRAY_SIZE(clanq_evq_ioctls),
+				    file->private_data, cmd, uarg);
+}
+
+static __poll_t clanq_evq_poll(struct file *file, poll_table *pt)
+{
+	struct clanq_evq *evq = file->private_data;
+	u32 cons;
+
+	clanq_evq_count_entry(evq);
+	poll_wait(file, &evq->wq, pt);
+	cons = READ_ONCE(*evq->ring.cons);	/* the application's: check */
+	if (cons & ~evq->ring.mask)
+		return EPOLLERR;
+	return clanq_evq_ready(evq, cons) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+static int clanq_evq_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct clanq_evq *evq = file->private_data;
+
+	clanq_evq_count_entry(evq);
+	if (vma->vm_pgoff)
+		return -EINVAL;
+	return clanq_shm_mmap(evq->shm, vma);
+}
+
+static void clanq_evq_free(struct clanq_evq *evq)
+{
+	ida_destroy(&evq->ida);
+	bitmap_free(evq->limbo);
+	kvfree(evq->regs);
+	clanq_shm_put(evq->shm);
+	kfree(evq);
+}
+
+/* Unhook every registration, free the evq, drop its context reference. */
+void clanq_evq_destroy(struct clanq_evq *evq)
+{
+	struct clanq_ctx *ctx = evq->ctx;
+	u32 i;
+
+	mutex_lock(&ctx->lock);
+	for (i = 0; i < evq->max_regs; i++)
+		if (evq->regs[i])
+			clanq_reg_remove(evq->regs[i]);
+	mutex_unlock(&ctx->lock);
+	clanq_evq_free(evq);
+	clanq_ctx_put(ctx);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_destroy);
+
+static int clanq_evq_release(struct inode *inode, struct file *file)
+{
+	clanq_evq_destroy(file->private_data);
+	return 0;
+}
+
+static const struct file_operations clanq_evq_fops = {
+	.owner		= THIS_MODULE,
+	.release	= clanq_evq_release,
+	.unlocked_ioctl	= clanq_evq_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.poll		= clanq_evq_poll,
+	.mmap		= clanq_evq_mmap,
+};
+
+/* Segment layout: the ring, then the pending bitmap. */
+static u32 clanq_evq_layout(struct clanq_queue_off *ring, u32 *pending,
+			    u32 max_regs)
+{
+	u32 end = clanq_q_layout(ring, 0, roundup_pow_of_two(max_regs + 1),
+				 sizeof(struct clanq_event));
+
+	*pending = clanq_q_align(end);
+	return *pending + BITS_TO_LONGS(max_regs) * sizeof(long);
+}
+
+/*
+ * An evq of @ctx for @max_regs registrations, with no file yet; @c gets
+ * the layout. Holds a reference on @ctx until clanq_evq_destroy().
+ */
+struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
+				   struct clanq_evq_create *c)
+{
+	struct clanq_evq *evq;
+	u32 size, pending;
+	int err;
+
+	if (!max_regs || max_regs > clanq_max_evq_regs)
+		return ERR_PTR(-EINVAL);
+	evq = kzalloc(sizeof(*evq), GFP_KERNEL_ACCOUNT);
+	if (!evq)
+		return ERR_PTR(-ENOMEM);
+	evq->max_regs = max_regs;
+	spin_lock_init(&evq->lock);
+	init_waitqueue_head(&evq->wq);
+	ida_init(&evq->ida);
+	size = clanq_evq_layout(&c->ring, &pending, max_regs);
+	evq->regs = kvcalloc(max_regs, sizeof(*evq->regs), GFP_KERNEL_ACCOUNT);
+	evq->limbo = bitmap_zalloc(max_regs, GFP_KERNEL_ACCOUNT);
+	evq->shm = clanq_shm_alloc(size);
+	if (!evq->regs || !evq->limbo || !evq->shm) {
+		clanq_evq_free(evq);
+		return ERR_PTR(-ENOMEM);
+	}
+	err = clanq_q_init(&evq->ring, evq->shm->vaddr, evq->shm->size, &c->ring);
+	if (WARN_ON(err)) {
+		clanq_evq_free(evq);
+		return ERR_PTR(err);
+	}
+	evq->pending = evq->shm->vaddr + pending;
+	evq->ctx = ctx;
+	clanq_ctx_get(ctx);
+	c->max_regs = max_regs;
+	c->nr_words = BITS_TO_LONGS(max_regs) * sizeof(long) / sizeof(u64);
+	c->mmap_size = evq->shm->size;
+	c->pending = pending;
+	return evq;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_create);
+
+/* The shared segment, as the application sees it: for KUnit tests. */
+void *clanq_evq_seg(struct clanq_evq *evq)
+{
+	return evq->shm->vaddr;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_seg);
+
+int clanq_ioctl_evq_create(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_evq_create *c = arg;
+	struct clanq_evq *evq;
+	int fd;
+
+	if (c->flags || c->reserved0 || !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "EVQ_CREATE: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	evq = clanq_evq_create(ctx, c->max_regs, c);
+	if (IS_ERR(evq)) {
+		if (PTR_ERR(evq) == -EINVAL)
+			clanq_uerr(ctx, "EVQ_CREATE: max_regs %u: want 1..%u",
+				   c->max_regs, clanq_max_evq_regs);
+		return PTR_ERR(evq);
+	}
+	/*
+	 * Installed before the result is copied out: if that copy faults,
+	 * the caller has an fd it does not know of, which its exit closes.
+	 */
+	fd = anon_inode_getfd("[clanq-evq]", &clanq_evq_fops, evq,
+			      O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		clanq_evq_destroy(evq);
+		return fd;
+	}
+	c->fd = fd;
+	return 0;
+}

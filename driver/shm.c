@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Shared segments: memory the driver and one application both see.
+ *
+ * The driver writes through its vmalloc address, the application through
+ * its mapping. The segment is freed only when its owner object and every
+ * VMA mapping it have dropped their references: the VMA's open/close
+ * callbacks count fork and split copies, so a process still holding a
+ * mapping after its endpoint is destroyed reads stale but valid memory,
+ * never freed memory.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "clanq_drv.h"
+
+struct clanq_shm *clanq_shm_alloc(size_t size)
+{
+	struct clanq_shm *shm;
+
+	shm = kzalloc(sizeof(*shm), GFP_KERNEL_ACCOUNT);
+	if (!shm)
+		return NULL;
+	shm->size = PAGE_ALIGN(size);
+	shm->vaddr = vmalloc_user(shm->size);	/* zeroed, VM_USERMAP */
+	if (!shm->vaddr) {
+		kfree(shm);
+		return NULL;
+	}
+	refcount_set(&shm->ref, 1);
+	return shm;
+}
+
+static void clanq_shm_get(struct clanq_shm *shm)
+{
+	refcount_inc(&shm->ref);
+}
+
+void clanq_shm_put(struct clanq_shm *shm)
+{
+	if (shm && refcount_dec_and_test(&shm->ref)) {
+		vfree(shm->vaddr);
+		kfree(shm);
+	}
+}
+
+static void clanq_shm_vm_open(struct vm_area_struct *vma)
+{
+	clanq_shm_get(vma->vm_private_data);
+}
+
+static void clanq_shm_vm_close(struct vm_area_struct *vma)
+{
+	clanq_shm_put(vma->vm_private_data);
+}
+
+static const struct vm_operations_struct clanq_shm_vm_ops = {
+	.open	= clanq_shm_vm_open,
+	.close	= clanq_shm_vm_close,
+};
+
+/*
+ * Map the whole segment, or refuse: the length must be exactly the size
+ * the create call returned, and the mapping must be shared (a private
+ * copy would silently stop seeing the driver's writes).
+ */
+int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
+{
+	int err;
+
+	if (vma->vm_end - vma->vm_start != shm->size)
+		return -EINVAL;
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	err = remap_vmalloc_range(vma, shm->vaddr, 0);
+	if (err)
+		return err;
+	vma->vm_private_data = shm;
+	vma->vm_ops = &clanq_shm_vm_ops;
+	clanq_shm_get(shm);
+	return 0;
+}

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq: endpoints and OOB messages. Receiving is inline in clanq.h;
+ * here are the calls that enter the driver.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include <clanq.h>
+
+int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
+		    unsigned int oob_slots)
+{
+	struct clanq_ep_create c;
+	struct clanq_ep_destroy d;
+	void *seg;
+	int err;
+
+	memset(&c, 0, sizeof(c));
+	c.oob_slots = oob_slots;
+	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
+		return -errno;
+	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   dev->fd, (off_t)c.mmap_offset);
+	if (seg == MAP_FAILED) {
+		err = -errno;
+		goto destroy;
+	}
+	err = clanq_q_init(&ep->oob, seg, c.mmap_size, &c.oob);
+	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size) {
+		err = -EPROTO;		/* the driver described nonsense */
+		munmap(seg, c.mmap_size);
+		goto destroy;
+	}
+	ep->fd = dev->fd;
+	ep->addr = c.addr;
+	ep->seg = seg;
+	ep->seg_size = c.mmap_size;
+	ep->counters = (const struct clanq_ep_counters *)((char *)seg + c.counters);
+	return 0;
+
+destroy:
+	memset(&d, 0, sizeof(d));
+	d.id = c.addr.id;
+	ioctl(dev->fd, CLANQ_IOC_EP_DESTROY, &d);
+	return err;
+}
+
+int clanq_ep_destroy(struct clanq_ep *ep)
+{
+	struct clanq_ep_destroy d;
+	int err = 0;
+
+	memset(&d, 0, sizeof(d));
+	d.id = ep->addr.id;
+	if (ioctl(ep->fd, CLANQ_IOC_EP_DESTROY, &d) < 0)
+		err = -errno;
+	if (ep->seg)
+		munmap(ep->seg, ep->seg_size);
+	ep->seg = NULL;
+	return err;
+}
+
+int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
+		   const void *payload, size_t len)
+{
+	struct clanq_oob_send s;
+
+	if (len > CLANQ_OOB_PAYLOAD)
+		return -EMSGSIZE;
+	memset(&s, 0, sizeof(s));
+	s.ep = ep->addr.id;
+	s.dst = dst;
+	s.type = type;
+	s.len = (__u32)len;
+	if (len)
+		memcpy(s.payload, payload, len);
+	if (ioctl(ep->fd, CLANQ_IOC_OOB_SEND, &s) < 0)
+		return -errno;
+	return 0;
+}

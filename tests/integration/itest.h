@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Helpers shared by the in-VM integration tests (header-only).
+ *
+ * Child processes
+ *	cmocka's assert_*() must never run in a forked child: a failure
+ *	longjmps into the child's copy of the test runner, which then runs
+ *	the remaining tests a second time. Children check with CHILD_CHECK()
+ *	and friends, which print what failed and leave with status 1; the
+ *	parent collects the status with itest_wait() and asserts on it.
+ *	Every child started by itest_fork() is remembered, and
+ *	itest_teardown() (each test's teardown) kills and reaps whatever a
+ *	failed test left running.
+ *
+ * Messages
+ *	itest_send() sends a message whose length (8..48 bytes) and payload
+ *	are a function of (tag, seq); itest_check() recomputes both on
+ *	receipt, together with the type and the driver-stamped source.
+ *
+ * Time
+ *	Everything runs under TCG emulation with KASAN and lockdep, 20-50x
+ *	slower than native: every wait here is bounded, and the bounds are
+ *	generous (a timeout is a failure, never the normal path).
+ */
+#ifndef CLANQ_ITEST_H
+#define CLANQ_ITEST_H
+
+#ifndef _GNU_SOURCE
+#error "define _GNU_SOURCE before any #include"
+#endif
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <clanq.h>
+
+#define ITEST_NS_PER_MS		1000000ll
+#define ITEST_NS_PER_S		1000000000ll
+
+/* a message that should arrive has this long to do so */
+#define ITEST_RECV_TIMEOUT	(10 * ITEST_NS_PER_S)
+/* a message that should not arrive is looked for this long */
+#define ITEST_QUIET_NS		(50 * ITEST_NS_PER_MS)
+
+#define ARRAY_SIZE(a)		(sizeof(a) / sizeof((a)[0]))
+
+/* the message type itest_send() uses unless told otherwise */
+#define ITEST_TYPE		(CLANQ_OOB_TYPE_USER + 0x42)
+
+static inline int64_t itest_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * ITEST_NS_PER_S + ts.tv_nsec;
+}
+
+static inline void itest_sleep_ns(int64_t ns)
+{
+	struct timespec ts = {
+		.tv_sec = ns / ITEST_NS_PER_S,
+		.tv_nsec = ns % ITEST_NS_PER_S,
+	};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static inline void itest_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* A driver-written counter in a shared segment. */
+static inline __u64 itest_ctr(const __u64 *ctr)
+{
+	return __atomic_load_n(ctr, __ATOMIC_ACQUIRE);
+}
+
+static inline bool itest_addr_eq(struct clanq_addr a, struct clanq_addr b)
+{
+	return a.node == b.node && a.id == b.id;
+}
+
+/* An address in one word, for atomic publication in shared memory. */
+static inline __u64 itest_addr_pack(struct clanq_addr a)
+{
+	return (__u64)a.node << 32 | a.id;
+}
+
+static inline struct clanq_addr itest_addr_unpack(__u64 w)
+{
+	struct clanq_addr a = { .node = (__u32)(w >> 32), .id = (__u32)w };
+
+	return a;
+}
+
+/* errno of a raw ioctl, or 0 if it succeeded */
+static inline int itest_ioctl_err(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) < 0 ? errno : 0;
+}
+
+/*
+ * Failing in a child.
+ */
+
+static inline __attribute__((noreturn, format(printf, 3, 4)))
+void itest_child_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%d: [child %d] ", file, line, (int)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	_exit(1);
+}
+
+#define CHILD_FAIL(...)	itest_child_fail(__FILE__, __LINE__, __VA_ARGS__)
+
+#define CHILD_CHECK(cond)						\
+	do {								\
+		if (!(cond))						\
+			CHILD_FAIL("check failed: %s", #cond);		\
+	} while (0)
+
+#define CHILD_CHECK_INT(a, b)						\
+	do {								\
+		long long a_ = (long long)(a);				\
+		long long b_ = (long long)(b);				\
+									\
+		if (a_ != b_)						\
+			CHILD_FAIL("%s is %lld, expected %s (%lld)",	\
+				   #a, a_, #b, b_);			\
+	} while (0)
+
+/*
+ * Child processes.
+ */
+
+#define ITEST_MAX_CHILDREN	64
+
+static pid_t itest_children[ITEST_MAX_CHILDREN];
+
+static inline void itest_forget(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < ITEST_MAX_CHILDREN; i++)
+		if (itest_children[i] == pid)
+			itest_children[i] = 0;
+}
+
+/* Run fn(arg) in a child that leaves with status 0 when fn returns. */
+static inline pid_t itest_fork(void (*fn)(void *arg), void *arg)
+{
+	pid_t pid;
+	int i;
+
+	fflush(NULL);		/* or the child's exit would print it again */
+	pid = fork();
+	if (pid == 0) {
+		fn(arg);
+		_exit(0);
+	}
+	for (i = 0; pid > 0 && i < ITEST_MAX_CHILDREN; i++) {
+		if (!itest_children[i]) {
+			itest_children[i] = pid;
+			break;
+		}
+	}
+	return pid;
+}
+
+/*
+ * Wait up to timeout_ns for a child; past that, SIGKILL it.
+ * Return: its wait status, or -1 if it had to be killed or could not be
+ * waited for.
+ */
+static inline int itest_wait(pid_t pid, int64_t timeout_ns)
+{
+	int64_t end = itest_now_ns() + timeout_ns;
+	int status;
+	pid_t r;
+
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR) {
+			fprintf(stderr, "waitpid(%d): %s\n", (int)pid,
+				strerror(errno));
+			itest_forget(pid);
+			return -1;
+		}
+		if (itest_now_ns() > end) {
+			fprintf(stderr, "child %d still running after %lld ms: killed\n",
+				(int)pid, (long long)(timeout_ns / ITEST_NS_PER_MS));
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			itest_forget(pid);
+			return -1;
+		}
+		itest_sleep_ns(2 * ITEST_NS_PER_MS);
+	}
+	itest_forget(pid);
+	return status;
+}
+
+/* true if status says "exited with 0"; otherwise print what happened */
+static inline bool itest_status_ok(int status, const char *who)
+{
+	if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return true;
+	if (status < 0)
+		fprintf(stderr, "%s: did not finish in time\n", who);
+	else if (WIFEXITED(status))
+		fprintf(stderr, "%s: exited with status %d\n", who,
+			WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "%s: killed by signal %d (%s)\n", who,
+			WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		fprintf(stderr, "%s: wait status %#x\n", who, status);
+	return false;
+}
+
+/* cmocka teardown: no child of a failed test outlives it */
+static inline int itest_teardown(void **state)
+{
+	int i, status;
+
+	(void)state;
+	for (i = 0; i < ITEST_MAX_CHILDREN; i++) {
+		if (!itest_children[i])
+			continue;
+		kill(itest_children[i], SIGKILL);
+		while (waitpid(itest_children[i], &status, 0) < 0 &&
+		       errno == EINTR)
+			;
+		itest_children[i] = 0;
+	}
+	return 0;
+}
+
+/* Whole reads and writes on pipes; false on EOF or error. */
+static inline bool itest_read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+static inline bool itest_write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/*
+ * Randomness: xorshift64*, seeded from CLANQ_TEST_SEED if set (the seed
+ * in use is printed, so a failing run can be repeated).
+ */
+static inline __u64 itest_rand(__u64 *s)
+{
+	__u64 x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline __u64 itest_seed(const char *who)
+{
+	const char *env = getenv("CLANQ_TEST_SEED");
+	__u64 seed;
+
+	if (env)
+		seed = strtoull(env, NULL, 0);
+	else
+		seed = (__u64)itest_now_ns() ^ ((__u64)getpid() << 32);
+	if (!seed)
+		seed = 1;
+	printf("%s: CLANQ_TEST_SEED=%#llx\n", who, (unsigned long long)seed);
+	return seed;
+}
+
+/*
+ * Messages.
+ */
+
+static inline __u32 itest_len(__u32 tag, __u32 seq)
+{
+	return 8 + (tag + seq) % (CLANQ_OOB_PAYLOAD - 8 + 1);
+}
+
+static inline __u8 itest_byte(__u32 tag, __u32 seq, __u32 i)
+{
+	return (__u8)(tag * 13u + seq * 31u + i * 7u + 1u);
+}
+
+static inline void itest_fill(__u8 *payload, __u32 tag, __u32 seq)
+{
+	__u32 len = itest_len(tag, seq), i;
+
+	memcpy(payload, &tag, 4);
+	memcpy(payload + 4, &seq, 4);
+	for (i = 8; i < len; i++)
+		payload[i] = itest_byte(tag, seq, i);
+}
+
+static inline int itest_send(struct clanq_ep *ep, struct clanq_addr dst,
+			     __u32 type, __u32 tag, __u32 seq)
+{
+	__u8 payload[CLANQ_OOB_PAYLOAD];
+
+	itest_fill(payload, tag, seq);
+	return clanq_oob_send(ep, dst, type, payload, itest_len(tag, seq));
+}
+
+static inline __u32 itest_tag(const struct clanq_oob_msg *m)
+{
+	__u32 tag;
+
+	memcpy(&tag, m->payload, 4);
+	return tag;
+}
+
+static inline __u32 itest_seq(const struct clanq_oob_msg *m)
+{
+	__u32 seq;
+
+	memcpy(&seq, m->payload + 4, 4);
+	return seq;
+}
+
+/*
+ * Is m what itest_send(<ep at src>, .., type, tag, seq) sent?
+ * Return: NULL if so, else what differs. Pure computation: usable under
+ * seccomp strict mode.
+ */
+static inline const char *itest_check(const struct clanq_oob_msg *m,
+				      struct clanq_addr src, __u32 type,
+				      __u32 tag, __u32 seq)
+{
+	__u32 i;
+
+	if (m->type != type)
+		return "wrong type";
+	if (!itest_addr_eq(m->src, src))
+		return "wrong source address";
+	if (m->len != itest_len(tag, seq))
+		return "wrong length";
+	if (itest_tag(m) != tag)
+		return "wrong tag";
+	if (itest_seq(m) != seq)
+		return "wrong sequence number";
+	for (i = 8; i < m->len; i++)
+		if (m->payload[i] != itest_byte(tag, seq, i))
+			return "payload corrupted";
+	return NULL;
+}
+
+/* The next message on ep, spinning (and yielding now and then). */
+static inline int itest_recv(struct clanq_ep *ep, struct clanq_oob_msg *m,
+			     int64_t timeout_ns)
+{
+	int64_t end = 0;
+	unsigned int spins = 0;
+
+	while (clanq_oob_recv(ep, m) != 0) {
+		if (++spins % 256)
+			continue;
+		if (!end)
+			end = itest_now_ns() + timeout_ns;
+		else if (itest_now_ns() > end)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+	return 0;
+}
+
+/* true if nothing arrives on ep for ITEST_QUIET_NS */
+static inline bool itest_quiet(struct clanq_ep *ep)
+{
+	struct clanq_oob_msg m;
+
+	return itest_recv(ep, &m, ITEST_QUIET_NS) == -ETIMEDOUT;
+}
+
+/*
+ * Wait until ep's counters account for n messages put on or dropped
+ * from its queue, whether delivery is synchronous or not.
+ */
+static inline bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n)
+{
+	const struct clanq_ep_counters *c = ep->counters;
+	int64_t end = itest_now_ns() + ITEST_RECV_TIMEOUT;
+
+	while (itest_ctr(&c->oob_delivered) + itest_ctr(&c->oob_dropped) < n) {
+		if (itest_now_ns() > end)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+/* Wait until a driver-written counter reads want. */
+static inline bool itest_wait_ctr(const __u64 *ctr, __u64 want)
+{
+	int64_t end = itest_now_ns() + ITEST_RECV_TIMEOUT;
+
+	while (itest_ctr(ctr) != want) {
+		if (itest_now_ns() > end)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+#endif /* CLANQ_ITEST_H */
