@@ -6,6 +6,14 @@
  * address is stamped from the sending endpoint (the application cannot
  * forge it), and the wire carries it to the destination node.
  *
+ * Why a system call and not a queued request, as RDMA requests are: OOB
+ * messages carry connection management and other rare control traffic.
+ * A send queue pays off only while the driver is still busy with earlier
+ * requests; for sparse traffic every send would find it idle and ring the
+ * doorbell anyway, so the queue would save nothing, while adding a second
+ * producer path to validate and a delivery that is no longer in the
+ * sender's context (where the error for an unknown node belongs).
+ *
  * clanq_oob_deliver() is the receive path every wire ends in: the
  * paper's oob_q_put. The write index is kernel-private; the queue is
  * full when one free slot is left, and then the message is discarded and

@@ -867,6 +867,63 @@ static void many_endpoints_in_one_context_get_distinct_ids_and_each_its_own_mess
 	assert_int_equal(clanq_close(&dev), 0);
 }
 
+/* One counter of /sys/kernel/debug/clanq/clanqN/stats, or -1. */
+static long long nic_stat(unsigned int nic, const char *key)
+{
+	char path[64], name[64];
+	long long value, found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/clanq/clanq%u/stats", nic);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", name, &value) == 2)
+		if (!strcmp(name, key))
+			found = value;
+	fclose(f);
+	return found;
+}
+
+static void the_nics_counters_in_debugfs_count_sends_deliveries_and_drops(void **state)
+{
+	long long sent1, delivered0, dropped0, no_ep0;
+	struct clanq_dev rx_dev, tx_dev;
+	struct clanq_ep rx, tx;
+	struct clanq_addr nowhere;
+	unsigned int i;
+
+	(void)state;
+	assert_int_equal(clanq_open_nic(&rx_dev, 0), 0);
+	assert_int_equal(clanq_open_nic(&tx_dev, 1), 0);
+	assert_int_equal(clanq_ep_create(&rx_dev, &rx, 4), 0);	/* holds 3 */
+	assert_int_equal(clanq_ep_create(&tx_dev, &tx, 0), 0);
+	sent1 = nic_stat(1, "oob_sent");
+	delivered0 = nic_stat(0, "oob_delivered");
+	dropped0 = nic_stat(0, "oob_dropped");
+	no_ep0 = nic_stat(0, "oob_no_endpoint");
+	assert_true(sent1 >= 0 && delivered0 >= 0 && dropped0 >= 0 && no_ep0 >= 0);
+
+	for (i = 0; i < 5; i++)
+		assert_int_equal(clanq_oob_send(&tx, rx.addr, CLANQ_OOB_TYPE_USER, &i,
+						sizeof(i)), 0);
+	nowhere.node = rx.addr.node;
+	nowhere.id = 0x7ffffff0u;
+	assert_int_equal(clanq_oob_send(&tx, nowhere, CLANQ_OOB_TYPE_USER, NULL, 0), 0);
+
+	assert_int_equal(nic_stat(1, "oob_sent"), sent1 + 6);
+	assert_int_equal(nic_stat(0, "oob_delivered"), delivered0 + 3);
+	assert_int_equal(nic_stat(0, "oob_dropped"), dropped0 + 2);
+	assert_int_equal(nic_stat(0, "oob_no_endpoint"), no_ep0 + 1);
+	assert_true(nic_stat(0, "endpoints") >= 1);
+	assert_true(nic_stat(0, "driver_entries") > 0);
+
+	assert_int_equal(clanq_ep_destroy(&rx), 0);
+	assert_int_equal(clanq_ep_destroy(&tx), 0);
+	assert_int_equal(clanq_close(&rx_dev), 0);
+	assert_int_equal(clanq_close(&tx_dev), 0);
+}
+
 #define T(f)	cmocka_unit_test_teardown(f, itest_teardown)
 
 int main(void)
@@ -889,6 +946,7 @@ int main(void)
 		T(scribbled_counters_are_rewritten_from_the_drivers_own_counts),
 		T(a_destroyed_endpoint_receives_nothing_and_its_id_is_refused),
 		T(many_endpoints_in_one_context_get_distinct_ids_and_each_its_own_messages),
+		T(the_nics_counters_in_debugfs_count_sends_deliveries_and_drops),
 	};
 
 	return cmocka_run_group_tests_name("oob", tests, NULL, NULL);

@@ -12,3 +12,9 @@ queue_bench -n 200000 || exit 1
 echo
 echo "== one server, one event queue, many endpoints; a client on another node"
 evq_demo || exit 1
+echo
+echo "== what the administrator sees: /sys/kernel/debug/clanq/clanq0/stats"
+cat /sys/kernel/debug/clanq/clanq0/stats
+echo
+echo "== OOB message rate and blocking wake-ups, beside UDP and eventfd (same kernel, same run)"
+oob_bench || exit 1
