@@ -49,6 +49,7 @@
 extern unsigned int clanq_max_oob_slots;
 extern unsigned int clanq_max_eps;
 extern unsigned int clanq_max_evq_regs;
+extern unsigned long clanq_max_ctx_bytes;
 
 #define CLANQ_DEFAULT_OOB_SLOTS	64
 
@@ -85,6 +86,7 @@ struct clanq_ctx {
 	struct mutex lock;
 	struct list_head eps;	/* clanq_ep.ctx_node */
 	unsigned int nr_eps;
+	unsigned long shm_bytes;	/* segments held, under lock */
 	struct xarray mmaps;	/* mmap key (pgoff) -> clanq_shm */
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
 };
@@ -137,6 +139,8 @@ void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_shm *shm, u32 *key);
+int clanq_ctx_charge(struct clanq_ctx *ctx, size_t bytes);
+void clanq_ctx_uncharge(struct clanq_ctx *ctx, size_t bytes);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, u32 key);
 
 /* endpoint.c */

@@ -38,6 +38,10 @@ unsigned int clanq_max_evq_regs = 16384;
 module_param_named(max_evq_regs, clanq_max_evq_regs, uint, 0644);
 MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold");
 
+unsigned long clanq_max_ctx_bytes = 64ul << 20;
+module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_ctx_bytes, "Shared-segment bytes one context may hold");
+
 static int clanq_ioctl_query(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;

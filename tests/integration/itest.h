@@ -92,6 +92,12 @@ static inline __u64 itest_ctr(const __u64 *ctr)
 	return __atomic_load_n(ctr, __ATOMIC_ACQUIRE);
 }
 
+/* A word of a shared segment, written as its (hostile) owner may. */
+static inline void itest_store_u32(__u32 *p, __u32 v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
 static inline bool itest_addr_eq(struct clanq_addr a, struct clanq_addr b)
 {
 	return a.node == b.node && a.id == b.id;

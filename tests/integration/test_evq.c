@@ -75,6 +75,24 @@ static int do_register(struct clanq_evq *evq, struct clanq_ep *ep,
 	return reg;
 }
 
+/*
+ * The usual fixture: an evq for 4 registrations, and one endpoint of 16
+ * slots registered on it with cookie. Return: its registration index.
+ */
+static int fix_open_ep(struct fix *f, struct clanq_ep *ep, __u64 cookie)
+{
+	fix_open(f, 4);
+	assert_int_equal(clanq_ep_create(&f->dev, ep, 16), 0);
+	return do_register(&f->evq, ep, cookie);
+}
+
+/* The endpoint first, then the fixture. */
+static void fix_close_ep(struct fix *f, struct clanq_ep *ep)
+{
+	assert_int_equal(clanq_ep_destroy(ep), 0);
+	fix_close(f);
+}
+
 /* the next event, within ITEST_RECV_TIMEOUT */
 static void take_event(struct clanq_evq *evq, struct clanq_event *ev)
 {
@@ -148,11 +166,6 @@ static void set_pending(struct clanq_evq *evq, __u64 v)
 		__atomic_store_n(&evq->pending[w], v, __ATOMIC_SEQ_CST);
 }
 
-static void store_u32(__u32 *p, __u32 v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELEASE);
-}
-
 /*
  * Delivery.
  */
@@ -210,9 +223,7 @@ static void messages_arriving_before_the_event_is_taken_raise_no_second_event(vo
 	__u32 i;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 0xabc);
+	reg = fix_open_ep(&f, &ep, 0xabc);
 
 	for (i = 0; i < 10; i++)
 		send_seq(&f.tx, ep.addr, i);
@@ -229,8 +240,7 @@ static void messages_arriving_before_the_event_is_taken_raise_no_second_event(vo
 	expect_no_event(&f.evq);
 	assert_int_equal(clanq_ep_dropped(&ep), 0);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void a_message_arriving_after_the_event_was_taken_raises_a_new_one(void **state)
@@ -240,9 +250,7 @@ static void a_message_arriving_after_the_event_was_taken_raises_a_new_one(void *
 	int reg;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 77);
+	reg = fix_open_ep(&f, &ep, 77);
 
 	send_seq(&f.tx, ep.addr, 0);
 	take_event_of(&f.evq, reg, 77);
@@ -252,8 +260,7 @@ static void a_message_arriving_after_the_event_was_taken_raises_a_new_one(void *
 	drain(&ep, f.tx.addr, 0, 2);
 	expect_no_event(&f.evq);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void registering_an_endpoint_that_holds_messages_raises_an_event_at_once(void **state)
@@ -323,9 +330,7 @@ static void a_blocked_wait_wakes_when_another_process_sends(void **state)
 	pid_t pid;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 0xb10c);
+	reg = fix_open_ep(&f, &ep, 0xb10c);
 	q = query_cost(&f.dev);
 	a.dst = ep.addr;
 
@@ -347,8 +352,7 @@ static void a_blocked_wait_wakes_when_another_process_sends(void **state)
 				    "late sender"));
 	assert_int_equal(clanq_oob_recv(&ep, &m), 0);
 	assert_int_equal(m.src.node, 1);
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void a_wait_without_an_event_returns_0_after_its_timeout(void **state)
@@ -359,9 +363,7 @@ static void a_wait_without_an_event_returns_0_after_its_timeout(void **state)
 	int64_t t0, dt;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	do_register(&f.evq, &ep, 1);
+	fix_open_ep(&f, &ep, 1);
 
 	t0 = itest_now_ns();
 	assert_int_equal(clanq_evq_wait(&f.evq, &ev, 100 * ITEST_NS_PER_MS), 0);
@@ -380,8 +382,7 @@ static void a_wait_without_an_event_returns_0_after_its_timeout(void **state)
 	/* 0: look once */
 	assert_int_equal(clanq_evq_wait(&f.evq, &ev, 0), 0);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static volatile sig_atomic_t signals_seen;
@@ -416,9 +417,7 @@ static void a_signal_interrupts_a_blocked_wait_with_eintr(void **state)
 	pid_t pid;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	do_register(&f.evq, &ep, 1);
+	fix_open_ep(&f, &ep, 1);
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = count_signal;	/* no SA_RESTART */
@@ -444,8 +443,7 @@ static void a_signal_interrupts_a_blocked_wait_with_eintr(void **state)
 	send_seq(&f.tx, ep.addr, 0);
 	take_event(&f.evq, &ev);
 	drain(&ep, f.tx.addr, 0, 1);
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void the_evq_fd_is_readable_in_epoll_only_while_an_event_is_queued(void **state)
@@ -458,9 +456,7 @@ static void the_evq_fd_is_readable_in_epoll_only_while_an_event_is_queued(void *
 	int epfd, reg;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 0xe9);
+	reg = fix_open_ep(&f, &ep, 0xe9);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(epfd >= 0);
 	memset(&want, 0, sizeof(want));
@@ -497,8 +493,7 @@ static void the_evq_fd_is_readable_in_epoll_only_while_an_event_is_queued(void *
 	assert_int_equal(epoll_wait(epfd, got, 4, 0), 0);
 
 	close(epfd);
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 /*
@@ -819,8 +814,7 @@ static void evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints
 
 	assert_int_equal(clanq_ep_destroy(&other), 0);
 	assert_int_equal(clanq_close(&other_dev), 0);
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static int raw_unregister(int fd, __u32 reg, __u32 flags, __u64 reserved0)
@@ -843,10 +837,8 @@ static void evq_unregister_refuses_indexes_that_are_not_registered(void **state)
 	int fd, reg, err;
 
 	(void)state;
-	fix_open(&f, 4);
+	reg = fix_open_ep(&f, &ep, 5);
 	fd = clanq_evq_fd(&f.evq);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 5);
 	assert_true(reg < 4);
 
 	assert_int_equal(raw_unregister(fd, (reg + 1) % 4, 0, 0), ENOENT);
@@ -872,8 +864,7 @@ static void evq_unregister_refuses_indexes_that_are_not_registered(void **state)
 	assert_true(itest_wait_arrivals(&ep, 2));
 	drain(&ep, f.tx.addr, 1, 1);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void an_evq_holds_max_regs_registrations_then_refuses_with_enospc(void **state)
@@ -943,9 +934,7 @@ static void closing_an_evq_leaves_its_endpoints_working(void **state)
 	int reg;
 
 	(void)state;
-	fix_open(&f, 4);
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 1);
+	reg = fix_open_ep(&f, &ep, 1);
 	send_seq(&f.tx, ep.addr, 0);
 	take_event_of(&f.evq, reg, 1);
 
@@ -967,8 +956,7 @@ static void closing_an_evq_leaves_its_endpoints_working(void **state)
 	drain(&ep, f.tx.addr, 3, 1);
 
 	f.evq = evq2;		/* fix_close() destroys it */
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
@@ -981,11 +969,9 @@ static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
 	int fd, reg;
 
 	(void)state;
-	fix_open(&f, 4);
+	reg = fix_open_ep(&f, &ep, 3);
 	fd = clanq_evq_fd(&f.evq);
 	nr = f.evq.ring.mask + 1;
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 3);
 
 	memset(&good, 0, sizeof(good));
 	good.timeout_ns = 0;
@@ -1012,8 +998,7 @@ static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
 	send_seq(&f.tx, ep.addr, 0);
 	take_event_of(&f.evq, reg, 3);
 	drain(&ep, f.tx.addr, 0, 1);
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 static void an_evq_maps_only_whole_and_from_offset_0(void **state)
@@ -1065,10 +1050,8 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	int reg;
 
 	(void)state;
-	fix_open(&f, 4);
+	reg = fix_open_ep(&f, &ep, 0x5c);
 	nr = f.evq.ring.mask + 1;
-	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
-	reg = do_register(&f.evq, &ep, 0x5c);
 
 	/* every bit set: the driver takes every event as pending already */
 	set_pending(&f.evq, ~0ull);
@@ -1097,8 +1080,8 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	assert_true(n <= nr - 1);
 
 	/* garbage in both index words: sends go on, the kernel survives */
-	store_u32(f.evq.ring.prod, 0xffffffffu);
-	store_u32(f.evq.ring.cons, 0xffffffffu);
+	itest_store_u32(f.evq.ring.prod, 0xffffffffu);
+	itest_store_u32(f.evq.ring.cons, 0xffffffffu);
 	for (i = 0; i < 4; i++) {
 		set_pending(&f.evq, 0);
 		send_seq(&f.tx, ep.addr, (__u32)sent);
@@ -1107,7 +1090,7 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	}
 
 	/* the consumer's index restored, bits cleared: working again */
-	store_u32(f.evq.ring.cons, f.evq.ring.own);
+	itest_store_u32(f.evq.ring.cons, f.evq.ring.own);
 	for (n = 0; n <= nr && clanq_evq_poll(&f.evq, &ev); n++)
 		;
 	set_pending(&f.evq, 0);
@@ -1119,8 +1102,7 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	take_event_of(&f.evq, reg, 0x5c);
 	drain(&ep, f.tx.addr, (__u32)sent, 1);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 /*
@@ -1183,8 +1165,7 @@ static void polling_endpoints_and_the_evq_never_enters_the_driver(void **state)
 	e3 = entries(&f.dev);
 	assert_int_equal(e3 - e2, q + 1);
 
-	assert_int_equal(clanq_ep_destroy(&ep), 0);
-	fix_close(&f);
+	fix_close_ep(&f, &ep);
 }
 
 #define STRICT_MSGS	256

@@ -101,17 +101,27 @@ struct steady {
 	struct clanq_ep ep;
 };
 
-static void steady_open(struct steady *s, unsigned int nic)
+/*
+ * Open one side of the pair on node nic, publish its address in *mine and
+ * return the peer's, once it is published in *theirs.
+ */
+static struct clanq_addr steady_open(struct steady *s, unsigned int nic,
+				     __u64 *mine, const __u64 *theirs)
 {
 	CHILD_CHECK_INT(clanq_open_nic(&s->dev, nic), 0);
 	CHILD_CHECK_INT(clanq_ep_create(&s->dev, &s->ep, 16), 0);
 	CHILD_CHECK_INT(clanq_evq_create(&s->dev, &s->evq, 4), 0);
 	CHILD_CHECK(clanq_evq_register(&s->evq, &s->ep, CLANQ_EV_OOB,
 				       s->ep.addr.id) >= 0);
+	__atomic_store_n(mine, itest_addr_pack(s->ep.addr), __ATOMIC_RELEASE);
+	return itest_addr_unpack(wait_published(theirs));
 }
 
-static void steady_close(struct steady *s)
+/* Close one side, which sent and received the counts given. */
+static void steady_close(struct steady *s, __u64 sent, __u64 delivered)
 {
+	CHILD_CHECK_INT(itest_ctr(&s->ep.counters->oob_sent), sent);
+	CHILD_CHECK_INT(itest_ctr(&s->ep.counters->oob_delivered), delivered);
 	CHILD_CHECK_INT(clanq_ep_dropped(&s->ep), 0);
 	CHILD_CHECK_INT(clanq_evq_destroy(&s->evq), 0);
 	CHILD_CHECK_INT(clanq_ep_destroy(&s->ep), 0);
@@ -128,10 +138,7 @@ static void steady_a(void *arg)
 	const char *why;
 	__u32 seq;
 
-	steady_open(&s, 0);
-	__atomic_store_n(&sh->addr_a, itest_addr_pack(s.ep.addr),
-			 __ATOMIC_RELEASE);
-	b = itest_addr_unpack(wait_published(&sh->addr_b));
+	b = steady_open(&s, 0, &sh->addr_a, &sh->addr_b);
 	for (seq = 0; seq < STEADY_MAX; seq++) {
 		if (seq >= STEADY_MIN &&
 		    __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
@@ -145,9 +152,7 @@ static void steady_a(void *arg)
 		__atomic_store_n(&sh->rounds_a, seq + 1, __ATOMIC_RELEASE);
 	}
 	CHILD_CHECK_INT(itest_send(&s.ep, b, TYPE_STOP, TAG_STOP, seq), 0);
-	CHILD_CHECK_INT(itest_ctr(&s.ep.counters->oob_sent), seq + 1);
-	CHILD_CHECK_INT(itest_ctr(&s.ep.counters->oob_delivered), seq);
-	steady_close(&s);
+	steady_close(&s, seq + 1, seq);
 }
 
 /* node 1: answers every ping, until the stop message */
@@ -160,10 +165,7 @@ static void steady_b(void *arg)
 	const char *why;
 	__u32 seq;
 
-	steady_open(&s, 1);
-	__atomic_store_n(&sh->addr_b, itest_addr_pack(s.ep.addr),
-			 __ATOMIC_RELEASE);
-	a = itest_addr_unpack(wait_published(&sh->addr_a));
+	a = steady_open(&s, 1, &sh->addr_b, &sh->addr_a);
 	for (seq = 0;; seq++) {
 		CHILD_CHECK_INT(steady_recv(&s.evq, &s.ep, &m), 0);
 		if (m.type == TYPE_STOP) {
@@ -179,9 +181,7 @@ static void steady_b(void *arg)
 				0);
 		__atomic_store_n(&sh->rounds_b, seq + 1, __ATOMIC_RELEASE);
 	}
-	CHILD_CHECK_INT(itest_ctr(&s.ep.counters->oob_sent), seq);
-	CHILD_CHECK_INT(itest_ctr(&s.ep.counters->oob_delivered), seq + 1);
-	steady_close(&s);
+	steady_close(&s, seq, seq + 1);
 }
 
 /*
@@ -209,6 +209,20 @@ static void drain_events(struct clanq_evq *evq, struct clanq_ep *eps)
 	while (clanq_evq_poll(evq, &ev)) {
 		CHILD_CHECK(ev.cookie < VICTIM_EPS);
 		drain_ep(&eps[ev.cookie]);
+	}
+}
+
+/* Teardown, endpoints first: then each node's evq and its context. */
+static void destroy_eps_then_evqs(struct clanq_ep *eps, struct clanq_evq *evq,
+				  struct clanq_dev *dev)
+{
+	unsigned int i, n;
+
+	for (i = 0; i < VICTIM_EPS; i++)
+		CHILD_CHECK_INT(clanq_ep_destroy(&eps[i]), 0);
+	for (n = 0; n < 2; n++) {
+		CHILD_CHECK_INT(clanq_evq_destroy(&evq[n]), 0);
+		CHILD_CHECK_INT(clanq_close(&dev[n]), 0);
 	}
 }
 
@@ -281,12 +295,7 @@ static void victim(void *arg)
 			for (i = 0; i < VICTIM_EPS; i++)
 				CHILD_CHECK_INT(clanq_evq_unregister(&evq[i % 2],
 								     regs[i]), 0);
-			for (i = 0; i < VICTIM_EPS; i++)
-				CHILD_CHECK_INT(clanq_ep_destroy(&eps[i]), 0);
-			for (n = 0; n < 2; n++) {
-				CHILD_CHECK_INT(clanq_evq_destroy(&evq[n]), 0);
-				CHILD_CHECK_INT(clanq_close(&dev[n]), 0);
-			}
+			destroy_eps_then_evqs(eps, evq, dev);
 			break;
 		case 1:		/* evqs first, with live registrations */
 			for (n = 0; n < 2; n++)
@@ -300,12 +309,7 @@ static void victim(void *arg)
 			if (iter < 9)
 				break;
 			/* (enough left over: endpoints first, registered) */
-			for (i = 0; i < VICTIM_EPS; i++)
-				CHILD_CHECK_INT(clanq_ep_destroy(&eps[i]), 0);
-			for (n = 0; n < 2; n++) {
-				CHILD_CHECK_INT(clanq_evq_destroy(&evq[n]), 0);
-				CHILD_CHECK_INT(clanq_close(&dev[n]), 0);
-			}
+			destroy_eps_then_evqs(eps, evq, dev);
 			break;
 		}
 	}

@@ -638,11 +638,6 @@ static void a_segment_maps_only_whole_shared_and_at_its_own_offset(void **state)
  * A hostile owner scribbling on its own segment.
  */
 
-static void store_u32(__u32 *p, __u32 v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELEASE);
-}
-
 static void a_scribbled_producer_index_and_slots_are_overwritten_by_new_deliveries(void **state)
 {
 	struct clanq_oob_msg m;
@@ -658,7 +653,7 @@ static void a_scribbled_producer_index_and_slots_are_overwritten_by_new_deliveri
 		expect_msg(&p.rx, p.tx.addr, i);
 
 	/* the driver never reads its own index back: it just rewrites it */
-	store_u32(p.rx.oob.prod, 0xdeadbeefu);
+	itest_store_u32(p.rx.oob.prod, 0xdeadbeefu);
 	assert_int_equal(clanq_oob_recv(&p.rx, &m), -EAGAIN);
 	send_seq(&p.tx, p.rx.addr, 3);
 	expect_msg(&p.rx, p.tx.addr, 3);
@@ -689,7 +684,7 @@ static void a_garbage_consumer_index_makes_the_driver_drop_and_nothing_worse(voi
 	nr = p.rx.oob.mask + 1;
 
 	/* out of range: the driver takes it as "full" once it looks */
-	store_u32(p.rx.oob.cons, 0xffffffffu);
+	itest_store_u32(p.rx.oob.cons, 0xffffffffu);
 	for (i = 0; i < 40; i++)
 		send_seq(&p.tx, p.rx.addr, i);
 	assert_true(itest_wait_arrivals(&p.rx, 40));
@@ -700,7 +695,7 @@ static void a_garbage_consumer_index_makes_the_driver_drop_and_nothing_worse(voi
 	assert_int_equal(itest_ctr(&p.tx.counters->oob_sent), 40);
 
 	/* restored: exactly what was accepted is there, oldest first */
-	store_u32(p.rx.oob.cons, p.rx.oob.own);
+	itest_store_u32(p.rx.oob.cons, p.rx.oob.own);
 	for (i = 0; i < delivered; i++)
 		expect_msg(&p.rx, p.tx.addr, i);
 	assert_int_equal(clanq_oob_recv(&p.rx, &m), -EAGAIN);
@@ -731,7 +726,7 @@ static void a_lying_consumer_index_garbles_only_its_own_queue(void **state)
 	assert_true(itest_wait_arrivals(&p.rx, 5));
 
 	/* claim to have consumed ten while five are queued */
-	store_u32(p.rx.oob.cons, (p.rx.oob.own + 10) & p.rx.oob.mask);
+	itest_store_u32(p.rx.oob.cons, (p.rx.oob.own + 10) & p.rx.oob.mask);
 	for (i = 5; i < 5 + 3 * nr; i++)
 		send_seq(&p.tx, p.rx.addr, i);
 	assert_true(itest_wait_arrivals(&p.rx, 5 + 3 * nr));
@@ -743,7 +738,7 @@ static void a_lying_consumer_index_garbles_only_its_own_queue(void **state)
 	 * driver wrote (order lost, that is the liar's problem), and no
 	 * more than the queue can hold.
 	 */
-	store_u32(p.rx.oob.cons, p.rx.oob.own);
+	itest_store_u32(p.rx.oob.cons, p.rx.oob.own);
 	for (n = 0; clanq_oob_recv(&p.rx, &m) == 0; n++) {
 		assert_true(n < nr - 1);
 		why = itest_check(&m, p.tx.addr, ITEST_TYPE, TAG, itest_seq(&m));

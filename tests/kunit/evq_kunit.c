@@ -23,26 +23,21 @@
 #include <linux/bitops.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
-#include <linux/err.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
-#include <linux/mutex.h>
 #include <linux/sched.h>
-#include <linux/sched/task.h>
 #include <linux/string.h>
 #include <linux/wait.h>
 
 #include "../driver/clanq_drv.h"
+#include "kunit_util.h"
 
 MODULE_IMPORT_NS(CLANQ_KUNIT);
 
 #define TEST_NIC_INDEX	8
 #define TEST_NODE	0x7e58u
-#define PEER_NODE	0x9e11u		/* stamped into test messages */
-#define GUARD_BYTE	0xa5
-#define INTACT		(-1L)		/* "no stray byte" */
 #define COOKIE(i)	(0xc0c0000000000000ull | ((u64)(i) << 8) | 0x5a)
 
 /* Counts chosen for a KASAN + lockdep kernel under qemu TCG. */
@@ -59,19 +54,8 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 #define HOSTILE_EP_SLOTS	64
 #define WAIT_TIMEOUT		(60 * HZ)
 
-KUNIT_DEFINE_ACTION_WRAPPER(nic_fini_action, clanq_nic_fini,
-			    struct clanq_nic *);
-KUNIT_DEFINE_ACTION_WRAPPER(ctx_put_action, clanq_ctx_put,
-			    struct clanq_ctx *);
 KUNIT_DEFINE_ACTION_WRAPPER(evq_destroy_action, clanq_evq_destroy,
 			    struct clanq_evq *);
-KUNIT_DEFINE_ACTION_WRAPPER(kthread_stop_put_action, kthread_stop_put,
-			    struct task_struct *);
-
-struct evq_fixture {
-	struct clanq_nic nic;
-	struct clanq_ctx *ctx;
-};
 
 /* An endpoint as its application sees it. */
 struct uep {
@@ -98,53 +82,13 @@ struct uevq {
 	size_t pending_bytes;
 };
 
-/* A part of a segment that is not guard bytes. */
-struct span {
-	size_t start;
-	size_t len;
-};
-
 /*
- * Each test: a fresh NIC and one context on it. Torn down by cleanup
- * actions, which run after the test's own (in reverse order), so that
- * threads, evqs and contexts a test adds go first.
+ * Each test: a fresh NIC and one context on it (kunit_util.h). Threads,
+ * evqs and contexts a test adds are torn down first.
  */
 static int evq_test_init(struct kunit *test)
 {
-	struct evq_fixture *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, f);
-	KUNIT_ASSERT_EQ(test, clanq_nic_init(&f->nic, TEST_NIC_INDEX,
-					     TEST_NODE), 0);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, nic_fini_action,
-							&f->nic), 0);
-	f->ctx = clanq_ctx_create(&f->nic);
-	KUNIT_ASSERT_NOT_NULL(test, f->ctx);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ctx_put_action,
-							f->ctx), 0);
-	test->priv = f;
-	return 0;
-}
-
-static struct clanq_ep *ep_create(struct kunit *test, struct clanq_ctx *ctx,
-				  u32 slots, struct clanq_ep_create *c)
-{
-	struct clanq_ep *ep;
-
-	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots);
-	if (!IS_ERR(ep))
-		clanq_ep_describe(ep, c);
-	mutex_unlock(&ctx->lock);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ep);
-	return ep;
-}
-
-static void ep_destroy(struct clanq_ctx *ctx, struct clanq_ep *ep)
-{
-	mutex_lock(&ctx->lock);
-	clanq_ep_destroy(ep);
-	mutex_unlock(&ctx->lock);
+	return nic_fixture_init(test, TEST_NIC_INDEX, TEST_NODE);
 }
 
 /* An endpoint of @ctx, owned by it, attached to as the library would. */
@@ -172,7 +116,7 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
  * to as libclanq attaches (lib/evq.c), with the same checks; destroyed at
  * cleanup unless the test does it first.
  */
-static struct uevq *uevq_create(struct kunit *test, struct evq_fixture *f,
+static struct uevq *uevq_create(struct kunit *test, struct nic_fixture *f,
 				u32 max_regs)
 {
 	struct uevq *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
@@ -221,30 +165,7 @@ static u32 reg_oob(struct kunit *test, struct uevq *q, struct uep *u,
 	return index;
 }
 
-/* Message @seq from sender @tag: every byte says which message it is. */
-static void msg_fill(struct clanq_oob_msg *m, u32 tag, u32 seq)
-{
-	u32 i;
-
-	memset(m, 0, sizeof(*m));
-	m->type = CLANQ_OOB_TYPE_USER + tag;
-	m->len = CLANQ_OOB_PAYLOAD;
-	m->src.node = PEER_NODE;
-	m->src.id = tag;
-	for (i = 0; i < CLANQ_OOB_PAYLOAD; i++)
-		m->payload[i] = (u8)(seq * 31 + i * 7 + tag);
-	memcpy(m->payload, &seq, sizeof(seq));
-}
-
-static u32 msg_seq(const struct clanq_oob_msg *m)
-{
-	u32 seq;
-
-	memcpy(&seq, m->payload, sizeof(seq));
-	return seq;
-}
-
-static int deliver(struct evq_fixture *f, u32 id, u32 seq)
+static int deliver(struct nic_fixture *f, u32 id, u32 seq)
 {
 	struct clanq_oob_msg msg;
 
@@ -253,7 +174,7 @@ static int deliver(struct evq_fixture *f, u32 id, u32 seq)
 }
 
 /* Deliver @n messages to @u, all of which must be queued. */
-static void deliver_n(struct kunit *test, struct evq_fixture *f,
+static void deliver_n(struct kunit *test, struct nic_fixture *f,
 		      struct uep *u, u32 n)
 {
 	u32 i;
@@ -305,11 +226,6 @@ static void expect_no_event(struct kunit *test, struct uevq *q)
 			       ev.reg, ev.cookie);
 }
 
-static s64 nic_stat(atomic64_t *counter)
-{
-	return atomic64_read(counter);
-}
-
 /* Is any bit of the pending map at or above max_regs set? */
 static bool stray_pending_bit(const struct uevq *q)
 {
@@ -339,57 +255,18 @@ static void uevq_spans(const struct uevq *q, struct span s[4])
 static void uevq_guard_fill(struct kunit *test, struct uevq *q)
 {
 	struct span s[4];
-	size_t at = 0, i;
 
 	uevq_spans(q, s);
-	for (i = 0; i <= ARRAY_SIZE(s); i++) {
-		size_t end = i < ARRAY_SIZE(s) ? s[i].start : q->size;
-
-		KUNIT_ASSERT_GE_MSG(test, end, at, "layout overlaps at %zu", at);
-		memset(q->seg + at, GUARD_BYTE, end - at);
-		if (i < ARRAY_SIZE(s))
-			at = s[i].start + s[i].len;
-	}
+	guard_fill(test, q->seg, q->size, s, ARRAY_SIZE(s));
 }
 
 /* Offset of the first guard byte the driver changed, or INTACT. */
 static long uevq_stray_byte(const struct uevq *q)
 {
 	struct span s[4];
-	size_t at = 0, i;
-	const u8 *bad;
 
 	uevq_spans(q, s);
-	for (i = 0; i <= ARRAY_SIZE(s); i++) {
-		size_t end = i < ARRAY_SIZE(s) ? s[i].start : q->size;
-
-		bad = memchr_inv(q->seg + at, GUARD_BYTE, end - at);
-		if (bad)
-			return bad - q->seg;
-		if (i < ARRAY_SIZE(s))
-			at = s[i].start + s[i].len;
-	}
-	return INTACT;
-}
-
-/* Offset of the first byte where @a and @b differ, or INTACT. */
-static long first_diff(const u8 *a, const u8 *b, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (a[i] != b[i])
-			return i;
-	return INTACT;
-}
-
-static u8 *snapshot(struct kunit *test, const u8 *seg, size_t size)
-{
-	u8 *copy = kunit_kmalloc(test, size, GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, copy);
-	memcpy(copy, seg, size);
-	return copy;
+	return stray_byte(q->seg, q->size, s, ARRAY_SIZE(s));
 }
 
 /*
@@ -399,7 +276,7 @@ static u8 *snapshot(struct kunit *test, const u8 *seg, size_t size)
  */
 static void one_delivery_raises_one_event_for_its_registration(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 4);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
@@ -432,7 +309,7 @@ static void one_delivery_raises_one_event_for_its_registration(struct kunit *tes
  */
 static void deliveries_raise_one_event_until_the_bit_is_cleared(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 2);
 	struct uep *a = uep_create(test, f->ctx, BURST_SLOTS);
 	u32 ia = reg_oob(test, q, a, COOKIE(7));
@@ -465,7 +342,7 @@ static void deliveries_raise_one_event_until_the_bit_is_cleared(struct kunit *te
  */
 static void registration_after_arrival_raises_an_event_at_once(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uep *early = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *empty = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *read = uep_create(test, f->ctx, EP_SLOTS);
@@ -497,7 +374,7 @@ static void registration_after_arrival_raises_an_event_at_once(struct kunit *tes
  */
 static void thousand_registrations_each_raise_exactly_one_event(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, MANY_REGS);
 	struct clanq_ep **ep = kunit_kcalloc(test, MANY_REGS, sizeof(*ep),
 					     GFP_KERNEL);
@@ -540,68 +417,10 @@ static void thousand_registrations_each_raise_exactly_one_event(struct kunit *te
 }
 
 /*
- * Many concurrent wakers: kthreads delivering to endpoints registered on
- * one evq while the test thread plays the application.
+ * Many concurrent wakers: kthreads (senders, see kunit_util.h) delivering
+ * to endpoints registered on one evq while the test thread plays the
+ * application.
  */
-
-struct waker {
-	struct clanq_nic *nic;
-	const u32 *dst;		/* NR_WAKE_EPS endpoint ids */
-	u32 tag;
-	struct completion *go;
-	atomic_t *running;
-	u32 delivered;		/* by return value */
-	u32 dropped;
-	u32 other;
-};
-
-static int waker_fn(void *data)
-{
-	struct waker *w = data;
-	struct clanq_oob_msg msg;
-	u32 seq;
-	int r;
-
-	/* all wakers start together; a stop before "go" ends the wait */
-	while (!wait_for_completion_timeout(w->go, HZ / 10))
-		if (kthread_should_stop())
-			goto out;
-	for (seq = 0; seq < MSGS_PER_WAKER && !kthread_should_stop(); seq++) {
-		msg_fill(&msg, w->tag, seq);
-		r = clanq_oob_deliver(w->nic,
-				      w->dst[(w->tag + seq) % NR_WAKE_EPS],
-				      &msg);
-		if (!r)
-			w->delivered++;
-		else if (r == -ENOBUFS)
-			w->dropped++;
-		else
-			w->other++;
-		cond_resched();
-	}
-out:
-	/* orders the counts above before the test thread sees "done" */
-	smp_mb__before_atomic();
-	atomic_dec(w->running);
-	return 0;
-}
-
-/* Start @fn(@data); cleanup stops it, if the test does not first. */
-static struct task_struct *thread_start(struct kunit *test,
-					int (*fn)(void *), void *data,
-					const char *what, u32 i)
-{
-	struct task_struct *task = kthread_run(fn, data, "clanq-%s/%u",
-					       what, i);
-
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-	/* the thread may end before it is stopped: keep its task_struct */
-	get_task_struct(task);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
-							kthread_stop_put_action,
-							task), 0);
-	return task;
-}
 
 /* The application's side of the concurrent test. */
 struct app {
@@ -696,11 +515,11 @@ static u32 app_round(struct kunit *test, struct app *app)
  */
 static void concurrent_wakers_post_at_most_one_event_per_registration(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, NR_WAKE_EPS);
 	struct app *app = kunit_kzalloc(test, sizeof(*app), GFP_KERNEL);
-	struct waker *w = kunit_kcalloc(test, NR_WAKERS, sizeof(*w),
-					GFP_KERNEL);
+	struct sender *w = kunit_kcalloc(test, NR_WAKERS, sizeof(*w),
+					 GFP_KERNEL);
 	u32 *ids = kunit_kcalloc(test, NR_WAKE_EPS, sizeof(*ids), GFP_KERNEL);
 	struct completion *go = kunit_kzalloc(test, sizeof(*go), GFP_KERNEL);
 	atomic_t *running = kunit_kzalloc(test, sizeof(*running), GFP_KERNEL);
@@ -728,9 +547,11 @@ static void concurrent_wakers_post_at_most_one_event_per_registration(struct kun
 	init_completion(go);
 	atomic_set(running, NR_WAKERS);
 	for (t = 0; t < NR_WAKERS; t++) {
-		w[t] = (struct waker){ .nic = &f->nic, .dst = ids, .tag = t,
-				       .go = go, .running = running };
-		task[t] = thread_start(test, waker_fn, &w[t], "evq", t);
+		w[t] = (struct sender){ .nic = &f->nic, .dst = ids,
+					.nr_dst = NR_WAKE_EPS,
+					.nr_msgs = MSGS_PER_WAKER, .tag = t,
+					.go = go, .running = running };
+		task[t] = thread_start(test, sender_fn, &w[t], "evq", t);
 	}
 
 	complete_all(go);
@@ -758,15 +579,7 @@ static void concurrent_wakers_post_at_most_one_event_per_registration(struct kun
 		KUNIT_EXPECT_FALSE(test, test_bit(reg, q->pending));
 		ep_events += READ_ONCE(app->by_reg[reg]->counters->events);
 	}
-	for (t = 0; t < NR_WAKERS; t++) {
-		KUNIT_EXPECT_EQ_MSG(test, w[t].other, 0, "sender %u", t);
-		KUNIT_EXPECT_EQ_MSG(test, w[t].delivered + w[t].dropped,
-				    MSGS_PER_WAKER, "sender %u", t);
-		KUNIT_EXPECT_EQ_MSG(test, app->got[t], w[t].delivered,
-				    "sender %u", t);
-		delivered += w[t].delivered;
-		dropped += w[t].dropped;
-	}
+	senders_check(test, w, NR_WAKERS, app->got, &delivered, &dropped);
 	KUNIT_EXPECT_EQ(test, nic_stat(&f->nic.stats.evq_overflows), 0);
 	KUNIT_EXPECT_EQ(test, nic_stat(&f->nic.stats.events), app->events);
 	KUNIT_EXPECT_EQ(test, ep_events, app->events);
@@ -777,7 +590,7 @@ static void concurrent_wakers_post_at_most_one_event_per_registration(struct kun
 }
 
 /* Endpoints registered on @q, for the hostile tests. */
-static void hostile_setup(struct kunit *test, struct evq_fixture *f,
+static void hostile_setup(struct kunit *test, struct nic_fixture *f,
 			  struct uevq *q, struct uep **u, u32 *reg)
 {
 	u32 k;
@@ -798,7 +611,7 @@ static void hostile_setup(struct kunit *test, struct evq_fixture *f,
  */
 static void ring_fills_to_capacity_then_counts_overflows(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, HOSTILE_REGS);
 	struct uep *u[HOSTILE_REGS];
 	u32 reg[HOSTILE_REGS], i, k, posted;
@@ -845,19 +658,6 @@ static u32 reg_owner(const u32 *reg, u32 index)
 	return k;
 }
 
-/* Consumer index values no ring of @nr_slots slots can hold. */
-static void out_of_range_values(u32 nr_slots, u32 v[8])
-{
-	v[0] = nr_slots;
-	v[1] = nr_slots + 1;
-	v[2] = nr_slots << 1;
-	v[3] = 0x7fffffffu;
-	v[4] = 0x80000000u;
-	v[5] = 0x80000001u;
-	v[6] = ~(nr_slots - 1);
-	v[7] = 0xffffffffu;
-}
-
 /*
  * Garbage in the ring's consumer index, with bits cleared all the while:
  * the driver posts at most the nr_slots - 1 events it knew had room, then
@@ -867,7 +667,7 @@ static void out_of_range_values(u32 nr_slots, u32 v[8])
  */
 static void out_of_range_ring_index_turns_posts_into_overflows(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, HOSTILE_REGS);
 	struct clanq_nic_stats *st = &f->nic.stats;
 	struct uep *u[HOSTILE_REGS];
@@ -933,7 +733,7 @@ static void out_of_range_ring_index_turns_posts_into_overflows(struct kunit *tes
  */
 static void all_pending_bits_set_posts_nothing(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, HOSTILE_REGS);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
@@ -969,7 +769,7 @@ static void all_pending_bits_set_posts_nothing(struct kunit *test)
  */
 static void unregister_stops_events(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 2);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	u32 ia = reg_oob(test, q, a, COOKIE(1));
@@ -1000,7 +800,7 @@ static void unregister_stops_events(struct kunit *test)
  */
 static void endpoint_destroy_removes_its_registration(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 2);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
@@ -1034,7 +834,7 @@ static void endpoint_destroy_removes_its_registration(struct kunit *test)
  */
 static void evq_destroy_with_live_registrations_then_delivery_is_safe(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 4);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
@@ -1071,18 +871,13 @@ static void evq_destroy_with_live_registrations_then_delivery_is_safe(struct kun
  */
 static void register_refuses_bad_masks_foreign_endpoints_and_overfill(struct kunit *test)
 {
-	struct evq_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, 2);
 	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
 	struct uep *c = uep_create(test, f->ctx, EP_SLOTS);
-	struct clanq_ctx *other = clanq_ctx_create(&f->nic);
-	struct uep *foreign;
-
-	KUNIT_ASSERT_NOT_NULL(test, other);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ctx_put_action,
-							other), 0);
-	foreign = uep_create(test, other, EP_SLOTS);
+	struct clanq_ctx *other = ctx_add(test, &f->nic);
+	struct uep *foreign = uep_create(test, other, EP_SLOTS);
 
 	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, a->id, 0, 1),
 			-EINVAL);

@@ -18,24 +18,18 @@
 #include <kunit/test.h>
 #include <linux/completion.h>
 #include <linux/delay.h>
-#include <linux/err.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
-#include <linux/mutex.h>
 #include <linux/sched.h>
-#include <linux/sched/task.h>
-#include <linux/string.h>
 
 #include "../driver/clanq_drv.h"
+#include "kunit_util.h"
 
 MODULE_IMPORT_NS(CLANQ_KUNIT);
 
 #define TEST_NIC_INDEX	7
 #define TEST_NODE	0x7e57u
-#define PEER_NODE	0x9e11u		/* stamped into test messages */
-#define GUARD_BYTE	0xa5
-#define INTACT		(-1L)		/* "no stray byte" */
 
 /* Counts chosen for a KASAN + lockdep kernel under qemu TCG. */
 #define ORDER_SLOTS		8
@@ -47,18 +41,7 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 #define NR_ID_EPS		8
 #define WAIT_TIMEOUT		(60 * HZ)
 
-KUNIT_DEFINE_ACTION_WRAPPER(nic_fini_action, clanq_nic_fini,
-			    struct clanq_nic *);
-KUNIT_DEFINE_ACTION_WRAPPER(ctx_put_action, clanq_ctx_put,
-			    struct clanq_ctx *);
 KUNIT_DEFINE_ACTION_WRAPPER(ep_put_action, clanq_ep_put, struct clanq_ep *);
-KUNIT_DEFINE_ACTION_WRAPPER(kthread_stop_put_action, kthread_stop_put,
-			    struct task_struct *);
-
-struct oob_fixture {
-	struct clanq_nic nic;
-	struct clanq_ctx *ctx;
-};
 
 /* An endpoint as its application sees it. */
 struct uep {
@@ -74,43 +57,10 @@ struct uep {
 	u32 mask;
 };
 
-/* A part of a segment that is not guard bytes. */
-struct span {
-	size_t start;
-	size_t len;
-};
-
-/*
- * Each test: a fresh NIC and one context on it. Torn down by cleanup
- * actions, which run after the test's own (in reverse order), so that
- * threads and objects a test adds go before the context and the NIC.
- */
+/* Each test: a fresh NIC and one context on it (kunit_util.h). */
 static int oob_test_init(struct kunit *test)
 {
-	struct oob_fixture *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, f);
-	KUNIT_ASSERT_EQ(test, clanq_nic_init(&f->nic, TEST_NIC_INDEX,
-					     TEST_NODE), 0);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, nic_fini_action,
-							&f->nic), 0);
-	f->ctx = clanq_ctx_create(&f->nic);
-	KUNIT_ASSERT_NOT_NULL(test, f->ctx);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ctx_put_action,
-							f->ctx), 0);
-	test->priv = f;
-	return 0;
-}
-
-/* Another context on the same NIC, put at cleanup. */
-static struct clanq_ctx *ctx_add(struct kunit *test, struct clanq_nic *nic)
-{
-	struct clanq_ctx *ctx = clanq_ctx_create(nic);
-
-	KUNIT_ASSERT_NOT_NULL(test, ctx);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ctx_put_action,
-							ctx), 0);
-	return ctx;
+	return nic_fixture_init(test, TEST_NIC_INDEX, TEST_NODE);
 }
 
 /*
@@ -124,12 +74,7 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
 	struct clanq_ep *ep;
 
 	KUNIT_ASSERT_NOT_NULL(test, u);
-	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots);
-	if (!IS_ERR(ep))
-		clanq_ep_describe(ep, &u->c);
-	mutex_unlock(&ctx->lock);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ep);
+	ep = ep_create(test, ctx, slots, &u->c);
 
 	u->ep = ep;
 	u->id = ep->id;
@@ -150,37 +95,7 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
 	return u;
 }
 
-static void ep_destroy(struct clanq_ctx *ctx, struct clanq_ep *ep)
-{
-	mutex_lock(&ctx->lock);
-	clanq_ep_destroy(ep);
-	mutex_unlock(&ctx->lock);
-}
-
-/* Message @seq from sender @tag: every byte says which message it is. */
-static void msg_fill(struct clanq_oob_msg *m, u32 tag, u32 seq)
-{
-	u32 i;
-
-	memset(m, 0, sizeof(*m));
-	m->type = CLANQ_OOB_TYPE_USER + tag;
-	m->len = CLANQ_OOB_PAYLOAD;
-	m->src.node = PEER_NODE;
-	m->src.id = tag;
-	for (i = 0; i < CLANQ_OOB_PAYLOAD; i++)
-		m->payload[i] = (u8)(seq * 31 + i * 7 + tag);
-	memcpy(m->payload, &seq, sizeof(seq));
-}
-
-static u32 msg_seq(const struct clanq_oob_msg *m)
-{
-	u32 seq;
-
-	memcpy(&seq, m->payload, sizeof(seq));
-	return seq;
-}
-
-static int deliver(struct oob_fixture *f, u32 id, u32 tag, u32 seq)
+static int deliver(struct nic_fixture *f, u32 id, u32 tag, u32 seq)
 {
 	struct clanq_oob_msg msg;
 
@@ -200,23 +115,9 @@ static void expect_get(struct kunit *test, struct uep *u, u32 tag, u32 seq)
 			       "expected message %u of sender %u", seq, tag);
 }
 
-static s64 nic_stat(atomic64_t *counter)
-{
-	return atomic64_read(counter);
-}
-
 static u64 ep_counter(const u64 *field)
 {
 	return READ_ONCE(*field);
-}
-
-static u8 *snapshot(struct kunit *test, const u8 *seg, size_t size)
-{
-	u8 *copy = kunit_kmalloc(test, size, GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, copy);
-	memcpy(copy, seg, size);
-	return copy;
 }
 
 /* The parts of @u's segment that are not guard bytes, in order. */
@@ -233,48 +134,18 @@ static void uep_spans(const struct uep *u, struct span s[4])
 static void uep_guard_fill(struct kunit *test, struct uep *u)
 {
 	struct span s[4];
-	size_t at = 0, i;
 
 	uep_spans(u, s);
-	for (i = 0; i <= ARRAY_SIZE(s); i++) {
-		size_t end = i < ARRAY_SIZE(s) ? s[i].start : u->size;
-
-		KUNIT_ASSERT_GE_MSG(test, end, at, "layout overlaps at %zu", at);
-		memset(u->seg + at, GUARD_BYTE, end - at);
-		if (i < ARRAY_SIZE(s))
-			at = s[i].start + s[i].len;
-	}
+	guard_fill(test, u->seg, u->size, s, ARRAY_SIZE(s));
 }
 
 /* Offset of the first guard byte the driver changed, or INTACT. */
 static long uep_stray_byte(const struct uep *u)
 {
 	struct span s[4];
-	size_t at = 0, i;
-	const u8 *bad;
 
 	uep_spans(u, s);
-	for (i = 0; i <= ARRAY_SIZE(s); i++) {
-		size_t end = i < ARRAY_SIZE(s) ? s[i].start : u->size;
-
-		bad = memchr_inv(u->seg + at, GUARD_BYTE, end - at);
-		if (bad)
-			return bad - u->seg;
-		if (i < ARRAY_SIZE(s))
-			at = s[i].start + s[i].len;
-	}
-	return INTACT;
-}
-
-/* Offset of the first byte where @a and @b differ, or INTACT. */
-static long first_diff(const u8 *a, const u8 *b, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (a[i] != b[i])
-			return i;
-	return INTACT;
+	return stray_byte(u->seg, u->size, s, ARRAY_SIZE(s));
 }
 
 /*
@@ -284,7 +155,7 @@ static long first_diff(const u8 *a, const u8 *b, size_t len)
  */
 static void delivered_messages_come_out_whole_and_in_order(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uep *u = uep_create(test, f->ctx, ORDER_SLOTS);
 	struct clanq_oob_msg out;
 	u32 sent = 0, got = 0, round, n, i;
@@ -323,7 +194,7 @@ KUNIT_ARRAY_PARAM(slots, slot_counts, slots_desc);
  */
 static void queue_of_n_slots_takes_n_minus_one_then_drops_and_counts(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	const u32 n = *(const u32 *)test->param_value;
 	struct uep *u = uep_create(test, f->ctx, n);
 	struct clanq_ep_counters *ct = u->counters;
@@ -367,7 +238,7 @@ static void queue_of_n_slots_takes_n_minus_one_then_drops_and_counts(struct kuni
 static void delivery_to_unknown_or_destroyed_endpoint_is_enoent(struct kunit *test)
 {
 	static const u32 never[] = { 0, 1, 2, S32_MAX, U32_MAX };
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct clanq_nic_stats *st = &f->nic.stats;
 	struct uep *u, *next;
 	u32 i, old;
@@ -398,19 +269,6 @@ static void delivery_to_unknown_or_destroyed_endpoint_is_enoent(struct kunit *te
 	KUNIT_EXPECT_TRUE(test, clanq_q_empty(&next->q));
 }
 
-/* Consumer index values no queue of @nr_slots slots can hold. */
-static void out_of_range_values(u32 nr_slots, u32 v[8])
-{
-	v[0] = nr_slots;
-	v[1] = nr_slots + 1;
-	v[2] = nr_slots << 1;
-	v[3] = 0x7fffffffu;
-	v[4] = 0x80000000u;
-	v[5] = 0x80000001u;
-	v[6] = ~(nr_slots - 1);
-	v[7] = 0xffffffffu;
-}
-
 /*
  * The consumer index is the application's, and it may write nonsense
  * there. A value outside [0, nr_slots) never proves a slot free: the
@@ -422,7 +280,7 @@ static void out_of_range_values(u32 nr_slots, u32 v[8])
  */
 static void out_of_range_consumer_index_makes_delivery_drop_in_bounds(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	const u32 attempts = 4 * HOSTILE_SLOTS;
 	u64 delivered = 0, dropped = 0;
 	struct clanq_ep_counters *want;
@@ -485,63 +343,6 @@ static void out_of_range_consumer_index_makes_delivery_drop_in_bounds(struct kun
  * the test thread consumes.
  */
 
-struct sender {
-	struct clanq_nic *nic;
-	u32 dst;
-	u32 tag;
-	struct completion *go;
-	atomic_t *running;
-	u32 delivered;		/* by return value */
-	u32 dropped;
-	u32 other;
-};
-
-static int sender_fn(void *data)
-{
-	struct sender *s = data;
-	struct clanq_oob_msg msg;
-	u32 seq;
-	int r;
-
-	/* all senders start together; a stop before "go" ends the wait */
-	while (!wait_for_completion_timeout(s->go, HZ / 10))
-		if (kthread_should_stop())
-			goto out;
-	for (seq = 0; seq < MSGS_PER_SENDER && !kthread_should_stop(); seq++) {
-		msg_fill(&msg, s->tag, seq);
-		r = clanq_oob_deliver(s->nic, s->dst, &msg);
-		if (!r)
-			s->delivered++;
-		else if (r == -ENOBUFS)
-			s->dropped++;
-		else
-			s->other++;
-		cond_resched();
-	}
-out:
-	/* orders the counts above before the test thread sees "done" */
-	smp_mb__before_atomic();
-	atomic_dec(s->running);
-	return 0;
-}
-
-/* Start @fn(@data); cleanup stops it, if the test does not first. */
-static struct task_struct *thread_start(struct kunit *test,
-					int (*fn)(void *), void *data,
-					const char *what, u32 i)
-{
-	struct task_struct *task = kthread_run(fn, data, "clanq-%s/%u",
-					       what, i);
-
-	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-	/* the thread may end before it is stopped: keep its task_struct */
-	get_task_struct(task);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
-							kthread_stop_put_action,
-							task), 0);
-	return task;
-}
-
 /*
  * Take every message queued; each must be whole, from a known sender,
  * and later in that sender's sequence than the last one taken from it.
@@ -577,7 +378,7 @@ static u32 drain_checked(struct kunit *test, struct uep *u, u32 *next,
  */
 static void concurrent_deliveries_are_each_counted_once_in_sender_order(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uep *u = uep_create(test, f->ctx, CONCURRENT_SLOTS);
 	struct sender *s = kunit_kcalloc(test, NR_SENDERS, sizeof(*s),
 					 GFP_KERNEL);
@@ -595,7 +396,8 @@ static void concurrent_deliveries_are_each_counted_once_in_sender_order(struct k
 	init_completion(go);
 	atomic_set(running, NR_SENDERS);
 	for (t = 0; t < NR_SENDERS; t++) {
-		s[t] = (struct sender){ .nic = &f->nic, .dst = u->id,
+		s[t] = (struct sender){ .nic = &f->nic, .dst = &u->id,
+					.nr_dst = 1, .nr_msgs = MSGS_PER_SENDER,
 					.tag = t, .go = go,
 					.running = running };
 		task[t] = thread_start(test, sender_fn, &s[t], "oob", t);
@@ -614,15 +416,7 @@ static void concurrent_deliveries_are_each_counted_once_in_sender_order(struct k
 		kunit_release_action(test, kthread_stop_put_action, task[t]);
 	drain_checked(test, u, next, got);
 
-	for (t = 0; t < NR_SENDERS; t++) {
-		KUNIT_EXPECT_EQ_MSG(test, s[t].other, 0, "sender %u", t);
-		KUNIT_EXPECT_EQ_MSG(test, s[t].delivered + s[t].dropped,
-				    MSGS_PER_SENDER, "sender %u", t);
-		KUNIT_EXPECT_EQ_MSG(test, got[t], s[t].delivered,
-				    "sender %u", t);
-		delivered += s[t].delivered;
-		dropped += s[t].dropped;
-	}
+	senders_check(test, s, NR_SENDERS, got, &delivered, &dropped);
 	KUNIT_EXPECT_EQ(test, ep_counter(&u->counters->oob_delivered),
 			delivered);
 	KUNIT_EXPECT_EQ(test, ep_counter(&u->counters->oob_dropped), dropped);
@@ -641,7 +435,7 @@ static void concurrent_deliveries_are_each_counted_once_in_sender_order(struct k
  */
 static void endpoint_ids_are_node_wide_and_distinct_across_contexts(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct clanq_ctx *ctx[2] = { f->ctx, ctx_add(test, &f->nic) };
 	struct uep *u[NR_ID_EPS];
 	struct clanq_oob_msg out;
@@ -684,7 +478,7 @@ static void endpoint_ids_are_node_wide_and_distinct_across_contexts(struct kunit
  */
 static void destroy_while_pinned_by_lookup_is_safe(struct kunit *test)
 {
-	struct oob_fixture *f = test->priv;
+	struct nic_fixture *f = test->priv;
 	struct uep *u = uep_create(test, f->ctx, ORDER_SLOTS);
 	struct clanq_ep *pinned;
 

@@ -28,13 +28,13 @@
 
 #include <clanq/queue.h>
 
-#define GUARD_BYTE	0xa5
+#include "kunit_util.h"
+
 #define HEAD_GUARD	CLANQ_Q_ALIGN	/* bytes before the prod word */
 #define TAIL_GUARD	68		/* bytes after the last slot */
 #define NO_TAIL_GUARD	0		/* the last slot ends the segment */
 #define POISON_BYTE	0x5a		/* item buffers, beyond slot_size */
 #define POISON_LEN	16
-#define INTACT		(-1L)		/* "no differing byte" */
 
 /* Counts chosen for a KASAN + lockdep kernel under qemu TCG. */
 #define FIFO_WRAPS		8
@@ -140,48 +140,16 @@ static u8 *slot_at(const struct seg *s, u32 i)
 	return s->slots + (size_t)(i & s->mask) * s->slot_size;
 }
 
-/* Offset of the first byte where @a and @b differ, or INTACT. */
-static long first_diff(const void *a, const void *b, size_t len)
-{
-	const u8 *x = a, *y = b;
-	size_t i;
-
-	if (!memcmp(a, b, len))
-		return INTACT;
-	for (i = 0; i < len; i++)
-		if (x[i] != y[i])
-			return i;
-	return INTACT;
-}
-
 /* Offset of the first guard byte no longer GUARD_BYTE, or INTACT. */
 static long first_damaged_guard(const struct seg *s)
 {
-	const size_t range[][2] = {
-		{ 0, s->qo.prod },
-		{ s->qo.prod + sizeof(u32), s->qo.cons },
-		{ s->qo.cons + sizeof(u32), s->qo.slots },
-		{ s->qo.slots + s->slot_bytes, s->size },
+	const struct span spans[] = {
+		{ s->qo.prod, sizeof(u32) },
+		{ s->qo.cons, sizeof(u32) },
+		{ s->qo.slots, s->slot_bytes },
 	};
-	const u8 *bad;
-	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(range); i++) {
-		bad = memchr_inv(s->base + range[i][0], GUARD_BYTE,
-				 range[i][1] - range[i][0]);
-		if (bad)
-			return bad - s->base;
-	}
-	return INTACT;
-}
-
-static u8 *seg_snapshot(struct kunit *test, const struct seg *s)
-{
-	u8 *copy = kunit_kmalloc(test, s->size, GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, copy);
-	memcpy(copy, s->base, s->size);
-	return copy;
+	return stray_byte(s->base, s->size, spans, ARRAY_SIZE(spans));
 }
 
 /* An item buffer: slot_size bytes, then POISON_LEN bytes of poison. */
@@ -239,19 +207,6 @@ static u32 hostile_index(u32 kernel, u32 mask)
 	default:
 		return get_random_u32();
 	}
-}
-
-/* Index values no queue of @nr_slots can hold. */
-static void out_of_range_values(u32 nr_slots, u32 v[8])
-{
-	v[0] = nr_slots;
-	v[1] = nr_slots + 1;
-	v[2] = nr_slots << 1;
-	v[3] = 0x80000000u;
-	v[4] = 0x80000000u | 1;
-	v[5] = 0x7fffffffu;
-	v[6] = ~(nr_slots - 1);
-	v[7] = 0xffffffffu;
 }
 
 /* Put items until the queue reports full; return how many went in. */
@@ -384,7 +339,7 @@ static void full_put_and_empty_get_change_nothing(struct kunit *test)
 	seg_attach(test, s, &kp);
 	seg_attach(test, s, &kc);
 
-	before = seg_snapshot(test, s);
+	before = snapshot(test, s->base, s->size);
 	for (i = 0; i < 3; i++)
 		KUNIT_EXPECT_FALSE(test, clanq_q_get(&kc, out));
 	KUNIT_EXPECT_NULL(test, memchr_inv(out, POISON_BYTE,
@@ -392,7 +347,7 @@ static void full_put_and_empty_get_change_nothing(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, first_diff(s->base, before, s->size), INTACT);
 
 	put_until_full(&kp, item, s->slot_size, &seq, s->nr_slots);
-	before = seg_snapshot(test, s);
+	before = snapshot(test, s->base, s->size);
 	item_fill(item, s->slot_size, ~0ull);
 	for (i = 0; i < 3; i++)
 		KUNIT_EXPECT_FALSE(test, clanq_q_put(&kp, item));
@@ -494,7 +449,7 @@ static void producer_reports_full_for_out_of_range_cons(struct kunit *test)
 		KUNIT_ASSERT_EQ(test, *s->prod, bad[v] & s->mask);
 
 		WRITE_ONCE(*s->cons, bad[v]);
-		before = seg_snapshot(test, s);
+		before = snapshot(test, s->base, s->size);
 		for (i = 0; i < BOUNDED_LOOP; i++) {
 			KUNIT_ASSERT_FALSE_MSG(test, clanq_q_put(&kp, item),
 					       "cons %#x", bad[v]);
@@ -670,7 +625,7 @@ static void consumer_reports_empty_for_out_of_range_prod(struct kunit *test)
 
 		memset(out, POISON_BYTE, s->slot_size + POISON_LEN);
 		WRITE_ONCE(*s->prod, bad[v]);
-		before = seg_snapshot(test, s);
+		before = snapshot(test, s->base, s->size);
 		for (i = 0; i < BOUNDED_LOOP; i++) {
 			KUNIT_ASSERT_EQ_MSG(test, clanq_q_cons_avail(&kc), 0,
 					    "prod %#x", bad[v]);

@@ -1855,7 +1855,14 @@ out:
 	return NULL;
 }
 
-static void run_stress(const struct stress_cfg *cfg)
+/*
+ * One stress test: a queue of nr_slots x slot_size bytes, a producer
+ * thread and a consumer thread moving stress_msgs messages through it in
+ * the given modes, up to batch slots at a time in IO_BATCH.
+ */
+static void run_stress(uint32_t nr_slots, uint32_t slot_size,
+		       enum io_mode prod_mode, enum io_mode cons_mode,
+		       uint32_t batch)
 {
 	static const char *const errs[] = {
 		[SE_NONE] = "none",
@@ -1865,16 +1872,20 @@ static void run_stress(const struct stress_cfg *cfg)
 		[SE_STALL_PROD] = "producer stalled",
 		[SE_STALL_CONS] = "consumer stalled",
 	};
-	struct stress st = { .cfg = cfg, .msgs = stress_msgs };
+	const struct stress_cfg cfg = {
+		.nr_slots = nr_slots, .slot_size = slot_size,
+		.prod_mode = prod_mode, .cons_mode = cons_mode, .batch = batch,
+	};
+	struct stress st = { .cfg = &cfg, .msgs = stress_msgs };
 	pthread_t prod, cons;
 	unsigned char tail[STRESS_MAX_SLOT];
 	double t0, t;
 
-	assert_true(cfg->slot_size >= 16 && cfg->slot_size <= STRESS_MAX_SLOT);
-	set_ctx("stress %u x %u, producer %s, consumer %s", cfg->nr_slots,
-		cfg->slot_size, io_names[cfg->prod_mode],
-		io_names[cfg->cons_mode]);
-	st.s = seg_new(cfg->nr_slots, cfg->slot_size);
+	assert_true(cfg.slot_size >= 16 && cfg.slot_size <= STRESS_MAX_SLOT);
+	set_ctx("stress %u x %u, producer %s, consumer %s", cfg.nr_slots,
+		cfg.slot_size, io_names[cfg.prod_mode],
+		io_names[cfg.cons_mode]);
+	st.s = seg_new(cfg.nr_slots, cfg.slot_size);
 
 	t0 = now_s();
 	assert_int_equal(pthread_create(&cons, NULL, stress_consumer, &st), 0);
@@ -1897,56 +1908,39 @@ static void run_stress(const struct stress_cfg *cfg)
 	/* nothing extra either: both sides end at the same index */
 	check(!clanq_q_get(&st.s->c, tail));
 	check_eq(load_word(st.s->p.prod), load_word(st.s->c.cons));
-	check_eq(load_word(st.s->p.prod), st.msgs & (cfg->nr_slots - 1));
+	check_eq(load_word(st.s->p.prod), st.msgs & (cfg.nr_slots - 1));
 	seg_check_free(st.s);
 }
 
 static void test_stress_2_slots_put_get_delivers_all_once_in_order(void **state)
 {
-	/* one item in flight at most: every message is a handoff */
-	static const struct stress_cfg cfg = {
-		.nr_slots = 2, .slot_size = 40,		/* 24-byte payload */
-		.prod_mode = IO_COPY, .cons_mode = IO_COPY, .batch = 1,
-	};
-
 	(void)state;
-	run_stress(&cfg);
+	/*
+	 * One item in flight at most: every message is a handoff. 40-byte
+	 * slots: a 24-byte payload.
+	 */
+	run_stress(2, 40, IO_COPY, IO_COPY, 1);
 }
 
 static void test_stress_4_slots_in_place_delivers_all_once_in_order(
 	void **state)
 {
-	static const struct stress_cfg cfg = {
-		.nr_slots = 4, .slot_size = 64,
-		.prod_mode = IO_INPLACE, .cons_mode = IO_INPLACE, .batch = 1,
-	};
-
 	(void)state;
-	run_stress(&cfg);
+	run_stress(4, 64, IO_INPLACE, IO_INPLACE, 1);
 }
 
 static void test_stress_64_slots_batch_to_get_delivers_all_once_in_order(
 	void **state)
 {
-	static const struct stress_cfg cfg = {
-		.nr_slots = 64, .slot_size = 72,
-		.prod_mode = IO_BATCH, .cons_mode = IO_COPY, .batch = 16,
-	};
-
 	(void)state;
-	run_stress(&cfg);
+	run_stress(64, 72, IO_BATCH, IO_COPY, 16);
 }
 
 static void test_stress_1024_slots_batch_delivers_all_once_in_order(
 	void **state)
 {
-	static const struct stress_cfg cfg = {
-		.nr_slots = 1024, .slot_size = 64,
-		.prod_mode = IO_BATCH, .cons_mode = IO_BATCH, .batch = 64,
-	};
-
 	(void)state;
-	run_stress(&cfg);
+	run_stress(1024, 64, IO_BATCH, IO_BATCH, 64);
 }
 
 #define T(f)	cmocka_unit_test_teardown(f, teardown)
