@@ -78,6 +78,17 @@ struct clanq_nic {
 	struct dentry *debugfs;
 };
 
+/*
+ * What a context's segments may add up to (max_ctx_bytes). Each segment
+ * holds a reference and gives its bytes back when it is freed, which may
+ * be after its object and even its context are gone (it was still
+ * mapped): memory counts for as long as it exists.
+ */
+struct clanq_budget {
+	refcount_t ref;
+	atomic_long_t bytes;
+};
+
 /* One open file of a NIC: the owner of every object it creates. */
 struct clanq_ctx {
 	struct kref ref;
@@ -86,7 +97,7 @@ struct clanq_ctx {
 	struct mutex lock;
 	struct list_head eps;	/* clanq_ep.ctx_node */
 	unsigned int nr_eps;
-	unsigned long shm_bytes;	/* segments held, under lock */
+	struct clanq_budget *budget;
 	struct xarray mmaps;	/* mmap key (pgoff) -> clanq_shm */
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
 };
@@ -96,6 +107,7 @@ struct clanq_shm {
 	refcount_t ref;
 	void *vaddr;
 	size_t size;		/* page multiple */
+	struct clanq_budget *budget;	/* charged with size */
 };
 
 struct clanq_ep {
@@ -120,7 +132,7 @@ struct clanq_ep {
 };
 
 /* shm.c */
-struct clanq_shm *clanq_shm_alloc(size_t size);
+struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
 void clanq_shm_put(struct clanq_shm *shm);
 int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma);
 
@@ -139,8 +151,6 @@ void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_shm *shm, u32 *key);
-int clanq_ctx_charge(struct clanq_ctx *ctx, size_t bytes);
-void clanq_ctx_uncharge(struct clanq_ctx *ctx, size_t bytes);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, u32 key);
 
 /* endpoint.c */

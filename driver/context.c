@@ -28,6 +28,12 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
 		return NULL;
+	ctx->budget = kzalloc(sizeof(*ctx->budget), GFP_KERNEL_ACCOUNT);
+	if (!ctx->budget) {
+		kfree(ctx);
+		return NULL;
+	}
+	refcount_set(&ctx->budget->ref, 1);
 	kref_init(&ctx->ref);
 	ctx->nic = nic;
 	ctx->tgid = task_tgid_vnr(current);
@@ -54,8 +60,11 @@ static void clanq_ctx_release(struct kref *ref)
 	list_for_each_entry_safe(ep, tmp, &ctx->eps, ctx_node)
 		clanq_ep_destroy(ep);
 	mutex_unlock(&ctx->lock);
-	WARN_ON(!xa_empty(&ctx->mmaps) || ctx->shm_bytes);
+	WARN_ON(!xa_empty(&ctx->mmaps));
 	xa_destroy(&ctx->mmaps);
+	/* segments still mapped keep the budget (and their charge) alive */
+	if (refcount_dec_and_test(&ctx->budget->ref))
+		kfree(ctx->budget);
 	mutex_destroy(&ctx->lock);
 	atomic_dec(&ctx->nic->nr_contexts);
 	kfree(ctx);
@@ -66,30 +75,6 @@ void clanq_ctx_put(struct clanq_ctx *ctx)
 	kref_put(&ctx->ref, clanq_ctx_release);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
-
-/*
- * Segments are kernel memory a process makes the driver allocate: each
- * context may hold max_ctx_bytes of them. Pinned user memory (regions)
- * will be charged to RLIMIT_MEMLOCK instead.
- */
-int clanq_ctx_charge(struct clanq_ctx *ctx, size_t bytes)
-{
-	lockdep_assert_held(&ctx->lock);
-	if (bytes > clanq_max_ctx_bytes ||
-	    ctx->shm_bytes > clanq_max_ctx_bytes - bytes) {
-		clanq_uerr(ctx, "context would hold %lu + %zu segment bytes (max_ctx_bytes %lu)",
-			   ctx->shm_bytes, bytes, clanq_max_ctx_bytes);
-		return -ENOMEM;
-	}
-	ctx->shm_bytes += bytes;
-	return 0;
-}
-
-void clanq_ctx_uncharge(struct clanq_ctx *ctx, size_t bytes)
-{
-	lockdep_assert_held(&ctx->lock);
-	ctx->shm_bytes -= bytes;
-}
 
 /* Publish @shm for mmap(); the xarray holds a reference. */
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_shm *shm, u32 *key)

@@ -35,14 +35,10 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
 	size = clanq_ep_layout(&qo, oob_slots);
 	if (!size)
 		return ERR_PTR(-EINVAL);
-	err = clanq_ctx_charge(ctx, PAGE_ALIGN(size));
-	if (err)
-		return ERR_PTR(err);
 
-	err = -ENOMEM;
 	ep = kzalloc(sizeof(*ep), GFP_KERNEL_ACCOUNT);
 	if (!ep)
-		goto err_charge;
+		return ERR_PTR(-ENOMEM);
 	ep->ctx = ctx;
 	ep->nic = nic;
 	refcount_set(&ep->ref, 1);
@@ -52,7 +48,7 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
 	atomic64_set(&ep->events, 0);
 
 	err = -ENOMEM;
-	ep->shm = clanq_shm_alloc(size);
+	ep->shm = clanq_shm_alloc(ctx, size);
 	if (!ep->shm)
 		goto err_free;
 	ep->counters = ep->shm->vaddr;
@@ -82,8 +78,6 @@ err_shm:
 	clanq_shm_put(ep->shm);
 err_free:
 	kfree(ep);
-err_charge:
-	clanq_ctx_uncharge(ctx, PAGE_ALIGN(size));
 	return ERR_PTR(err);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_create);
@@ -122,7 +116,6 @@ void clanq_ep_destroy(struct clanq_ep *ep)
 	clanq_ctx_mmap_del(ctx, ep->mmap_key);
 	list_del(&ep->ctx_node);
 	ctx->nr_eps--;
-	clanq_ctx_uncharge(ctx, ep->shm->size);
 	clanq_ep_put(ep);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_destroy);

@@ -47,7 +47,6 @@ struct clanq_evq {
 	struct clanq_queue ring;	/* producer side; geometry private */
 	unsigned long *pending;		/* in shm: the application's */
 	u32 max_regs;			/* private bound on indices */
-	size_t charged;			/* segment bytes charged to ctx */
 	struct clanq_reg **regs;	/* by index, under ctx->lock */
 	struct ida ida;
 	unsigned long *limbo;		/* freed indices awaiting their bit */
@@ -360,7 +359,6 @@ void clanq_evq_destroy(struct clanq_evq *evq)
 	for (i = 0; i < evq->max_regs; i++)
 		if (evq->regs[i])
 			clanq_reg_remove(evq->regs[i]);
-	clanq_ctx_uncharge(ctx, evq->charged);
 	mutex_unlock(&ctx->lock);
 	clanq_evq_free(evq);
 	clanq_ctx_put(ctx);
@@ -407,29 +405,22 @@ struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
 	if (!max_regs || max_regs > clanq_max_evq_regs)
 		return ERR_PTR(-EINVAL);
 	size = clanq_evq_layout(&c->ring, &pending, max_regs);
-	mutex_lock(&ctx->lock);
-	err = clanq_ctx_charge(ctx, PAGE_ALIGN(size));
-	mutex_unlock(&ctx->lock);
-	if (err)
-		return ERR_PTR(err);
-
-	err = -ENOMEM;
 	evq = kzalloc(sizeof(*evq), GFP_KERNEL_ACCOUNT);
 	if (!evq)
-		goto err_charge;
+		return ERR_PTR(-ENOMEM);
 	evq->max_regs = max_regs;
 	spin_lock_init(&evq->lock);
 	init_waitqueue_head(&evq->wq);
 	ida_init(&evq->ida);
 	evq->regs = kvcalloc(max_regs, sizeof(*evq->regs), GFP_KERNEL_ACCOUNT);
 	evq->limbo = bitmap_zalloc(max_regs, GFP_KERNEL_ACCOUNT);
-	evq->shm = clanq_shm_alloc(size);
+	evq->shm = clanq_shm_alloc(ctx, size);
+	err = -ENOMEM;
 	if (!evq->regs || !evq->limbo || !evq->shm)
 		goto err_free;
 	err = clanq_q_init(&evq->ring, evq->shm->vaddr, evq->shm->size, &c->ring);
 	if (WARN_ON(err))
 		goto err_free;
-	evq->charged = PAGE_ALIGN(size);
 	evq->pending = evq->shm->vaddr + pending;
 	evq->ctx = ctx;
 	clanq_ctx_get(ctx);
@@ -441,10 +432,6 @@ struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
 
 err_free:
 	clanq_evq_free(evq);
-err_charge:
-	mutex_lock(&ctx->lock);
-	clanq_ctx_uncharge(ctx, PAGE_ALIGN(size));
-	mutex_unlock(&ctx->lock);
 	return ERR_PTR(err);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_create);

@@ -15,19 +15,41 @@
 
 #include "clanq_drv.h"
 
-struct clanq_shm *clanq_shm_alloc(size_t size)
+static void clanq_budget_put(struct clanq_budget *budget, size_t bytes)
 {
-	struct clanq_shm *shm;
+	atomic_long_sub(bytes, &budget->bytes);
+	if (refcount_dec_and_test(&budget->ref))
+		kfree(budget);
+}
 
-	shm = kzalloc(sizeof(*shm), GFP_KERNEL_ACCOUNT);
-	if (!shm)
-		return NULL;
-	shm->size = PAGE_ALIGN(size);
-	shm->vaddr = vmalloc_user(shm->size);	/* zeroed, VM_USERMAP */
-	if (!shm->vaddr) {
-		kfree(shm);
+/*
+ * A zeroed segment of @size bytes (rounded up to pages), charged to
+ * @ctx's budget: NULL if that would pass max_ctx_bytes (logged) or if
+ * memory is short.
+ */
+struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
+{
+	struct clanq_budget *budget = ctx->budget;
+	struct clanq_shm *shm;
+	size_t bytes = PAGE_ALIGN(size);
+
+	if (atomic_long_add_return(bytes, &budget->bytes) > clanq_max_ctx_bytes) {
+		atomic_long_sub(bytes, &budget->bytes);
+		clanq_uerr(ctx, "a %zu-byte segment would pass max_ctx_bytes (%lu)",
+			   bytes, clanq_max_ctx_bytes);
 		return NULL;
 	}
+	refcount_inc(&budget->ref);
+	shm = kzalloc(sizeof(*shm), GFP_KERNEL_ACCOUNT);
+	if (shm)
+		shm->vaddr = vmalloc_user(bytes);	/* zeroed, VM_USERMAP */
+	if (!shm || !shm->vaddr) {
+		kfree(shm);
+		clanq_budget_put(budget, bytes);
+		return NULL;
+	}
+	shm->size = bytes;
+	shm->budget = budget;
 	refcount_set(&shm->ref, 1);
 	return shm;
 }
@@ -41,6 +63,7 @@ void clanq_shm_put(struct clanq_shm *shm)
 {
 	if (shm && refcount_dec_and_test(&shm->ref)) {
 		vfree(shm->vaddr);
+		clanq_budget_put(shm->budget, shm->size);
 		kfree(shm);
 	}
 }

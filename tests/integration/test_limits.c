@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 
 #include <cmocka.h>
@@ -68,6 +69,7 @@ static void segments_of_a_context_stop_at_max_ctx_bytes_with_enomem(void **state
 {
 	static struct clanq_ep eps[MAX_EPS];
 	unsigned long limit = param("max_ctx_bytes");	/* SMALL_BUDGET */
+	struct clanq_ep_destroy destroy;
 	struct clanq_dev dev, other;
 	struct clanq_ep extra;
 	struct clanq_evq evq;
@@ -98,7 +100,19 @@ static void segments_of_a_context_stop_at_max_ctx_bytes_with_enomem(void **state
 	assert_int_equal(clanq_ep_destroy(&extra), 0);
 	assert_int_equal(clanq_close(&other), 0);
 
-	/* destroying gives the bytes back, exactly */
+	/*
+	 * Memory counts while it exists: an endpoint destroyed while its
+	 * segment is still mapped gives nothing back until the unmap.
+	 */
+	memset(&destroy, 0, sizeof(destroy));
+	destroy.id = eps[n - 1].addr.id;
+	assert_int_equal(ioctl(dev.fd, CLANQ_IOC_EP_DESTROY, &destroy), 0);
+	assert_int_equal(clanq_ep_create(&dev, &extra, 2), -ENOMEM);
+	assert_int_equal(munmap(eps[n - 1].seg, eps[n - 1].seg_size), 0);
+	assert_int_equal(clanq_ep_create(&dev, &eps[n - 1], 2), 0);
+	assert_int_equal(clanq_ep_create(&dev, &extra, 2), -ENOMEM);
+
+	/* destroying the usual way (destroy + unmap) gives the bytes back */
 	assert_int_equal(clanq_ep_destroy(&eps[n - 1]), 0);
 	assert_int_equal(clanq_ep_create(&dev, &eps[n - 1], 2), 0);
 	assert_int_equal(clanq_ep_create(&dev, &extra, 2), -ENOMEM);
