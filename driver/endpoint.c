@@ -235,5 +235,7 @@ int clanq_ioctl_ep_destroy(void *obj, void *arg)
 		clanq_ep_put(ep);
 	}
 	mutex_unlock(&ctx->lock);
+	if (!ep)
+		clanq_uerr(ctx, "EP_DESTROY: no endpoint %u in this context", d->id);
 	return ep ? 0 : -ENOENT;
 }

@@ -324,6 +324,12 @@ static __poll_t clanq_evq_poll(struct file *file, poll_table *pt)
 
 	clanq_evq_count_entry(evq);
 	poll_wait(file, &evq->wq, pt);
+	/*
+	 * Pairs with the full barrier in wq_has_sleeper() after a post:
+	 * either the poster sees our entry, or we see its event. Adding the
+	 * entry is only a release, so the barrier must be ours to give.
+	 */
+	smp_mb();
 	cons = READ_ONCE(*evq->ring.cons);	/* the application's: check */
 	if (cons & ~evq->ring.mask)
 		return EPOLLERR;
@@ -380,15 +386,35 @@ static const struct file_operations clanq_evq_fops = {
 	.mmap		= clanq_evq_mmap,
 };
 
-/* Segment layout: the ring, then the pending bitmap. */
+/*
+ * The pending bitmap is shared as 64-bit words; the driver's bit
+ * operations work on longs. Both number bits the same way only on
+ * little-endian machines.
+ */
+#ifndef __LITTLE_ENDIAN
+#error "clanq: the shared pending bitmap assumes a little-endian CPU"
+#endif
+
+static u32 clanq_evq_pending_words(u32 max_regs)
+{
+	return DIV_ROUND_UP(max_regs, 64);
+}
+
+/* Segment layout: the ring, then the pending bitmap. 0 if impossible. */
 static u32 clanq_evq_layout(struct clanq_queue_off *ring, u32 *pending,
 			    u32 max_regs)
 {
-	u32 end = clanq_q_layout(ring, 0, roundup_pow_of_two(max_regs + 1),
-				 sizeof(struct clanq_event));
+	u32 end;
 
+	/* a ring for max_regs + 1 must fit the queue's own bound */
+	if (max_regs >= CLANQ_Q_MAX_SLOTS)
+		return 0;
+	end = clanq_q_layout(ring, 0, roundup_pow_of_two(max_regs + 1),
+			     sizeof(struct clanq_event));
+	if (!end)
+		return 0;
 	*pending = clanq_q_align(end);
-	return *pending + BITS_TO_LONGS(max_regs) * sizeof(long);
+	return *pending + clanq_evq_pending_words(max_regs) * sizeof(u64);
 }
 
 /*
@@ -405,6 +431,8 @@ struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
 	if (!max_regs || max_regs > clanq_max_evq_regs)
 		return ERR_PTR(-EINVAL);
 	size = clanq_evq_layout(&c->ring, &pending, max_regs);
+	if (!size)
+		return ERR_PTR(-EINVAL);
 	evq = kzalloc(sizeof(*evq), GFP_KERNEL_ACCOUNT);
 	if (!evq)
 		return ERR_PTR(-ENOMEM);
@@ -425,7 +453,7 @@ struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
 	evq->ctx = ctx;
 	clanq_ctx_get(ctx);
 	c->max_regs = max_regs;
-	c->nr_words = BITS_TO_LONGS(max_regs) * sizeof(long) / sizeof(u64);
+	c->nr_words = clanq_evq_pending_words(max_regs);
 	c->mmap_size = evq->shm->size;
 	c->pending = pending;
 	return evq;

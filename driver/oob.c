@@ -75,11 +75,15 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 		clanq_uerr(ctx, "OOB_SEND: flags and reserved fields must be zero");
 		return -EINVAL;
 	}
-	if (s->len > CLANQ_OOB_PAYLOAD)
+	if (s->len > CLANQ_OOB_PAYLOAD) {
+		clanq_uerr(ctx, "OOB_SEND: len %u > %u", s->len, CLANQ_OOB_PAYLOAD);
 		return -EMSGSIZE;
+	}
 	ep = clanq_ep_lookup_owned(ctx, s->ep);
-	if (!ep)
+	if (!ep) {
+		clanq_uerr(ctx, "OOB_SEND: no endpoint %u in this context", s->ep);
 		return -ENOENT;
+	}
 
 	memset(&msg, 0, sizeof(msg));
 	msg.type = s->type;

@@ -94,7 +94,8 @@ int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
 
 	if (vma->vm_end - vma->vm_start != shm->size)
 		return -EINVAL;
-	if (!(vma->vm_flags & VM_SHARED))
+	/* VM_MAYSHARE: MAP_SHARED asked for, even on a read-only file */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	err = remap_vmalloc_range(vma, shm->vaddr, 0);
 	if (err)

@@ -147,7 +147,12 @@ int clanq_evq_destroy(struct clanq_evq *evq);
 int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
 		       __u32 mask, __u64 cookie);
 
-/** \brief Remove a registration. Events of it may still be in the ring. */
+/**
+ * \brief Remove a registration. Events of it may still be in the ring;
+ * its index is handed out again only after such an event was taken.
+ * Destroying an endpoint removes its registrations too, and their
+ * indices may then come back for other endpoints.
+ */
 int clanq_evq_unregister(struct clanq_evq *evq, int reg);
 
 /** \brief The fd to put in poll/epoll: readable while events are queued. */
@@ -178,9 +183,15 @@ static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)
 		return 0;
 	reg = ev->reg;
 	if (reg / 64 < evq->nr_words)
-		/* full barrier: pairs with the driver's test_and_set_bit */
 		__atomic_fetch_and(&evq->pending[reg / 64],
 				   ~(1ull << (reg % 64)), __ATOMIC_SEQ_CST);
+	/*
+	 * The Dekker pairing of queue.h: our clear must be ordered before
+	 * the caller's next look at the source, against the driver's
+	 * publish + test_and_set_bit. A seq_cst RMW followed by an acquire
+	 * load is not enough in C11 (arm64 may hoist an LDAPR above it).
+	 */
+	clanq_q_mb();
 	return 1;
 }
 

@@ -86,6 +86,18 @@ int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 	return 0;
 }
 
+/* Tell the CPU we are spinning: a hint, no system call. */
+static inline void clanq_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 static __u64 clanq_now_ns(void)
 {
 	struct timespec ts;
@@ -113,7 +125,7 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		if (clanq_evq_poll(evq, ev))
 			return 1;
 		if (now - start < evq->spin_ns && now < deadline) {
-			__builtin_ia32_pause();
+			clanq_cpu_relax();
 			now = clanq_now_ns();
 			continue;
 		}
