@@ -828,6 +828,47 @@ static void endpoint_destroy_removes_its_registration(struct kunit *test)
 }
 
 /*
+ * An unregistered index whose event is still in the ring is not handed
+ * out again until the application has taken that event (cleared its
+ * bit): the stale bit would silence the index's next owner, and the
+ * stale event would carry the old cookie.
+ */
+static void an_index_with_an_untaken_event_is_not_reused_until_taken(struct kunit *test)
+{
+	struct nic_fixture *f = test->priv;
+	struct uevq *q = uevq_create(test, f, 2);
+	struct uep *a = uep_create(test, f->ctx, EP_SLOTS);
+	struct uep *b = uep_create(test, f->ctx, EP_SLOTS);
+	struct uep *c = uep_create(test, f->ctx, EP_SLOTS);
+	u32 ia = reg_oob(test, q, a, COOKIE(1));
+	u32 ib;
+
+	deliver_n(test, f, a, 1);
+	KUNIT_ASSERT_TRUE(test, test_bit(ia, q->pending));
+	KUNIT_ASSERT_EQ(test, clanq_evq_unregister_index(q->evq, ia), 0);
+
+	/* an evq of two: b gets the other index, and c finds none free */
+	ib = reg_oob(test, q, b, COOKIE(2));
+	KUNIT_EXPECT_NE(test, ib, ia);
+	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, c->id, CLANQ_EV_OOB,
+						    COOKIE(3)), -ENOSPC);
+
+	/* b is heard; the application takes the stale event, then b's */
+	deliver_n(test, f, b, 1);
+	expect_event(test, q, ia, COOKIE(1));
+	ack(q, ia);
+	expect_event(test, q, ib, COOKIE(2));
+	ack(q, ib);
+	KUNIT_EXPECT_EQ(test, drain(b), 1);
+
+	/* taken: the index comes back, and its new owner is heard */
+	KUNIT_EXPECT_EQ(test, reg_oob(test, q, c, COOKIE(3)), ia);
+	deliver_n(test, f, c, 1);
+	expect_event(test, q, ia, COOKIE(3));
+	expect_no_event(test, q);
+}
+
+/*
  * Destroying an evq with live registrations unhooks them all: deliveries
  * afterwards queue their messages and raise nothing, the endpoints get
  * their references back and the context its own.
@@ -919,6 +960,7 @@ static struct kunit_case clanq_evq_cases[] = {
 	KUNIT_CASE(all_pending_bits_set_posts_nothing),
 	KUNIT_CASE(unregister_stops_events),
 	KUNIT_CASE(endpoint_destroy_removes_its_registration),
+	KUNIT_CASE(an_index_with_an_untaken_event_is_not_reused_until_taken),
 	KUNIT_CASE(evq_destroy_with_live_registrations_then_delivery_is_safe),
 	KUNIT_CASE(register_refuses_bad_masks_foreign_endpoints_and_overfill),
 	{}
