@@ -328,18 +328,29 @@ static struct lat wake_clanq(uint64_t spin_ns)
 	return l;
 }
 
-static struct lat wake_eventfd(void)
+/*
+ * A blocking ping-pong between two processes: the child echoes, the
+ * parent times batches of round trips. Used by the baselines; each
+ * supplies one round trip and one echo.
+ */
+struct pingpong {
+	const char *name;
+	int (*round_trip)(void *arg);	/* parent: send, then receive */
+	int (*echo)(void *arg);		/* child: receive, then send */
+	void *arg;
+};
+
+static struct lat run_pingpong(const struct pingpong *pp)
 {
-	int ab = eventfd(0, 0), ba = eventfd(0, 0);
 	double *v = calloc(samples, sizeof(*v));
-	uint64_t one = 1, x;
+	struct lat l;
 	pid_t pid;
 
 	pid = fork();
 	if (pid == 0) {
 		pin(0);
 		for (unsigned int i = 0; i < samples * batch; i++)
-			if (read(ab, &x, 8) != 8 || write(ba, &one, 8) != 8)
+			if (pp->echo(pp->arg))
 				_exit(1);
 		_exit(0);
 	}
@@ -348,54 +359,86 @@ static struct lat wake_eventfd(void)
 		uint64_t t0 = now_ns();
 
 		for (unsigned int i = 0; i < batch; i++)
-			if (write(ab, &one, 8) != 8 || read(ba, &x, 8) != 8)
-				die("eventfd", errno);
+			if (pp->round_trip(pp->arg))
+				die(pp->name, errno);
 		v[s] = (now_ns() - t0) / 2.0 / batch;
 	}
-	reap(pid);
-	close(ab);
-	close(ba);
-	struct lat l = lat_stats(v, samples);
-
+	if (reap(pid))
+		die(pp->name, EIO);
+	l = lat_stats(v, samples);
 	free(v);
 	return l;
 }
 
+struct efd_pair {
+	int ab, ba;
+};
+
+static int efd_round_trip(void *arg)
+{
+	struct efd_pair *e = arg;
+	uint64_t one = 1, x;
+
+	return write(e->ab, &one, 8) != 8 || read(e->ba, &x, 8) != 8;
+}
+
+static int efd_echo(void *arg)
+{
+	struct efd_pair *e = arg;
+	uint64_t one = 1, x;
+
+	return read(e->ab, &x, 8) != 8 || write(e->ba, &one, 8) != 8;
+}
+
+static struct lat wake_eventfd(void)
+{
+	struct efd_pair e = { eventfd(0, 0), eventfd(0, 0) };
+	struct pingpong pp = { "eventfd", efd_round_trip, efd_echo, &e };
+	struct lat l;
+
+	if (e.ab < 0 || e.ba < 0)
+		die("eventfd", errno);
+	l = run_pingpong(&pp);
+	close(e.ab);
+	close(e.ba);
+	return l;
+}
+
+struct udp_pair {
+	struct sockaddr_in a, b;
+	int fa, fb;
+	char buf[64];
+};
+
+static int udp_round_trip(void *arg)
+{
+	struct udp_pair *u = arg;
+
+	return sendto(u->fa, u->buf, sizeof(u->buf), 0, (struct sockaddr *)&u->b,
+		      sizeof(u->b)) <= 0 ||
+	       recv(u->fa, u->buf, sizeof(u->buf), 0) <= 0;
+}
+
+static int udp_echo(void *arg)
+{
+	struct udp_pair *u = arg;
+
+	return recv(u->fb, u->buf, sizeof(u->buf), 0) <= 0 ||
+	       sendto(u->fb, u->buf, sizeof(u->buf), 0, (struct sockaddr *)&u->a,
+		      sizeof(u->a)) <= 0;
+}
+
 static struct lat wake_udp(void)
 {
-	struct sockaddr_in a, b;
-	int fa = udp_socket(&a), fb = udp_socket(&b);
-	double *v = calloc(samples, sizeof(*v));
-	char buf[64] = { 0 };
-	pid_t pid;
+	struct udp_pair u = { 0 };
+	struct pingpong pp = { "udp", udp_round_trip, udp_echo, &u };
+	struct lat l;
 
-	pid = fork();
-	if (pid == 0) {
-		pin(0);
-		for (unsigned int i = 0; i < samples * batch; i++)
-			if (recv(fb, buf, sizeof(buf), 0) <= 0 ||
-			    sendto(fb, buf, sizeof(buf), 0, (struct sockaddr *)&a,
-				   sizeof(a)) <= 0)
-				_exit(1);
-		_exit(0);
-	}
-	pin(1);
-	for (unsigned int s = 0; s < samples; s++) {
-		uint64_t t0 = now_ns();
-
-		for (unsigned int i = 0; i < batch; i++)
-			if (sendto(fa, buf, sizeof(buf), 0, (struct sockaddr *)&b,
-				   sizeof(b)) <= 0 ||
-			    recv(fa, buf, sizeof(buf), 0) <= 0)
-				die("udp", errno);
-		v[s] = (now_ns() - t0) / 2.0 / batch;
-	}
-	reap(pid);
-	close(fa);
-	close(fb);
-	struct lat l = lat_stats(v, samples);
-
-	free(v);
+	u.fa = udp_socket(&u.a);
+	u.fb = udp_socket(&u.b);
+	l = run_pingpong(&pp);
+	close(u.fa);
+	close(u.fb);
 	return l;
 }
 

@@ -133,6 +133,7 @@ struct clanq_ep {
 
 /* shm.c */
 struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
+void clanq_budget_put(struct clanq_budget *budget, size_t bytes);
 void clanq_shm_put(struct clanq_shm *shm);
 int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma);
 

@@ -63,8 +63,7 @@ static void clanq_ctx_release(struct kref *ref)
 	WARN_ON(!xa_empty(&ctx->mmaps));
 	xa_destroy(&ctx->mmaps);
 	/* segments still mapped keep the budget (and their charge) alive */
-	if (refcount_dec_and_test(&ctx->budget->ref))
-		kfree(ctx->budget);
+	clanq_budget_put(ctx->budget, 0);
 	mutex_destroy(&ctx->lock);
 	atomic_dec(&ctx->nic->nr_contexts);
 	kfree(ctx);

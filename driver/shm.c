@@ -15,7 +15,8 @@
 
 #include "clanq_drv.h"
 
-static void clanq_budget_put(struct clanq_budget *budget, size_t bytes)
+/* Give back @bytes and one reference; the last reference frees it. */
+void clanq_budget_put(struct clanq_budget *budget, size_t bytes)
 {
 	atomic_long_sub(bytes, &budget->bytes);
 	if (refcount_dec_and_test(&budget->ref))
