@@ -61,14 +61,27 @@ int clanq_query(const struct clanq_dev *dev, struct clanq_query *q);
  * Endpoints and out-of-band messages (paper section 3.1).
  */
 
-/** An endpoint: an OOB receive queue the application reads directly. */
+/**
+ * An endpoint: an OOB receive queue the application reads directly, and
+ * the RDMA request and completion queues it shares with the engine.
+ */
 struct clanq_ep {
 	int fd;				/**< the context it lives in */
 	struct clanq_addr addr;		/**< node-wide address, for peers */
 	void *seg;			/**< shared segment */
 	size_t seg_size;
 	struct clanq_queue oob;		/**< consumer side, private */
+	struct clanq_queue rq;		/**< RDMA requests: producer side */
+	struct clanq_queue cq;		/**< RDMA completions: consumer side */
+	const __u32 *doorbell;		/**< engine's sleep flag (driver-written) */
 	const struct clanq_ep_counters *counters; /**< driver-written */
+};
+
+/** Queue lengths of a new endpoint; 0 picks the driver's default. */
+struct clanq_ep_attr {
+	unsigned int oob_slots;		/**< OOB receive queue */
+	unsigned int rq_slots;		/**< RDMA request queue */
+	unsigned int cq_slots;		/**< RDMA completion queue */
 };
 
 /**
@@ -79,6 +92,14 @@ struct clanq_ep {
  */
 int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 		    unsigned int oob_slots);
+
+/**
+ * \brief Create an endpoint with the queue lengths in attr (powers of
+ * two; each queue holds one item fewer than its length).
+ * \return as clanq_ep_create().
+ */
+int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
+			 const struct clanq_ep_attr *attr);
 
 /**
  * \brief Destroy an endpoint: nothing more is delivered to it, its
@@ -110,6 +131,144 @@ static inline int clanq_oob_recv(struct clanq_ep *ep, struct clanq_oob_msg *msg)
 static inline __u64 clanq_ep_dropped(const struct clanq_ep *ep)
 {
 	return __atomic_load_n(&ep->counters->oob_dropped, __ATOMIC_RELAXED);
+}
+
+/*
+ * Regions and apertures (paper section 2).
+ */
+
+/** A region: memory of this context the RDMA engine and peers may use. */
+struct clanq_region {
+	int fd;				/**< the context it lives in */
+	struct clanq_addr addr;		/**< node-wide (node, id), for peers */
+	void *mem;			/**< the memory: mapped or registered */
+	size_t size;			/**< bytes asked for */
+	size_t map_size;		/**< bytes mapped (allocated regions) */
+};
+
+/**
+ * \brief Allocate a zeroed region of size bytes and map it at r->mem.
+ * \return 0; -EINVAL for size 0 or above the driver's limit; -ENOMEM
+ *         past the context's memory limit.
+ */
+int clanq_region_alloc(struct clanq_dev *dev, struct clanq_region *r,
+		       size_t size);
+
+/**
+ * \brief Register the caller's memory [addr, addr + size) as a region. The
+ * pages are pinned, and charged to RLIMIT_MEMLOCK, until it is freed.
+ * \return 0; -ENOMEM past RLIMIT_MEMLOCK; -EFAULT for memory that is not
+ *         mapped writable; -EINVAL.
+ */
+int clanq_region_register(struct clanq_dev *dev, struct clanq_region *r,
+			  void *addr, size_t size);
+
+/**
+ * \brief Free a region: every aperture onto it is revoked (PIO mappings
+ * are zapped; requests through them fail with -ENXIO).
+ */
+int clanq_region_free(struct clanq_region *r);
+
+/**
+ * \brief Export a region with rights (CLANQ_RIGHT_*); peers import it by
+ * r->addr and *key.
+ * \return 0; -EBUSY if it was exported already; -EINVAL.
+ */
+int clanq_region_export(struct clanq_region *r, __u32 rights, __u64 *key);
+
+/** An aperture: a window onto a peer's exported region. */
+struct clanq_ap {
+	int fd;				/**< the context it lives in */
+	__u32 id;			/**< for clanq_rdma_req.dst_ap */
+	__u32 rights;			/**< CLANQ_RIGHT_* it was imported with */
+	__u64 len;			/**< bytes in the window */
+	__u64 mmap_offset;		/**< where to map it, if it can be */
+	size_t map_size;		/**< 0: no PIO, use RDMA */
+	__u32 map_delta;		/**< first byte's offset in the mapping */
+	void *map;			/**< after clanq_ap_map() */
+	char *base;			/**< the window's byte 0, when mapped */
+};
+
+/**
+ * \brief Import [offset, offset + len) of the region (node, id) with key.
+ * \return 0; -ENOENT for a wrong key or region; -EACCES for rights the
+ *         export does not grant; -ERANGE outside the region.
+ */
+int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
+		    struct clanq_addr region, __u64 key, __u64 offset,
+		    __u64 len, __u32 rights);
+
+/**
+ * \brief Map an aperture for PIO (read-write if imported with
+ * CLANQ_RIGHT_WRITE): ap->base then points at its first byte.
+ * \return 0; -EOPNOTSUPP if it cannot be mapped (ap->map_size == 0).
+ */
+int clanq_ap_map(struct clanq_ap *ap);
+
+/** \brief Unmap and close an aperture. */
+int clanq_ap_close(struct clanq_ap *ap);
+
+/**
+ * \brief PIO: copy len bytes to offset off of a mapped aperture, with
+ * plain CPU stores (no system call). If the region is freed meanwhile,
+ * the stores fault with SIGBUS.
+ * \return 0; -ERANGE outside the window; -ENXIO if it is not mapped.
+ */
+static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
+				 const void *src, size_t len)
+{
+	if (!ap->base || !(ap->rights & CLANQ_RIGHT_WRITE))
+		return -ENXIO;
+	if (off > ap->len || len > ap->len - off)
+		return -ERANGE;
+	memcpy(ap->base + off, src, len);
+	return 0;
+}
+
+/*
+ * RDMA (paper section 3.2): requests go to the engine through a queue,
+ * completions come back through another; neither is a system call
+ * unless the engine went idle.
+ */
+
+/** \brief Ring the doorbell: make the engine look at ep's request queue. */
+int clanq_rdma_kick(struct clanq_ep *ep);
+
+/**
+ * \brief Queue one RDMA write. Makes a system call only when the engine
+ * has gone idle on this endpoint (the doorbell is set).
+ * \return 0; -EAGAIN if the request queue is full (poll completions);
+ *         -errno from the doorbell.
+ */
+static inline int clanq_rdma_post(struct clanq_ep *ep,
+				  const struct clanq_rdma_req *req)
+{
+	if (!clanq_q_put(&ep->rq, req))
+		return -EAGAIN;
+	/* the sleep-flag pattern of queue.h: publish, barrier, look */
+	clanq_q_mb();
+	if (__atomic_load_n(ep->doorbell, __ATOMIC_RELAXED))
+		return clanq_rdma_kick(ep);
+	return 0;
+}
+
+/**
+ * \brief Take the next completion, at user level. The one system call it
+ * may make: if the engine stopped because the completion queue was full
+ * and requests are waiting, freeing a slot rings the doorbell (should
+ * that fail, the next post or poll rings it again).
+ * \return 1 with *comp filled, or 0 if there is none.
+ */
+static inline int clanq_rdma_poll(struct clanq_ep *ep,
+				  struct clanq_rdma_comp *comp)
+{
+	if (!clanq_q_get(&ep->cq, comp))
+		return 0;
+	clanq_q_mb();
+	if (__atomic_load_n(ep->doorbell, __ATOMIC_RELAXED) &&
+	    clanq_q_prod_unread(&ep->rq))
+		(void)clanq_rdma_kick(ep);
+	return 1;
 }
 
 /*

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * libclanq: endpoints and OOB messages. Receiving is inline in clanq.h;
- * here are the calls that enter the driver.
+ * libclanq: endpoints and OOB messages. Receiving, RDMA posting and
+ * completion polling are inline in clanq.h; here are the calls that
+ * enter the driver.
  */
 #include <errno.h>
 #include <string.h>
@@ -13,13 +14,23 @@
 int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 		    unsigned int oob_slots)
 {
+	struct clanq_ep_attr attr = { .oob_slots = oob_slots };
+
+	return clanq_ep_create_attr(dev, ep, &attr);
+}
+
+int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
+			 const struct clanq_ep_attr *attr)
+{
 	struct clanq_ep_create c;
 	struct clanq_ep_destroy d;
 	void *seg;
 	int err;
 
 	memset(&c, 0, sizeof(c));
-	c.oob_slots = oob_slots;
+	c.oob_slots = attr->oob_slots;
+	c.rq_slots = attr->rq_slots;
+	c.cq_slots = attr->cq_slots;
 	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
 		return -errno;
 	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -29,7 +40,12 @@ int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 		goto destroy;
 	}
 	err = clanq_q_init(&ep->oob, seg, c.mmap_size, &c.oob);
-	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size) {
+	if (!err)
+		err = clanq_q_init(&ep->rq, seg, c.mmap_size, &c.rq);
+	if (!err)
+		err = clanq_q_init(&ep->cq, seg, c.mmap_size, &c.cq);
+	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size ||
+	    c.doorbell % 4 || c.doorbell + sizeof(__u32) > c.mmap_size) {
 		err = -EPROTO;		/* the driver described nonsense */
 		munmap(seg, c.mmap_size);
 		goto destroy;
@@ -39,6 +55,7 @@ int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 	ep->seg = seg;
 	ep->seg_size = c.mmap_size;
 	ep->counters = (const struct clanq_ep_counters *)((char *)seg + c.counters);
+	ep->doorbell = (const __u32 *)((char *)seg + c.doorbell);
 	return 0;
 
 destroy:
@@ -78,6 +95,17 @@ int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
 	if (len)
 		memcpy(s.payload, payload, len);
 	if (ioctl(ep->fd, CLANQ_IOC_OOB_SEND, &s) < 0)
+		return -errno;
+	return 0;
+}
+
+int clanq_rdma_kick(struct clanq_ep *ep)
+{
+	struct clanq_rdma_kick k;
+
+	memset(&k, 0, sizeof(k));
+	k.ep = ep->addr.id;
+	if (ioctl(ep->fd, CLANQ_IOC_RDMA_KICK, &k) < 0)
 		return -errno;
 	return 0;
 }

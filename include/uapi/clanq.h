@@ -19,7 +19,7 @@
 #include <linux/ioctl.h>
 
 /* Bumped on every incompatible change; the library refuses a mismatch. */
-#define CLANQ_ABI_VERSION	1
+#define CLANQ_ABI_VERSION	2
 
 /* /dev/clanq0 ... /dev/clanqN-1, one per soft NIC (node). */
 #define CLANQ_DEV_PREFIX	"/dev/clanq"
@@ -90,24 +90,38 @@ struct clanq_ep_counters {
 	__u64 oob_delivered;	/* put on this endpoint's OOB queue */
 	__u64 oob_dropped;	/* discarded because the queue was full */
 	__u64 events;		/* events this endpoint raised on evqs */
-	__u64 reserved[4];
+	__u64 rdma_reqs;	/* RDMA requests the engine took */
+	__u64 rdma_bytes;	/* bytes those requests wrote */
+	__u64 rdma_errors;	/* requests completed with an error status */
+	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls that woke the engine */
 };
 
 /*
- * CLANQ_IOC_EP_CREATE: an endpoint with an OOB receive queue. Its shared
- * segment is mmapped (shared, read-write) from the context fd at
- * mmap_offset, exactly mmap_size bytes. The application writes only the
- * OOB queue's consumer index; the driver trusts nothing in the segment.
+ * CLANQ_IOC_EP_CREATE: an endpoint with an OOB receive queue, an RDMA
+ * request queue and an RDMA completion queue. Its shared segment is
+ * mmapped (shared, read-write) from the context fd at mmap_offset,
+ * exactly mmap_size bytes. The application writes only the OOB and
+ * completion queues' consumer indices and the request queue's producer
+ * index and slots; the driver trusts nothing in the segment.
+ *
+ * The doorbell word is the engine's "sleep flag" (DESIGN section 3):
+ * non-zero while the engine is not looking at the request queue. After
+ * publishing a request the application issues a full barrier and, only
+ * if the word is set, calls CLANQ_IOC_RDMA_KICK.
  */
 struct clanq_ep_create {
 	__u32 oob_slots;	/* in: power of two; 0 = driver default */
 	__u32 flags;		/* in: must be zero */
+	__u32 rq_slots;		/* in: power of two; 0 = driver default */
+	__u32 cq_slots;		/* in: power of two; 0 = driver default */
 	struct clanq_addr addr;	/* out: node-wide address */
 	__u64 mmap_offset;	/* out */
 	__u64 mmap_size;	/* out */
 	struct clanq_queue_off oob;	/* out: OOB queue, driver produces */
+	struct clanq_queue_off rq;	/* out: RDMA requests, application produces */
+	struct clanq_queue_off cq;	/* out: RDMA completions, driver produces */
 	__u32 counters;		/* out: offset of struct clanq_ep_counters */
-	__u32 reserved0;
+	__u32 doorbell;		/* out: offset of the engine's __u32 sleep flag */
 	__u64 reserved[4];
 };
 
@@ -141,7 +155,7 @@ struct clanq_oob_send {
  * REGISTER/UNREGISTER/WAIT ioctls.
  */
 #define CLANQ_EV_OOB		(1u << 0)	/* OOB message arrived */
-#define CLANQ_EV_RDMA		(1u << 1)	/* RDMA completion (later) */
+#define CLANQ_EV_RDMA		(1u << 1)	/* RDMA completion posted */
 #define CLANQ_EV_TRIPWIRE	(1u << 2)	/* tripwire fired (later) */
 #define CLANQ_EV_ALL		(CLANQ_EV_OOB | CLANQ_EV_RDMA | CLANQ_EV_TRIPWIRE)
 
@@ -187,12 +201,154 @@ struct clanq_evq_wait {
 	__u64 reserved[2];
 };
 
+/*
+ * Regions: memory of this context that the RDMA engine may read (as a
+ * request's source) and that peers may write once it is exported.
+ *
+ * Allocated regions are zeroed driver memory, mapped by the owner from
+ * the context fd at mmap_offset (exactly mmap_size bytes, shared).
+ * Registered regions (CLANQ_REGION_REGISTER) are the caller's own memory
+ * at addr, pinned and charged to RLIMIT_MEMLOCK until freed; they need
+ * no mapping (mmap_offset and mmap_size are 0).
+ *
+ * Every region has a node-wide id. Freeing it revokes every aperture
+ * onto it: later requests through them complete with -ENXIO, and PIO
+ * mappings of it are zapped (a later access is SIGBUS). The memory
+ * itself goes only when nothing refers to it any more.
+ */
+#define CLANQ_REGION_REGISTER	(1u << 0)
+
+struct clanq_region_create {
+	__u64 addr;		/* in: REGISTER: the memory; else 0 */
+	__u64 size;		/* in: bytes, > 0 */
+	__u32 flags;		/* in: CLANQ_REGION_* */
+	__u32 id;		/* out: node-wide region id */
+	__u64 mmap_offset;	/* out: allocated regions */
+	__u64 mmap_size;	/* out: allocated regions, size rounded up to pages */
+	__u64 reserved[2];
+};
+
+/* CLANQ_IOC_REGION_FREE: by id; only the owning context may. */
+struct clanq_region_free {
+	__u32 id;
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
+/* Rights an export grants and an import asks for. */
+#define CLANQ_RIGHT_READ	(1u << 0)	/* map it for reading */
+#define CLANQ_RIGHT_WRITE	(1u << 1)	/* RDMA or PIO writes */
+#define CLANQ_RIGHTS_ALL	(CLANQ_RIGHT_READ | CLANQ_RIGHT_WRITE)
+
+/*
+ * CLANQ_IOC_REGION_EXPORT: let peers import the region, with these
+ * rights, if they name it with the returned key (64 random bits). A
+ * region is exported once; its key lives as long as it does.
+ */
+struct clanq_region_export {
+	__u32 id;		/* in */
+	__u32 rights;		/* in: non-empty subset of CLANQ_RIGHTS_ALL */
+	__u64 key;		/* out */
+	__u64 reserved[2];
+};
+
+/*
+ * CLANQ_IOC_AP_IMPORT: an aperture onto [offset, offset + len) of an
+ * exported region, named by (node, id) and key. A wrong key, an unknown
+ * region and a region that was never exported all read -ENOENT, so a
+ * guesser learns nothing. rights must be a subset of the export's.
+ *
+ * When the exporter is in this kernel (the loop wire), the aperture can
+ * also be mapped for PIO: mmap the context fd at mmap_offset, exactly
+ * mmap_size bytes; the aperture's first byte is at map_delta in the
+ * mapping. The mapping covers whole pages, which is allowed only when
+ * those pages hold nothing but the region's memory; otherwise mmap_size
+ * is 0 and writes go through the RDMA engine. PROT_WRITE needs
+ * CLANQ_RIGHT_WRITE.
+ */
+struct clanq_ap_import {
+	struct clanq_addr region;	/* in: exporter's node and region id */
+	__u64 key;		/* in */
+	__u64 offset;		/* in: into the region */
+	__u64 len;		/* in: > 0 */
+	__u32 rights;		/* in: CLANQ_RIGHT_* */
+	__u32 id;		/* out: aperture id, of this context */
+	__u64 mmap_offset;	/* out */
+	__u64 mmap_size;	/* out: 0 if it cannot be mapped */
+	__u32 map_delta;	/* out */
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
+/* CLANQ_IOC_AP_CLOSE: by id; its PIO mappings are zapped. */
+struct clanq_ap_close {
+	__u32 id;
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
+/*
+ * RDMA requests (application -> engine), one slot each, in the
+ * endpoint's request queue. The engine copies a slot before it looks at
+ * it and validates the copy. Requests of one logical message (up to and
+ * including the one flagged LAST) are served together, unless they pass
+ * the engine's transfer limit, when they are split across turns.
+ */
+#define CLANQ_RDMA_LAST		(1u << 0)	/* last of a logical message */
+#define CLANQ_RDMA_SIGNAL	(1u << 1)	/* complete even on success */
+#define CLANQ_RDMA_FLAGS	(CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL)
+
+struct clanq_rdma_req {
+	__u32 src_region;	/* a region of this context */
+	__u32 dst_ap;		/* an aperture of this context */
+	__u64 src_off;		/* into the region */
+	__u64 dst_off;		/* into the aperture */
+	__u64 len;		/* bytes; 0 is a valid no-op */
+	__u64 cookie;		/* returned in the completion */
+	__u32 flags;		/* CLANQ_RDMA_* */
+	__u32 reserved0;	/* must be zero */
+	__u64 reserved[2];	/* must be zero */
+};
+
+/*
+ * RDMA completions (engine -> application), in request order. A request
+ * completes when it is flagged SIGNAL, or when it fails:
+ *	-EINVAL   unknown flags, non-zero reserved fields
+ *	-ENOENT   no such region or aperture in this context
+ *	-EACCES   the aperture was imported without CLANQ_RIGHT_WRITE
+ *	-ERANGE   outside the region or the aperture (or overflowing)
+ *	-ENXIO    the region behind the aperture, or the source, was freed
+ * The engine takes a request only while the completion queue has room,
+ * so no completion is ever dropped: a full completion queue stalls that
+ * endpoint's requests, nobody else's.
+ */
+struct clanq_rdma_comp {
+	__u64 cookie;
+	__u64 len;		/* bytes written */
+	__s32 status;		/* 0 or -errno */
+	__u32 reserved0;
+	__u64 reserved;
+};
+
+/* CLANQ_IOC_RDMA_KICK: the doorbell. The engine looks at ep's queue. */
+struct clanq_rdma_kick {
+	__u32 ep;		/* in: an endpoint of this context */
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
 #define CLANQ_IOC_MAGIC		0xC1
 #define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_query)
 #define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ep_create)
 #define CLANQ_IOC_EP_DESTROY	_IOWR(CLANQ_IOC_MAGIC, 0x02, struct clanq_ep_destroy)
 #define CLANQ_IOC_OOB_SEND	_IOWR(CLANQ_IOC_MAGIC, 0x03, struct clanq_oob_send)
 #define CLANQ_IOC_EVQ_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x04, struct clanq_evq_create)
+#define CLANQ_IOC_REGION_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x05, struct clanq_region_create)
+#define CLANQ_IOC_REGION_FREE	_IOWR(CLANQ_IOC_MAGIC, 0x06, struct clanq_region_free)
+#define CLANQ_IOC_REGION_EXPORT	_IOWR(CLANQ_IOC_MAGIC, 0x07, struct clanq_region_export)
+#define CLANQ_IOC_AP_IMPORT	_IOWR(CLANQ_IOC_MAGIC, 0x08, struct clanq_ap_import)
+#define CLANQ_IOC_AP_CLOSE	_IOWR(CLANQ_IOC_MAGIC, 0x09, struct clanq_ap_close)
+#define CLANQ_IOC_RDMA_KICK	_IOWR(CLANQ_IOC_MAGIC, 0x0a, struct clanq_rdma_kick)
 /* on the evq fd */
 #define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_evq_reg)
 #define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_evq_reg)
