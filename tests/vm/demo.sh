@@ -18,3 +18,4 @@ cat /sys/kernel/debug/clanq/clanq0/stats
 echo
 echo "== OOB message rate and blocking wake-ups, beside UDP and eventfd (same kernel, same run)"
 oob_bench || exit 1
+echo; echo "== RDMA engine and PIO apertures: bandwidth beside memcpy, doorbells, crossover, starvation (same run)"; rdma_bench || exit 1
