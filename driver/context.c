@@ -40,9 +40,13 @@ static int clanq_fs_init_fs_context(struct fs_context *fc)
 	return init_pseudo(fc, CLANQ_FS_MAGIC) ? 0 : -ENOMEM;
 }
 
+/*
+ * No .owner: the mount would pin the module for as long as it exists,
+ * i.e. forever. It is internal (never registered, never mounted from
+ * user space) and unmounted in module exit, when no context is left.
+ */
 static struct file_system_type clanq_fs_type = {
 	.name			= "clanq",
-	.owner			= THIS_MODULE,
 	.init_fs_context	= clanq_fs_init_fs_context,
 	.kill_sb		= kill_anon_super,
 };
