@@ -87,6 +87,7 @@
 #define RQ_SLOTS	256u
 #define CQ_SLOTS	256u
 /* a completion or answer that should come has this long (TCG + KASAN) */
+#define ROUNDS		3u		/* bandwidth: best of, interleaved */
 #define TIMEOUT_NS	(20 * NS_PER_S)
 #define SPINS_BEFORE_YIELD 16384u
 
@@ -106,7 +107,7 @@ static struct {
 } cfg = {
 	.size_shift = 1,
 	.max_size = REGION_BYTES,
-	.target_ns = 80000000ull,
+	.target_ns = 150000000ull,
 	.stream_reqs = 10000,
 	.pings = 1000,
 	.flood_slots = 64,
@@ -126,6 +127,8 @@ static struct {
 	uint64_t seed;			/* a fresh pattern for each run */
 	uint64_t run;			/* cookies carry it in their top half */
 	__u64 entry_cost;		/* what a QUERY adds to the next one */
+	double *lat_us;			/* single-shot RDMA: each transfer's us */
+	uint64_t lat_nr, lat_cap;
 } b = { .cmd_fd = -1, .ans_fd = -1 };
 
 static uint64_t now_ns(void)
@@ -439,7 +442,7 @@ static void rdma_one(struct clanq_rdma_req *req, __u64 cookie, const char *what)
 /*
  * n requests of req->len bytes, back to back: post while the request
  * queue has room, SIGNAL on every sig-th (a power of two) and the last,
- * and take completions whenever the queue is full. Completions come in
+ * and take completions between refills. Completions come in
  * request order, so each one must carry the next signalled cookie.
  */
 static void rdma_stream(struct clanq_ep *ep, struct clanq_rdma_req *req,
@@ -493,12 +496,53 @@ static void rdma_stream(struct clanq_ep *ep, struct clanq_rdma_req *req,
 
 /* ---- bandwidth ---- */
 
+struct lat {
+	double min, med, avg, p99;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct lat lat_stats(double *v, unsigned int n)
+{
+	struct lat l = { 0 };
+	double sum = 0;
+
+	qsort(v, n, sizeof(*v), cmp_double);
+	for (unsigned int i = 0; i < n; i++)
+		sum += v[i];
+	l.min = v[0];
+	l.med = v[n / 2];
+	l.avg = sum / n;
+	l.p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+	return l;
+}
+
+
+/* Room for n more per-transfer times of single-shot RDMA. */
+static void lat_reserve(uint64_t n)
+{
+	if (b.lat_nr + n <= b.lat_cap)
+		return;
+	b.lat_cap = b.lat_nr + n;
+	b.lat_us = realloc(b.lat_us, b.lat_cap * sizeof(*b.lat_us));
+	if (!b.lat_us)
+		fail("out of memory");
+}
+
 /* n transfers of size bytes by method m; the elapsed ns */
 static uint64_t run_method(int m, uint64_t size, uint64_t n)
 {
 	struct clanq_rdma_req req = rdma_req(&b.src, &b.ap, 0, size);
-	uint64_t t0 = now_ns();
+	uint64_t t0;
 
+	if (m == M_RDMA)
+		lat_reserve(n);
+	t0 = now_ns();
 	switch (m) {
 	case M_MEMCPY:
 		for (uint64_t i = 0; i < n; i++) {
@@ -515,8 +559,12 @@ static uint64_t run_method(int m, uint64_t size, uint64_t n)
 		break;
 	case M_RDMA:
 		b.run++;
-		for (uint64_t i = 0; i < n; i++)
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t t1 = now_ns();
+
 			rdma_one(&req, b.run << 32 | i, "RDMA");
+			b.lat_us[b.lat_nr++] = (now_ns() - t1) / 1000.0;
+		}
 		break;
 	case M_PIPE:
 		rdma_stream(&b.ep, &req, n, PIPE_SIGNAL, "RDMA pipelined");
@@ -526,57 +574,66 @@ static uint64_t run_method(int m, uint64_t size, uint64_t n)
 }
 
 /*
- * MiB/s of method m at size: runs of growing length until one lasts
- * cfg.target_ns (the shorter ones warm up), and the data is checked
- * where it landed.
+ * One checked run: a fresh pattern in the source (nothing has written it
+ * yet, so stale data cannot pass), n transfers, then the data where they
+ * landed and, for RDMA, the endpoint's counters. Returns the elapsed ns.
  */
-static double measure(int m, uint64_t size)
+static uint64_t run_checked(int m, uint64_t size, uint64_t n)
 {
-	uint64_t n = 1, t, total = 0;
 	struct ctrs c0 = ctrs_read(&b.ep);
-	const void *src = m == M_MEMCPY || m == M_PIO ? b.src_buf : b.src.mem;
-	uint64_t want;
+	void *src = m == M_MEMCPY || m == M_PIO ? b.src_buf : b.src.mem;
+	uint64_t t;
 
-	/* a pattern nothing has written yet: stale data cannot pass */
-	fill((void *)src, size, ++b.seed);
-	for (;;) {
-		t = run_method(m, size, n);
-		total += n;
-		if (t >= cfg.target_ns)
-			break;
-		if (t < 1000)
-			t = 1000;
-		want = n * cfg.target_ns / t + n / 4 + 1;
-		n = want > 64 * n ? 64 * n : want;
-	}
-
+	fill(src, size, ++b.seed);
+	t = run_method(m, size, n);
 	if (m == M_MEMCPY) {
 		if (memcmp(b.dst_buf, b.src_buf, size))
 			fail("memcpy: data mismatch at %llu bytes", (unsigned long long)size);
-	} else {
-		want = csum(src, size);
-		if (exp_csum(0, size) != want)
-			fail("%s: data at the exporter differ from the source at %llu bytes",
-			     m_name[m], (unsigned long long)size);
+	} else if (exp_csum(0, size) != csum(src, size)) {
+		fail("%s: data at the exporter differ from the source at %llu bytes",
+		     m_name[m], (unsigned long long)size);
 	}
 	if (m == M_RDMA || m == M_PIPE)
-		ctrs_expect(&b.ep, &c0, total, total * size, m_name[m]);
+		ctrs_expect(&b.ep, &c0, n, n * size, m_name[m]);
 	else if (ctrs_read(&b.ep).reqs != c0.reqs)
 		fail("%s: the engine took requests nobody posted", m_name[m]);
-	return (double)size * n / t * NS_PER_S / MiB;
+	return t;
+}
+
+/*
+ * How many transfers of method m at size take one round's time: runs of
+ * growing length (which also warm up) until one lasts that long.
+ */
+static uint64_t calibrate(int m, uint64_t size)
+{
+	uint64_t round_ns = cfg.target_ns / ROUNDS, n = 1, t, want;
+
+	for (;;) {
+		t = run_checked(m, size, n);
+		if (t >= round_ns)
+			return n;
+		if (t < 1000)
+			t = 1000;
+		want = n * round_ns / t + n / 4 + 1;
+		n = want > 64 * n ? 64 * n : want;
+	}
 }
 
 struct bw_row {
 	uint64_t size;
-	double bw[NR_M];
+	double bw[NR_M];	/* MiB/s */
+	double pio_us;		/* one PIO write, mean */
+	struct lat rdma;	/* one RDMA write, post -> completion, us */
 };
 
 static unsigned int bandwidth(struct bw_row *rows)
 {
+	uint64_t s, n[NR_M];
 	unsigned int nr = 0;
+	int m;
 
-	printf("# bandwidth vs size, MiB/s, each size and method for ~%llu ms; ratios against memcpy\n",
-	       (unsigned long long)(cfg.target_ns / 1000000));
+	printf("# bandwidth vs size, MiB/s: best of %u rounds of ~%.1f ms, the methods interleaved; ratios against memcpy\n",
+	       ROUNDS, cfg.target_ns / ROUNDS / 1e6);
 	printf("#   memcpy     one core, between two private buffers\n");
 	printf("#   PIO        clanq_ap_write() into an aperture (node 1) mapped onto node 0's region; the stores only\n");
 	printf("#   RDMA       clanq_rdma_post() with SIGNAL, then poll until the completion; one at a time\n");
@@ -584,13 +641,26 @@ static unsigned int bandwidth(struct bw_row *rows)
 	       RQ_SLOTS - 1, PIPE_SIGNAL);
 	printf("#   data checked by the exporter's checksum at every size; counters checked for RDMA\n");
 	printf("#bytes\tmemcpy\tPIO\tRDMA\tRDMA_pipe\tPIO/memcpy\tRDMA/memcpy\tRDMA_pipe/memcpy\n");
-	for (uint64_t s = MIN_SIZE; s <= cfg.max_size; s <<= cfg.size_shift) {
+	for (s = MIN_SIZE; s <= cfg.max_size; s <<= cfg.size_shift) {
 		struct bw_row *r = &rows[nr++];
 
 		r->size = s;
-		for (int m = 0; m < NR_M; m++)
-			r->bw[m] = measure(m, s);
-		printf("%llu\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\n",
+		for (m = 0; m < NR_M; m++)
+			n[m] = calibrate(m, s);
+		/* the rounds interleave the methods: load changes hit them all */
+		b.lat_nr = 0;
+		for (unsigned int round = 0; round < ROUNDS; round++) {
+			for (m = 0; m < NR_M; m++) {
+				double bw = (double)s * n[m] / run_checked(m, s, n[m]) *
+					    NS_PER_S / MiB;
+
+				if (!round || bw > r->bw[m])
+					r->bw[m] = bw;
+			}
+		}
+		r->rdma = lat_stats(b.lat_us, (unsigned int)b.lat_nr);
+		r->pio_us = s / r->bw[M_PIO] / MiB * 1e6;
+		printf("%llu\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\n",
 		       (unsigned long long)s, r->bw[M_MEMCPY], r->bw[M_PIO],
 		       r->bw[M_RDMA], r->bw[M_PIPE],
 		       r->bw[M_PIO] / r->bw[M_MEMCPY],
@@ -600,23 +670,36 @@ static unsigned int bandwidth(struct bw_row *rows)
 	return nr;
 }
 
-/* Time per transfer is size / bandwidth: RDMA beats PIO where its MiB/s is higher. */
+/*
+ * One transfer at a time: PIO's time is the mean of its tight loop (a
+ * store loop has no tail worth the name); RDMA's are per transfer.
+ */
+static void per_transfer(const struct bw_row *rows, unsigned int nr)
+{
+	printf("# one transfer at a time, us: a PIO write (mean of the best round), an RDMA write post -> completion (all rounds)\n");
+	printf("#bytes\tPIO\tRDMA_t_min\tt_typical\tt_avg\tt_99%%\n");
+	for (unsigned int i = 0; i < nr; i++)
+		printf("%llu\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\n",
+		       (unsigned long long)rows[i].size, rows[i].pio_us,
+		       rows[i].rdma.min, rows[i].rdma.med, rows[i].rdma.avg,
+		       rows[i].rdma.p99);
+}
+
+/* The smallest size at which a typical RDMA write takes less than a PIO one. */
 static void crossover(const struct bw_row *rows, unsigned int nr)
 {
 	unsigned int i, j;
 
-	for (i = 0; i < nr && rows[i].bw[M_RDMA] <= rows[i].bw[M_PIO]; i++)
+	for (i = 0; i < nr && rows[i].rdma.med >= rows[i].pio_us; i++)
 		;
 	if (i == nr) {
-		printf("crossover: none up to %llu bytes\n",
+		printf("crossover: none up to %llu bytes\t# RDMA t_typical vs PIO\n",
 		       (unsigned long long)rows[nr - 1].size);
 		return;
 	}
-	printf("crossover: %llu bytes\t# one RDMA write (post + completion) %.1f us, PIO %.1f us\n",
-	       (unsigned long long)rows[i].size,
-	       rows[i].size / rows[i].bw[M_RDMA] / MiB * 1e6,
-	       rows[i].size / rows[i].bw[M_PIO] / MiB * 1e6);
-	for (j = i + 1; j < nr && rows[j].bw[M_RDMA] > rows[j].bw[M_PIO]; j++)
+	printf("crossover: %llu bytes\t# RDMA t_typical %.1f us < PIO %.1f us\n",
+	       (unsigned long long)rows[i].size, rows[i].rdma.med, rows[i].pio_us);
+	for (j = i + 1; j < nr && rows[j].rdma.med < rows[j].pio_us; j++)
 		;
 	if (j < nr)
 		printf("# but PIO is ahead again at %llu bytes\n",
@@ -808,32 +891,6 @@ static int flood(struct flood_shared *sh)
 	return 0;
 }
 
-struct lat {
-	double min, med, avg, p99;
-};
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static struct lat lat_stats(double *v, unsigned int n)
-{
-	struct lat l = { 0 };
-	double sum = 0;
-
-	qsort(v, n, sizeof(*v), cmp_double);
-	for (unsigned int i = 0; i < n; i++)
-		sum += v[i];
-	l.min = v[0];
-	l.med = v[n / 2];
-	l.avg = sum / n;
-	l.p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
-	return l;
-}
-
 /*
  * The victim: 64-byte RDMA writes with SIGNAL, one at a time, each with
  * its own sequence number in the payload. Latency = post -> completion,
@@ -841,13 +898,13 @@ static struct lat lat_stats(double *v, unsigned int n)
  * exporter's memory (read here through the aperture's mapping, which is
  * those very pages).
  */
-static struct lat victim(double *v)
+static void victim(double *v, unsigned int n)
 {
 	struct clanq_rdma_req req = rdma_req(&b.src, &b.ap, 0, PING_SIZE);
 	uint64_t *payload = b.src.mem;
 
 	b.run++;
-	for (unsigned int i = 0; i < cfg.pings; i++) {
+	for (unsigned int i = 0; i < n; i++) {
 		uint64_t t0;
 
 		for (unsigned int w = 0; w < PING_SIZE / 8; w++)
@@ -858,7 +915,6 @@ static struct lat victim(double *v)
 		if (memcmp(b.ap.base, payload, PING_SIZE))
 			fail("victim: ping %u completed, but its data are not at the exporter", i);
 	}
-	return lat_stats(v, cfg.pings);
 }
 
 static void lat_row(const char *name, struct lat l)
@@ -869,7 +925,8 @@ static void lat_row(const char *name, struct lat l)
 /* engine_mibs: the pipelined RDMA bandwidth, the engine's alone */
 static void starvation(double engine_mibs)
 {
-	double *v = calloc(cfg.pings, sizeof(*v));
+	unsigned int half = cfg.pings / 2;
+	double *v = calloc(2 * cfg.pings, sizeof(*v)), *w = v + cfg.pings;
 	struct ctrs c0 = ctrs_read(&b.ep);
 	double req_us = FLOOD_SIZE / MiB / engine_mibs * 1e6;
 	struct lat alone, flooded;
@@ -882,7 +939,8 @@ static void starvation(double engine_mibs)
 		fail("out of memory");
 	memset(sh, 0, sizeof(*sh));
 
-	alone = victim(v);
+	/* alone before and after the flood: a change of load hits both */
+	victim(v, half);
 
 	b.flood_pid = fork();
 	if (b.flood_pid < 0)
@@ -899,19 +957,22 @@ static void starvation(double engine_mibs)
 		usleep(1000);
 	}
 	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
-	flooded = victim(v);
+	victim(w, cfg.pings);
 	__atomic_store_n(&sh->measuring, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 	if (reap(b.flood_pid, "flood"))
 		fail("the flood failed");
 	b.flood_pid = 0;
+	victim(v + half, cfg.pings - half);
+	alone = lat_stats(v, cfg.pings);
+	flooded = lat_stats(w, cfg.pings);
 	ctrs_expect(&b.ep, &c0, 2ull * cfg.pings, 2ull * cfg.pings * PING_SIZE, "victim");
 	if (exp_csum(FLOOD_OFF, FLOOD_SIZE) != sh->sum)
 		fail("flood: data at the exporter differ from the source");
 
 	printf("# starvation: a victim's single %llu-byte RDMA writes with SIGNAL, post -> completion, us (%u each),\n",
 	       PING_SIZE, cfg.pings);
-	printf("# alone, then beside a flood process on the same NIC keeping %u x %llu MiB writes queued\n",
+	printf("# alone (half before, half after), and beside a flood process on the same NIC keeping %u x %llu MiB writes queued\n",
 	       cfg.flood_slots - 1, FLOOD_SIZE / MiB);
 	printf("#test\t\t\tt_min\tt_typical\tt_avg\tt_99%%\n");
 	lat_row("victim_alone", alone);
@@ -1007,6 +1068,7 @@ int main(int argc, char **argv)
 {
 	struct bw_row rows[32];
 	unsigned int nr;
+	uint64_t t0;
 	int opt;
 
 	while ((opt = getopt(argc, argv, "q")) != -1) {
@@ -1024,6 +1086,7 @@ int main(int argc, char **argv)
 		cfg.flood_slots = 8;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	t0 = now_ns();
 	signal(SIGPIPE, SIG_IGN);	/* a dead exporter is EPIPE, reported */
 
 	setup();
@@ -1033,9 +1096,11 @@ int main(int argc, char **argv)
 	printf("\n");
 
 	nr = bandwidth(rows);
+	per_transfer(rows, nr);
 	crossover(rows, nr);
 	doorbells();
 	starvation(rows[nr - 1].bw[M_PIPE]);
 	teardown();
+	printf("# rdma_bench: %.1f s\n", (now_ns() - t0) / 1e9);
 	return 0;
 }
