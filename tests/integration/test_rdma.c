@@ -1479,9 +1479,10 @@ static void a_doorbell_rung_while_the_engine_is_busy_is_not_counted(void **state
 	       (unsigned long long)bells);
 	if (bell_word == 0 && bytes < BUSY_REQS * BUSY_LEN) {
 		/*
-		 * The engine was at work on the queue before the kick and
-		 * after it (the last bytes were still to be written, and it
-		 * lets the queue go only after that): nothing to wake.
+		 * Before the kick the doorbell word said the engine was
+		 * looking at the queue (the first post had woken it), and
+		 * after it the last bytes were still to be written; the
+		 * engine lets a queue go only after that: nothing to wake.
 		 */
 		assert_int_equal(bells, 1);
 	} else {
