@@ -195,7 +195,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	if (im->flags || im->id || im->mmap_offset || im->mmap_size ||
 	    im->map_delta || !clanq_zero(im->reserved, sizeof(im->reserved)) ||
 	    !im->rights || (im->rights & ~CLANQ_RIGHTS_ALL) || !im->len) {
-		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights a non-empty subset of %#x, zero flags/out/reserved fields",
+		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights in %#x, zero flags/out/reserved",
 			   CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}

@@ -158,7 +158,7 @@ static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
 	if (atomic64_add_return(nr, &mm->pinned_vm) > limit &&
 	    !capable(CAP_IPC_LOCK)) {
 		atomic64_sub(nr, &mm->pinned_vm);
-		clanq_uerr(ctx, "REGION_CREATE: pinning %lu more pages would pass RLIMIT_MEMLOCK (%lu pages)",
+		clanq_uerr(ctx, "REGION_CREATE: %lu more pinned pages pass RLIMIT_MEMLOCK (%lu)",
 			   nr, limit);
 		return -ENOMEM;
 	}
@@ -235,7 +235,7 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 		return -EINVAL;
 	}
 	if (reg ? !c->addr || check_add_overflow(c->addr, c->size, &end) ||
-		  end > TASK_SIZE : c->addr) {
+	    end > TASK_SIZE : c->addr) {
 		clanq_uerr(ctx, "REGION_CREATE: addr %#llx size %llu is not %s",
 			   c->addr, c->size, reg ? "user memory" : "0 for an allocation");
 		return -EINVAL;
@@ -334,7 +334,7 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 
 	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) || e->key ||
 	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
-		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want a non-empty subset of %#x; key and reserved must be zero",
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x not a non-empty subset of %#x, or key/reserved set",
 			   e->rights, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
