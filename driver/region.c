@@ -224,9 +224,9 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 	u64 end;
 	int err;
 
-	if ((c->flags & ~CLANQ_REGION_REGISTER) || c->id || c->mmap_offset ||
-	    c->mmap_size || !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero out/reserved fields");
+	if ((c->flags & ~CLANQ_REGION_REGISTER) ||
+	    !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero reserved fields");
 		return -EINVAL;
 	}
 	if (!c->size || c->size > clanq_max_region_bytes) {
@@ -268,6 +268,8 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 	list_add_tail(&r->ctx_node, &ctx->regions);
 	ctx->nr_regions++;
 	c->id = r->id;
+	c->mmap_offset = 0;
+	c->mmap_size = 0;
 	if (r->map.mmap) {
 		c->mmap_offset = clanq_map_offset(&r->map);
 		c->mmap_size = (u64)r->nr_pages << PAGE_SHIFT;
@@ -332,9 +334,9 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 	struct clanq_region *r;
 	int err = 0;
 
-	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) || e->key ||
+	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) ||
 	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
-		clanq_uerr(ctx, "REGION_EXPORT: rights %#x not a non-empty subset of %#x, or key/reserved set",
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x not a non-empty subset of %#x, or reserved set",
 			   e->rights, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
