@@ -93,7 +93,7 @@ struct clanq_ep_counters {
 	__u64 rdma_reqs;	/* RDMA requests the engine took */
 	__u64 rdma_bytes;	/* bytes those requests wrote */
 	__u64 rdma_errors;	/* requests completed with an error status */
-	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls that woke the engine */
+	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls (system calls) */
 };
 
 /*

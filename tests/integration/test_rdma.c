@@ -1432,14 +1432,15 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 }
 
 /*
- * rdma_doorbells counts the KICKs that woke the engine (uapi header). A
- * kick made while the engine is still working through the queue wakes
- * nothing: it must not be counted.
+ * rdma_doorbells counts KICK calls, i.e. system calls (uapi header). A
+ * kick made while the engine is still working through the queue is
+ * counted, but must not put the queue on the engine twice: every request
+ * completes exactly once and nothing more arrives.
  */
 #define BUSY_REQS	4
 #define BUSY_LEN	(4 * MiB)
 
-static void a_doorbell_rung_while_the_engine_is_busy_is_not_counted(void **state)
+static void a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice(void **state)
 {
 	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
 	struct clanq_region src, dst;
@@ -1477,17 +1478,18 @@ static void a_doorbell_rung_while_the_engine_is_busy_is_not_counted(void **state
 	       "rdma_doorbells %llu\n", bell_word, (unsigned long long)bytes,
 	       (unsigned long long)BUSY_REQS * BUSY_LEN,
 	       (unsigned long long)bells);
-	if (bell_word == 0 && bytes < BUSY_REQS * BUSY_LEN) {
-		/*
-		 * Before the kick the doorbell word said the engine was
-		 * looking at the queue (the first post had woken it), and
-		 * after it the last bytes were still to be written; the
-		 * engine lets a queue go only after that: nothing to wake.
-		 */
-		assert_int_equal(bells, 1);
-	} else {
-		printf("busy kick: the engine was idle around the kick; not judged\n");
+	/* the first post's kick and ours: both were system calls */
+	assert_int_equal(bells, 2);
+	if (bell_word != 0 || bytes == BUSY_REQS * BUSY_LEN)
+		printf("busy kick: the engine was idle around the kick\n");
+	/* a second listing of the queue would show up as extra work */
+	itest_sleep_ns(50 * ITEST_NS_PER_MS);
+	{
+		struct clanq_rdma_comp extra;
+
+		assert_int_equal(clanq_rdma_poll(&ep, &extra), 0);
 	}
+	assert_int_equal(itest_ctr(&ep.counters->rdma_reqs), BUSY_REQS);
 	assert_int_equal(pat_diff(dst.mem, 0xb05e, 0, BUSY_LEN, 0), BUSY_LEN);
 
 	assert_int_equal(clanq_ap_close(&ap), 0);
@@ -1823,7 +1825,7 @@ int main(void)
 		T(each_bad_request_completes_with_its_status_and_stalls_nothing),
 		T(a_stream_of_posts_rings_few_doorbells),
 		T(an_idle_engine_is_woken_by_exactly_one_doorbell),
-		T(a_doorbell_rung_while_the_engine_is_busy_is_not_counted),
+		T(a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice),
 		T(polling_the_completion_queue_never_enters_the_driver),
 		T(polling_and_posting_work_in_seccomp_strict_mode),
 		T(a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing),
