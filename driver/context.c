@@ -3,23 +3,64 @@
  * Contexts: one per open() of /dev/clanqN.
  *
  * Everything a process creates lives in its context. The context file and
- * each evq file hold a reference; when the last goes, the endpoints are
- * destroyed. There is no other path by which a process's objects are
- * freed, so exit, kill and close all take this one.
+ * each evq file hold a reference; when the last goes, the endpoints,
+ * apertures and regions are destroyed, in that order (an endpoint's
+ * request in the engine refers to both others). There is no other path
+ * by which a process's objects are freed, so exit, kill and close all
+ * take this one.
  *
- * Mappings: each object with a segment gets a key in the context's
- * xarray; mmap() of the context fd at offset key << PAGE_SHIFT maps it.
- * Keys are small integers handed out by the driver, so an offset that
- * names nothing is simply not found.
+ * Mappings: each mappable object (struct clanq_map) gets a key in the
+ * context's xarray and owns the page offsets key << CLANQ_MAP_SHIFT
+ * onwards; mmap() of the context fd there maps it. An offset that names
+ * nothing is not found.
+ *
+ * Address space: every context has an inode of its own, from a small
+ * pseudo filesystem, and the file's f_mapping points at it (as DRM does
+ * with its anonymous inode). The VMAs of the context's mappings are then
+ * in that inode's i_mmap tree, so revoking an aperture zaps exactly its
+ * page range with unmap_mapping_range(), in whichever processes map it.
  */
+#include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/mount.h>
 #include <linux/pid.h>
+#include <linux/pseudo_fs.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
 #include "clanq_drv.h"
 
-#define CLANQ_MMAP_KEYS	XA_LIMIT(1, 1u << 20)
+#define CLANQ_MMAP_KEYS		XA_LIMIT(1, (1u << 20) - 1)
+#define CLANQ_FS_MAGIC		0xc1a9c1a9
+
+static struct vfsmount *clanq_mnt;
+
+static int clanq_fs_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, CLANQ_FS_MAGIC) ? 0 : -ENOMEM;
+}
+
+/*
+ * No .owner: the mount would pin the module for as long as it exists,
+ * i.e. forever. It is internal (never registered, never mounted from
+ * user space) and unmounted in module exit, when no context is left.
+ */
+static struct file_system_type clanq_fs_type = {
+	.name			= "clanq",
+	.init_fs_context	= clanq_fs_init_fs_context,
+	.kill_sb		= kill_anon_super,
+};
+
+int clanq_fs_init(void)
+{
+	clanq_mnt = kern_mount(&clanq_fs_type);
+	return PTR_ERR_OR_ZERO(clanq_mnt);
+}
+
+void clanq_fs_exit(void)
+{
+	kern_unmount(clanq_mnt);
+}
 
 struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 {
@@ -29,19 +70,28 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	if (!ctx)
 		return NULL;
 	ctx->budget = kzalloc(sizeof(*ctx->budget), GFP_KERNEL_ACCOUNT);
-	if (!ctx->budget) {
-		kfree(ctx);
-		return NULL;
-	}
+	if (!ctx->budget)
+		goto err_ctx;
+	ctx->inode = alloc_anon_inode(clanq_mnt->mnt_sb);
+	if (IS_ERR(ctx->inode))
+		goto err_budget;
 	refcount_set(&ctx->budget->ref, 1);
 	kref_init(&ctx->ref);
 	ctx->nic = nic;
 	ctx->tgid = task_tgid_vnr(current);
 	mutex_init(&ctx->lock);
 	INIT_LIST_HEAD(&ctx->eps);
+	INIT_LIST_HEAD(&ctx->regions);
 	xa_init_flags(&ctx->mmaps, XA_FLAGS_ALLOC1);
+	xa_init_flags(&ctx->aps, XA_FLAGS_ALLOC1);
 	atomic_inc(&nic->nr_contexts);
 	return ctx;
+
+err_budget:
+	kfree(ctx->budget);
+err_ctx:
+	kfree(ctx);
+	return NULL;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_create);
 
@@ -53,15 +103,25 @@ void clanq_ctx_get(struct clanq_ctx *ctx)
 static void clanq_ctx_release(struct kref *ref)
 {
 	struct clanq_ctx *ctx = container_of(ref, struct clanq_ctx, ref);
+	struct clanq_region *r, *rtmp;
 	struct clanq_ep *ep, *tmp;
+	struct clanq_ap *ap;
+	unsigned long id;
 
 	/* no file refers to ctx any more: nobody else can take the lock */
 	mutex_lock(&ctx->lock);
 	list_for_each_entry_safe(ep, tmp, &ctx->eps, ctx_node)
 		clanq_ep_destroy(ep);
+	xa_for_each(&ctx->aps, id, ap)
+		clanq_ap_close(ap);
+	list_for_each_entry_safe(r, rtmp, &ctx->regions, ctx_node)
+		clanq_region_free(r);
 	mutex_unlock(&ctx->lock);
 	WARN_ON(!xa_empty(&ctx->mmaps));
 	xa_destroy(&ctx->mmaps);
+	xa_destroy(&ctx->aps);
+	/* no VMA is left: each holds the file, which holds ctx */
+	iput(ctx->inode);
 	/* segments still mapped keep the budget (and their charge) alive */
 	clanq_budget_put(ctx->budget, 0);
 	mutex_destroy(&ctx->lock);
@@ -75,36 +135,50 @@ void clanq_ctx_put(struct clanq_ctx *ctx)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
 
-/* Publish @shm for mmap(); the xarray holds a reference. */
-int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_shm *shm, u32 *key)
+/*
+ * Publish @map for mmap(). The xarray holds no reference: the owner
+ * unpublishes it (under ctx->lock) before letting it go.
+ */
+int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map)
 {
-	int err;
-
-	refcount_inc(&shm->ref);
-	err = xa_alloc(&ctx->mmaps, key, shm, CLANQ_MMAP_KEYS, GFP_KERNEL_ACCOUNT);
-	if (err)
-		clanq_shm_put(shm);
-	return err;
+	return xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
+			       &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT) < 0 ?
+	       -ENOSPC : 0;
 }
 
-void clanq_ctx_mmap_del(struct clanq_ctx *ctx, u32 key)
+void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map)
 {
-	clanq_shm_put(xa_erase(&ctx->mmaps, key));
+	xa_erase(&ctx->mmaps, map->key);
+}
+
+/*
+ * Remove every page of @map's first @pages pages from every process
+ * mapping it: the next access faults, and the fault handler decides.
+ */
+void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
+		   unsigned long pages)
+{
+	unmap_mapping_range(ctx->inode->i_mapping, clanq_map_offset(map),
+			    (loff_t)pages << PAGE_SHIFT, 1);
 }
 
 int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
 {
-	struct clanq_shm *shm;
+	unsigned long key = vma->vm_pgoff >> CLANQ_MAP_SHIFT;
+	struct clanq_map *map = NULL;
 	int err = -EINVAL;
 
-	/* the lock keeps the segment from being unpublished and freed meanwhile */
+	/* the lock keeps the object from being unpublished and freed meanwhile */
 	mutex_lock(&ctx->lock);
-	shm = vma->vm_pgoff <= U32_MAX ? xa_load(&ctx->mmaps, vma->vm_pgoff) : NULL;
-	if (shm)
-		err = clanq_shm_mmap(shm, vma);
+	/* a mapping starts at its object's first page */
+	if (!(vma->vm_pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1)) && key <= U32_MAX)
+		map = xa_load(&ctx->mmaps, key);
+	if (map)
+		err = map->mmap(map, vma);
 	mutex_unlock(&ctx->lock);
 	if (err)
-		clanq_uerr(ctx, "mmap: offset %#lx length %lu names no segment of that size",
-			   vma->vm_pgoff << PAGE_SHIFT, vma->vm_end - vma->vm_start);
+		clanq_uerr(ctx, "mmap: offset %#lx length %lu: %s (%d)",
+			   vma->vm_pgoff << PAGE_SHIFT, vma->vm_end - vma->vm_start,
+			   map ? "refused" : "names nothing", err);
 	return err;
 }

@@ -1,30 +1,51 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Endpoints: an address peers can name (node, id), an OOB receive queue
- * the application reads directly, and the wait queue event sources are
+ * the application reads directly, RDMA request and completion queues it
+ * shares with the engine (rdma.c), and the wait queue event sources are
  * raised on.
  *
- * The endpoint's shared segment holds the counters and the OOB queue. The
- * queue's geometry and the driver's write index live here, in kernel
- * memory (struct clanq_queue); the segment holds only their published
- * mirrors, which the driver writes and never reads back.
+ * The endpoint's shared segment holds the counters, the three queues and
+ * the engine's doorbell flag, each index word on a line of its own. The
+ * queues' geometry and the driver's indices live here, in kernel memory
+ * (struct clanq_queue); the segment holds only their published mirrors,
+ * which the driver writes and never reads back.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
 
 #include "clanq_drv.h"
 
-/* Segment layout: counters, then the OOB queue. */
-static u32 clanq_ep_layout(struct clanq_queue_off *oob, u32 oob_slots)
+/*
+ * Segment layout: counters, the OOB queue, the RDMA request and
+ * completion queues, the doorbell word. Returns the size, 0 if a queue's
+ * geometry is invalid.
+ */
+static u32 clanq_ep_layout(struct clanq_ep_create *c, u32 oob_slots,
+			   u32 rq_slots, u32 cq_slots)
 {
-	return clanq_q_layout(oob, sizeof(struct clanq_ep_counters), oob_slots,
-			      sizeof(struct clanq_oob_msg));
+	u32 at;
+
+	at = clanq_q_layout(&c->oob, sizeof(struct clanq_ep_counters), oob_slots,
+			    sizeof(struct clanq_oob_msg));
+	if (at)
+		at = clanq_q_layout(&c->rq, at, rq_slots,
+				    sizeof(struct clanq_rdma_req));
+	if (at)
+		at = clanq_q_layout(&c->cq, at, cq_slots,
+				    sizeof(struct clanq_rdma_comp));
+	if (!at)
+		return 0;
+	c->counters = 0;
+	c->doorbell = clanq_q_align(at);
+	return c->doorbell + CLANQ_Q_ALIGN;
 }
 
-struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
+struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots,
+				 u32 rq_slots, u32 cq_slots)
 {
 	struct clanq_nic *nic = ctx->nic;
-	struct clanq_queue_off qo;
+	struct clanq_ep_create c;
 	struct clanq_ep *ep;
 	u32 size;
 	int err;
@@ -32,7 +53,7 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
 	lockdep_assert_held(&ctx->lock);
 	if (ctx->nr_eps >= clanq_max_eps)
 		return ERR_PTR(-ENOSPC);
-	size = clanq_ep_layout(&qo, oob_slots);
+	size = clanq_ep_layout(&c, oob_slots, rq_slots, cq_slots);
 	if (!size)
 		return ERR_PTR(-EINVAL);
 
@@ -53,10 +74,11 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
 		goto err_free;
 	ep->counters = ep->shm->vaddr;
 	/* geometry from our own layout, checked against the real size */
-	err = clanq_q_init(&ep->oob, ep->shm->vaddr, ep->shm->size, &qo);
+	err = clanq_q_init(&ep->oob, ep->shm->vaddr, ep->shm->size, &c.oob);
 	if (WARN_ON(err))
 		goto err_shm;
-	err = clanq_ctx_mmap_add(ctx, ep->shm, &ep->mmap_key);
+	clanq_rdma_ep_init(ep, ep->shm->vaddr, &c.rq, &c.cq, c.doorbell);
+	err = clanq_ctx_mmap_add(ctx, &ep->shm->map);
 	if (err)
 		goto err_shm;
 	/*
@@ -73,7 +95,7 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots)
 	return ep;
 
 err_mmap:
-	clanq_ctx_mmap_del(ctx, ep->mmap_key);
+	clanq_ctx_mmap_del(ctx, &ep->shm->map);
 err_shm:
 	clanq_shm_put(ep->shm);
 err_free:
@@ -99,8 +121,9 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_put);
 
 /*
  * Destroy: no new delivery finds it (xarray), none in flight queues
- * anything more (dead), no evq hears of it (registrations), and the
- * application can map it no more. Existing mappings keep the segment.
+ * anything more (dead), the engine lets go of it, no evq hears of it
+ * (registrations), and the application can map it no more. Existing
+ * mappings keep the segment.
  */
 void clanq_ep_destroy(struct clanq_ep *ep)
 {
@@ -112,8 +135,9 @@ void clanq_ep_destroy(struct clanq_ep *ep)
 	spin_lock_irqsave(&ep->oob_lock, flags);
 	ep->dead = true;
 	spin_unlock_irqrestore(&ep->oob_lock, flags);
+	clanq_rdma_detach_ep(ep);
 	clanq_evq_detach_ep(ep);
-	clanq_ctx_mmap_del(ctx, ep->mmap_key);
+	clanq_ctx_mmap_del(ctx, &ep->shm->map);
 	list_del(&ep->ctx_node);
 	ctx->nr_eps--;
 	clanq_ep_put(ep);
@@ -160,12 +184,17 @@ void clanq_ep_raise(struct clanq_ep *ep, u32 events)
 		wake_up_poll(&ep->wq, (__force __poll_t)events);
 }
 
-/* Does @ep have something for @events now? (OOB: unread messages.) */
+/*
+ * Does @ep have something for @events now? (OOB: unread messages; RDMA:
+ * unread completions.)
+ */
 bool clanq_ep_pending(struct clanq_ep *ep, u32 events)
 {
 	unsigned long flags;
 	bool pending = false;
 
+	if ((events & CLANQ_EV_RDMA) && clanq_rdma_pending(ep))
+		return true;
 	if (events & CLANQ_EV_OOB) {
 		/* nests inside ep->wq.lock: deliveries never hold both */
 		spin_lock_irqsave(&ep->oob_lock, flags);
@@ -181,10 +210,10 @@ void clanq_ep_describe(struct clanq_ep *ep, struct clanq_ep_create *c)
 {
 	c->addr.node = ep->nic->node;
 	c->addr.id = ep->id;
-	c->mmap_offset = (u64)ep->mmap_key << PAGE_SHIFT;
+	c->mmap_offset = clanq_map_offset(&ep->shm->map);
 	c->mmap_size = ep->shm->size;
-	clanq_ep_layout(&c->oob, ep->oob.mask + 1);
-	c->counters = 0;
+	clanq_ep_layout(c, ep->oob.mask + 1, ep->rdma.rq.mask + 1,
+			ep->rdma.cq.mask + 1);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_describe);
 
@@ -193,9 +222,11 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 	struct clanq_ctx *ctx = obj;
 	struct clanq_ep_create *c = arg;
 	u32 slots = c->oob_slots ? c->oob_slots : CLANQ_DEFAULT_OOB_SLOTS;
+	u32 rq = c->rq_slots ? c->rq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
+	u32 cq = c->cq_slots ? c->cq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
 	struct clanq_ep *ep;
 
-	if (c->flags || c->reserved0 || !clanq_zero(c->reserved, sizeof(c->reserved))) {
+	if (c->flags || !clanq_zero(c->reserved, sizeof(c->reserved))) {
 		clanq_uerr(ctx, "EP_CREATE: flags and reserved fields must be zero");
 		return -EINVAL;
 	}
@@ -204,8 +235,14 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 			   c->oob_slots, clanq_max_oob_slots);
 		return -EINVAL;
 	}
+	if (rq < 2 || rq > clanq_max_rdma_slots || !is_power_of_2(rq) ||
+	    cq < 2 || cq > clanq_max_rdma_slots || !is_power_of_2(cq)) {
+		clanq_uerr(ctx, "EP_CREATE: rq_slots %u, cq_slots %u: want powers of two, 2..%u",
+			   c->rq_slots, c->cq_slots, clanq_max_rdma_slots);
+		return -EINVAL;
+	}
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots);
+	ep = clanq_ep_create(ctx, slots, rq, cq);
 	if (IS_ERR(ep)) {
 		mutex_unlock(&ctx->lock);
 		if (PTR_ERR(ep) == -ENOSPC)

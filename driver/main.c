@@ -40,7 +40,27 @@ MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold");
 
 unsigned long clanq_max_ctx_bytes = 64ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_ctx_bytes, "Shared-segment bytes one context may hold");
+MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions) one context may hold");
+
+unsigned int clanq_max_rdma_slots = 4096;
+module_param_named(max_rdma_slots, clanq_max_rdma_slots, uint, 0644);
+MODULE_PARM_DESC(max_rdma_slots, "Longest RDMA request or completion queue an endpoint may ask for");
+
+unsigned int clanq_max_regions = 4096;
+module_param_named(max_regions, clanq_max_regions, uint, 0644);
+MODULE_PARM_DESC(max_regions, "Regions one context may hold");
+
+unsigned int clanq_max_aps = 4096;
+module_param_named(max_aps, clanq_max_aps, uint, 0644);
+MODULE_PARM_DESC(max_aps, "Apertures one context may hold");
+
+unsigned long clanq_max_region_bytes = 256ul << 20;
+module_param_named(max_region_bytes, clanq_max_region_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_region_bytes, "Largest region (allocated or registered)");
+
+unsigned int clanq_rdma_max_xfer = 64u << 10;
+module_param_named(rdma_max_xfer, clanq_rdma_max_xfer, uint, 0644);
+MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue before it serves the next (at least 512)");
 
 static int clanq_ioctl_query(void *obj, void *arg)
 {
@@ -68,6 +88,12 @@ union clanq_ioctl_arg {
 	struct clanq_evq_create evq_create;
 	struct clanq_evq_reg evq_reg;
 	struct clanq_evq_wait evq_wait;
+	struct clanq_region_create region_create;
+	struct clanq_region_free region_free;
+	struct clanq_region_export region_export;
+	struct clanq_ap_import ap_import;
+	struct clanq_ap_close ap_close;
+	struct clanq_rdma_kick rdma_kick;
 };
 
 long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
@@ -106,6 +132,12 @@ static const struct clanq_ioctl_desc clanq_ioctls[] = {
 	[_IOC_NR(CLANQ_IOC_EP_DESTROY)] = { CLANQ_IOC_EP_DESTROY, clanq_ioctl_ep_destroy },
 	[_IOC_NR(CLANQ_IOC_OOB_SEND)] = { CLANQ_IOC_OOB_SEND, clanq_ioctl_oob_send },
 	[_IOC_NR(CLANQ_IOC_EVQ_CREATE)] = { CLANQ_IOC_EVQ_CREATE, clanq_ioctl_evq_create },
+	[_IOC_NR(CLANQ_IOC_REGION_CREATE)] = { CLANQ_IOC_REGION_CREATE, clanq_ioctl_region_create },
+	[_IOC_NR(CLANQ_IOC_REGION_FREE)] = { CLANQ_IOC_REGION_FREE, clanq_ioctl_region_free },
+	[_IOC_NR(CLANQ_IOC_REGION_EXPORT)] = { CLANQ_IOC_REGION_EXPORT, clanq_ioctl_region_export },
+	[_IOC_NR(CLANQ_IOC_AP_IMPORT)] = { CLANQ_IOC_AP_IMPORT, clanq_ioctl_ap_import },
+	[_IOC_NR(CLANQ_IOC_AP_CLOSE)] = { CLANQ_IOC_AP_CLOSE, clanq_ioctl_ap_close },
+	[_IOC_NR(CLANQ_IOC_RDMA_KICK)] = { CLANQ_IOC_RDMA_KICK, clanq_ioctl_rdma_kick },
 };
 
 static void clanq_count_entry(struct clanq_ctx *ctx)
@@ -141,6 +173,8 @@ static int clanq_open(struct inode *inode, struct file *file)
 	if (!ctx)
 		return -ENOMEM;
 	file->private_data = ctx;
+	/* our mappings live in the context's own address space (context.c) */
+	file->f_mapping = ctx->inode->i_mapping;
 	return nonseekable_open(inode, file);
 }
 
@@ -161,6 +195,8 @@ const struct file_operations clanq_fops = {
 
 static int __init clanq_init(void)
 {
+	int err;
+
 	if (nr_nics < 1 || nr_nics > CLANQ_MAX_NICS) {
 		pr_err("clanq: nr_nics=%u, must be 1..%u\n", nr_nics,
 		       CLANQ_MAX_NICS);
@@ -171,12 +207,19 @@ static int __init clanq_init(void)
 		       node_base, nr_nics);
 		return -EINVAL;
 	}
-	return clanq_nics_create(nr_nics, node_base);
+	err = clanq_fs_init();
+	if (err)
+		return err;
+	err = clanq_nics_create(nr_nics, node_base);
+	if (err)
+		clanq_fs_exit();
+	return err;
 }
 
 static void __exit clanq_exit(void)
 {
 	clanq_nics_destroy();
+	clanq_fs_exit();
 	/* endpoints are freed after an RCU grace period */
 	rcu_barrier();
 }

@@ -59,6 +59,13 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 		   atomic64_read(&st->evq_overflows));
 	seq_printf(m, "evq_blocks %lld\ndriver_entries %lld\n",
 		   atomic64_read(&st->evq_blocks), atomic64_read(&st->entries));
+	seq_printf(m, "rdma_reqs %lld\nrdma_bytes %lld\nrdma_errors %lld\n",
+		   atomic64_read(&st->rdma_reqs), atomic64_read(&st->rdma_bytes),
+		   atomic64_read(&st->rdma_errors));
+	seq_printf(m, "rdma_doorbells %lld\nrdma_turns %lld\nrdma_splits %lld\n",
+		   atomic64_read(&st->rdma_doorbells), atomic64_read(&st->rdma_turns),
+		   atomic64_read(&st->rdma_splits));
+	seq_printf(m, "regions_revoked %lld\n", atomic64_read(&st->regions_revoked));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(clanq_nic_stats);
@@ -71,6 +78,8 @@ int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
 	nic->node = node;
 	snprintf(nic->name, sizeof(nic->name), "clanq%u", index);
 	xa_init_flags(&nic->eps, XA_FLAGS_ALLOC1);
+	xa_init_flags(&nic->regions, XA_FLAGS_ALLOC1);
+	clanq_engine_init(&nic->engine);
 	return 0;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_init);
@@ -78,7 +87,9 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_init);
 void clanq_nic_fini(struct clanq_nic *nic)
 {
 	WARN_ON(!xa_empty(&nic->eps));
+	WARN_ON(!xa_empty(&nic->regions));
 	xa_destroy(&nic->eps);
+	xa_destroy(&nic->regions);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_fini);
 
@@ -100,9 +111,16 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 	 * not gated by the device node's mode.
 	 */
 	nic->misc.mode = 0666;
+	err = clanq_engine_start(nic);
+	if (err) {
+		pr_err("clanq: cannot start the RDMA engine of %s: %d\n", nic->name, err);
+		kfree(nic);
+		return ERR_PTR(err);
+	}
 	err = misc_register(&nic->misc);
 	if (err) {
 		pr_err("clanq: cannot register /dev/%s: %d\n", nic->name, err);
+		clanq_engine_stop(nic);
 		kfree(nic);
 		return ERR_PTR(err);
 	}
@@ -122,6 +140,7 @@ static void clanq_nic_destroy(struct clanq_nic *nic)
 	debugfs_remove_recursive(nic->debugfs);
 	misc_deregister(&nic->misc);
 	WARN_ON(atomic_read(&nic->nr_contexts));
+	clanq_engine_stop(nic);
 	clanq_nic_fini(nic);
 	kfree(nic);
 }

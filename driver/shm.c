@@ -24,23 +24,43 @@ void clanq_budget_put(struct clanq_budget *budget, size_t bytes)
 }
 
 /*
- * A zeroed segment of @size bytes (rounded up to pages), charged to
- * @ctx's budget: NULL if that would pass max_ctx_bytes (logged) or if
- * memory is short.
+ * Charge @bytes to @ctx's budget: the budget, with a reference the
+ * caller gives back with clanq_budget_put(budget, bytes), or NULL if
+ * that would pass max_ctx_bytes (logged).
  */
-struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
+struct clanq_budget *clanq_budget_charge(struct clanq_ctx *ctx, size_t bytes)
 {
 	struct clanq_budget *budget = ctx->budget;
-	struct clanq_shm *shm;
-	size_t bytes = PAGE_ALIGN(size);
 
 	if (atomic_long_add_return(bytes, &budget->bytes) > clanq_max_ctx_bytes) {
 		atomic_long_sub(bytes, &budget->bytes);
-		clanq_uerr(ctx, "a %zu-byte segment would pass max_ctx_bytes (%lu)",
+		clanq_uerr(ctx, "%zu more bytes would pass max_ctx_bytes (%lu)",
 			   bytes, clanq_max_ctx_bytes);
 		return NULL;
 	}
 	refcount_inc(&budget->ref);
+	return budget;
+}
+
+static int clanq_shm_map(struct clanq_map *map, struct vm_area_struct *vma)
+{
+	return clanq_shm_mmap(container_of(map, struct clanq_shm, map), vma);
+}
+
+/*
+ * A zeroed segment of @size bytes (rounded up to pages), charged to
+ * @ctx's budget: NULL if that would pass max_ctx_bytes or if memory is
+ * short.
+ */
+struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
+{
+	struct clanq_budget *budget;
+	struct clanq_shm *shm;
+	size_t bytes = PAGE_ALIGN(size);
+
+	budget = clanq_budget_charge(ctx, bytes);
+	if (!budget)
+		return NULL;
 	shm = kzalloc(sizeof(*shm), GFP_KERNEL_ACCOUNT);
 	if (shm)
 		shm->vaddr = vmalloc_user(bytes);	/* zeroed, VM_USERMAP */
@@ -51,6 +71,7 @@ struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
 	}
 	shm->size = bytes;
 	shm->budget = budget;
+	shm->map.mmap = clanq_shm_map;
 	refcount_set(&shm->ref, 1);
 	return shm;
 }

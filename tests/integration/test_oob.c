@@ -453,11 +453,21 @@ static void ep_create_refuses_flags_reserved_fields_and_bad_slot_counts(void **s
 		assert_int_equal(itest_ioctl_err(dev.fd, CLANQ_IOC_EP_CREATE, &c),
 				 EINVAL);
 	}
-	memset(&c, 0, sizeof(c));
-	c.oob_slots = 8;
-	c.reserved0 = 1;
-	assert_int_equal(itest_ioctl_err(dev.fd, CLANQ_IOC_EP_CREATE, &c),
-			 EINVAL);
+	/* the RDMA queues' lengths are checked like the OOB queue's */
+	for (i = 0; i < ARRAY_SIZE(bad_slots); i++) {
+		if (!bad_slots[i])
+			continue;	/* 0 means the default */
+		memset(&c, 0, sizeof(c));
+		c.oob_slots = 8;
+		c.rq_slots = bad_slots[i];
+		assert_int_equal(itest_ioctl_err(dev.fd, CLANQ_IOC_EP_CREATE, &c),
+				 EINVAL);
+		memset(&c, 0, sizeof(c));
+		c.oob_slots = 8;
+		c.cq_slots = bad_slots[i];
+		assert_int_equal(itest_ioctl_err(dev.fd, CLANQ_IOC_EP_CREATE, &c),
+				 EINVAL);
+	}
 	memset(&c, 0, sizeof(c));
 	c.oob_slots = 8;
 	c.flags = 1;

@@ -177,7 +177,8 @@ static inline struct clanq_ep *ep_create(struct kunit *test,
 	struct clanq_ep *ep;
 
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots);
+	ep = clanq_ep_create(ctx, slots, CLANQ_DEFAULT_RDMA_SLOTS,
+			     CLANQ_DEFAULT_RDMA_SLOTS);
 	if (!IS_ERR(ep))
 		clanq_ep_describe(ep, c);
 	mutex_unlock(&ctx->lock);

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Apertures (paper section 2): an imported window onto a peer's exported
+ * region, [off, off + len) with rights. The RDMA engine writes through
+ * it (rdma.c); on the loop wire it can also be mapped, and then PIO is
+ * plain CPU stores into the exporter's pages: distributed shared memory
+ * on one host.
+ *
+ * PIO mappings are VM_PFNMAP and filled one page at a time by the fault
+ * handler, which inserts the page while holding the region's revoke_sem
+ * for reading. Revocation (the exporter frees the region, or the importer
+ * closes the aperture) marks the region or aperture under revoke_sem for
+ * writing, which waits out any fault in progress, and then zaps the
+ * aperture's range in the importing context's address space: every later
+ * access faults again, sees the mark, and gets SIGBUS. A fault can never
+ * install a page after the zap, and no page is ever freed while mapped
+ * (the VMA holds the aperture, the aperture the region, the region its
+ * pages).
+ *
+ * The mapping covers whole pages, which may hold bytes outside the
+ * window; it is offered only when all of them are the region's memory
+ * (an allocated region, or registered memory whose first and last page
+ * are inside the registration), so it never exposes the exporter's other
+ * data. The key grants the whole region, so nothing beyond it leaks.
+ */
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
+
+#include "clanq_drv.h"
+#include "compat.h"
+
+static void clanq_ap_release(struct kref *ref)
+{
+	struct clanq_ap *ap = container_of(ref, struct clanq_ap, ref);
+
+	clanq_region_put(ap->region);
+	kfree_rcu(ap, rcu);
+}
+
+void clanq_ap_put(struct clanq_ap *ap)
+{
+	if (ap)
+		kref_put(&ap->ref, clanq_ap_release);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ap_put);
+
+/* An open aperture of @ctx by id, referenced; NULL if there is none. */
+struct clanq_ap *clanq_ap_lookup(struct clanq_ctx *ctx, u32 id)
+{
+	struct clanq_ap *ap;
+
+	rcu_read_lock();
+	ap = xa_load(&ctx->aps, id);
+	if (ap && !kref_get_unless_zero(&ap->ref))
+		ap = NULL;
+	rcu_read_unlock();
+	return ap;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ap_lookup);
+
+static void clanq_ap_vm_open(struct vm_area_struct *vma)
+{
+	struct clanq_ap *ap = vma->vm_private_data;
+
+	kref_get(&ap->ref);
+}
+
+static void clanq_ap_vm_close(struct vm_area_struct *vma)
+{
+	clanq_ap_put(vma->vm_private_data);
+}
+
+static vm_fault_t clanq_ap_fault(struct vm_fault *vmf)
+{
+	struct clanq_ap *ap = vmf->vma->vm_private_data;
+	struct clanq_region *r = ap->region;
+	/* the mapping starts at the object's first page (context.c) */
+	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	down_read(&r->revoke_sem);
+	if (!r->revoked && !ap->closed && idx < ap->map_pages)
+		ret = vmf_insert_pfn(vmf->vma, vmf->address,
+				     page_to_pfn(r->pages[ap->map_page0 + idx]));
+	up_read(&r->revoke_sem);
+	return ret;
+}
+
+static const struct vm_operations_struct clanq_ap_vm_ops = {
+	.open	= clanq_ap_vm_open,
+	.close	= clanq_ap_vm_close,
+	.fault	= clanq_ap_fault,
+};
+
+static int clanq_ap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+{
+	struct clanq_ap *ap = container_of(map, struct clanq_ap, map);
+
+	if (vma->vm_end - vma->vm_start != ap->map_pages << PAGE_SHIFT ||
+	    !(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (!(ap->rights & CLANQ_RIGHT_WRITE)) {
+		if (vma->vm_flags & VM_WRITE)
+			return -EACCES;
+		vm_flags_clear(vma, VM_MAYWRITE);
+	}
+	if (READ_ONCE(ap->region->revoked))
+		return -ENXIO;
+	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &clanq_ap_vm_ops;
+	vma->vm_private_data = ap;
+	kref_get(&ap->ref);
+	return 0;
+}
+
+/* Zap @ap's PIO mappings in every process of its context. */
+static void clanq_ap_zap(struct clanq_ap *ap)
+{
+	if (ap->map_pages)
+		clanq_ctx_zap(ap->ctx, &ap->map, ap->map_pages);
+}
+
+/*
+ * Revoke every import of @r. Called once, by clanq_region_free(); the
+ * write lock waits for faults and delivered writes in progress, and
+ * every later one sees revoked.
+ */
+void clanq_region_revoke(struct clanq_region *r)
+{
+	struct clanq_ap *ap;
+
+	down_write(&r->revoke_sem);
+	r->revoked = true;
+	up_write(&r->revoke_sem);
+	/* importers stay on the list, and their contexts alive, until closed */
+	mutex_lock(&r->ap_lock);
+	list_for_each_entry(ap, &r->aps, region_node)
+		clanq_ap_zap(ap);
+	mutex_unlock(&r->ap_lock);
+}
+
+/* Which pages a PIO mapping of [off, off + len) of @r would cover, if any. */
+static void clanq_ap_place(struct clanq_ap *ap)
+{
+	struct clanq_region *r = ap->region;
+	u64 start = r->first + ap->off;
+	u64 lo = round_down(start, PAGE_SIZE);
+	u64 hi = round_up(start + ap->len, PAGE_SIZE);
+	/* registered memory: the first and last page may hold other data */
+	u64 min = r->mm ? r->first : 0;
+	u64 max = r->mm ? r->first + r->len : (u64)r->nr_pages << PAGE_SHIFT;
+
+	if (lo < min || hi > max || (hi - lo) >> PAGE_SHIFT >= 1ul << CLANQ_MAP_SHIFT)
+		return;
+	ap->map_page0 = lo >> PAGE_SHIFT;
+	ap->map_pages = (hi - lo) >> PAGE_SHIFT;
+	ap->map_delta = start - lo;
+	ap->map.mmap = clanq_ap_mmap;
+}
+
+static int clanq_ap_check(struct clanq_ctx *ctx, const struct clanq_ap_import *im,
+			  struct clanq_region *r)
+{
+	u64 end;
+
+	/* wrong key, never exported, freed: all the same to a guesser */
+	if (!smp_load_acquire(&r->exported) || r->key != im->key ||
+	    READ_ONCE(r->revoked)) {
+		clanq_uerr(ctx, "AP_IMPORT: no exported region %u:%u with that key",
+			   im->region.node, im->region.id);
+		return -ENOENT;
+	}
+	if (im->rights & ~r->rights) {
+		clanq_uerr(ctx, "AP_IMPORT: rights %#x, the export grants %#x",
+			   im->rights, r->rights);
+		return -EACCES;
+	}
+	if (check_add_overflow(im->offset, im->len, &end) || end > r->len) {
+		clanq_uerr(ctx, "AP_IMPORT: [%llu, +%llu) is outside the region's %llu bytes",
+			   im->offset, im->len, r->len);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+int clanq_ioctl_ap_import(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ap_import *im = arg;
+	struct clanq_region *r;
+	struct clanq_ap *ap;
+	int err;
+
+	if (im->flags || im->id || im->mmap_offset || im->mmap_size ||
+	    im->map_delta || !clanq_zero(im->reserved, sizeof(im->reserved)) ||
+	    !im->rights || (im->rights & ~CLANQ_RIGHTS_ALL) || !im->len) {
+		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights a non-empty subset of %#x, zero flags/out/reserved fields",
+			   CLANQ_RIGHTS_ALL);
+		return -EINVAL;
+	}
+	r = clanq_wire_import(ctx->nic, &im->region, &err);
+	if (!r) {
+		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s", im->region.node,
+			   im->region.id, err == -EHOSTUNREACH ? "no such node" :
+			   "no such region");
+		return err;
+	}
+	err = clanq_ap_check(ctx, im, r);
+	if (err) {
+		clanq_region_put(r);
+		return err;
+	}
+	ap = kzalloc(sizeof(*ap), GFP_KERNEL_ACCOUNT);
+	if (!ap) {
+		clanq_region_put(r);
+		return -ENOMEM;
+	}
+	kref_init(&ap->ref);
+	ap->ctx = ctx;
+	ap->region = r;		/* our reference */
+	ap->off = im->offset;
+	ap->len = im->len;
+	ap->rights = im->rights;
+	INIT_LIST_HEAD(&ap->region_node);
+	clanq_ap_place(ap);
+
+	mutex_lock(&ctx->lock);
+	err = -ENOSPC;
+	if (ctx->nr_aps >= clanq_max_aps) {
+		clanq_uerr(ctx, "AP_IMPORT: context has %u apertures already (max_aps)",
+			   clanq_max_aps);
+		goto err_unlock;
+	}
+	if (ap->map.mmap) {
+		err = clanq_ctx_mmap_add(ctx, &ap->map);
+		if (err)
+			goto err_unlock;
+	}
+	err = xa_alloc_cyclic(&ctx->aps, &ap->id, ap, XA_LIMIT(1, S32_MAX),
+			      &ctx->next_ap_id, GFP_KERNEL_ACCOUNT);
+	if (err < 0) {
+		if (ap->map.mmap)
+			clanq_ctx_mmap_del(ctx, &ap->map);
+		goto err_unlock;
+	}
+	/* a revocation from now on sees us; one before it left revoked set */
+	mutex_lock(&r->ap_lock);
+	list_add_tail(&ap->region_node, &r->aps);
+	mutex_unlock(&r->ap_lock);
+	ctx->nr_aps++;
+	im->id = ap->id;
+	if (ap->map.mmap) {
+		im->mmap_offset = clanq_map_offset(&ap->map);
+		im->mmap_size = (u64)ap->map_pages << PAGE_SHIFT;
+		im->map_delta = ap->map_delta;
+	}
+	mutex_unlock(&ctx->lock);
+	return 0;
+
+err_unlock:
+	mutex_unlock(&ctx->lock);
+	clanq_ap_put(ap);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_import);
+
+/*
+ * Close: unpublish, mark closed (faults and the engine see it), leave the
+ * region's importers, zap the mappings, drop the context's reference.
+ */
+void clanq_ap_close(struct clanq_ap *ap)
+{
+	struct clanq_ctx *ctx = ap->ctx;
+	struct clanq_region *r = ap->region;
+
+	lockdep_assert_held(&ctx->lock);
+	xa_erase(&ctx->aps, ap->id);
+	if (ap->map.mmap)
+		clanq_ctx_mmap_del(ctx, &ap->map);
+	down_write(&r->revoke_sem);
+	ap->closed = true;
+	up_write(&r->revoke_sem);
+	mutex_lock(&r->ap_lock);
+	list_del_init(&ap->region_node);
+	mutex_unlock(&r->ap_lock);
+	clanq_ap_zap(ap);
+	ctx->nr_aps--;
+	clanq_ap_put(ap);
+}
+
+int clanq_ioctl_ap_close(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ap_close *c = arg;
+	struct clanq_ap *ap;
+
+	if (c->flags || !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "AP_CLOSE: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	mutex_lock(&ctx->lock);
+	ap = clanq_ap_lookup(ctx, c->id);
+	if (ap) {
+		clanq_ap_close(ap);
+		clanq_ap_put(ap);
+	}
+	mutex_unlock(&ctx->lock);
+	if (!ap)
+		clanq_uerr(ctx, "AP_CLOSE: no aperture %u in this context", c->id);
+	return ap ? 0 : -ENOENT;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_close);

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The RDMA engine (paper sections 2 and 3.2): request queues in, one
+ * engine per NIC, completion queues out.
+ *
+ * Request queue (application -> engine). The application produces
+ * struct clanq_rdma_req slots; the engine is the consumer, with its index
+ * and the geometry private (queue.h). Each slot is copied into the
+ * engine's private clanq_rdma_xfer before anything looks at it, then
+ * validated once: ids are looked up in the requester's own context,
+ * rights and bounds are checked with overflow-safe arithmetic. A bad
+ * request completes with an error status and the queue moves on.
+ *
+ * Doorbell. The segment's doorbell word is the engine's sleep flag: set
+ * while the engine is not looking at the queue. The engine sets it,
+ * issues a full barrier and looks at the queue once more before letting
+ * the queue go (clanq_rdma_requeue()); the application publishes a
+ * request, issues a full barrier and rings (CLANQ_IOC_RDMA_KICK) only if
+ * the flag is set. At least one of them sees the other's store (queue.h,
+ * the Dekker rule), so a request is never left unseen, and a stream of
+ * requests rings once. The kernel never reads the flag back: its own
+ * state is clanq_ep_rdma.active, under engine->lock, which the kick and
+ * the final look both take, so a kick cannot slip between them.
+ *
+ * Completion queue (engine -> application). A request is taken only
+ * while the completion queue has a free slot and one request per queue
+ * is in progress, so a completion always has room: none is dropped. A
+ * full completion queue stops that queue, nobody else's; freeing a slot
+ * rings the doorbell from clanq_rdma_poll() if requests are waiting.
+ *
+ * The engine is a kernel thread per NIC, not a workqueue: it is one
+ * serial resource, as a NIC's DMA engine is, and the round-robin over
+ * active queues is its whole state machine. A thread keeps that in one
+ * place and in one loop, sleeps on its wait queue when no queue is
+ * active, shows up as clanqN-rdma with its own CPU time, and does not
+ * compete with unrelated work items on a shared pool. KUnit's NICs have
+ * no thread and step the engine by hand (clanq_rdma_engine_step()).
+ *
+ * Scheduling. Active queues are served round-robin, one turn each. A
+ * turn serves one logical message (requests up to one flagged LAST), so
+ * a message's requests stay together; it ends early after rdma_max_xfer
+ * bytes (the rest of the request waits for the queue's next turn, so
+ * one large transfer cannot monopolise the engine) or after
+ * CLANQ_RDMA_TURN_REQS requests.
+ */
+#include <linux/kthread.h>
+#include <linux/overflow.h>
+#include <linux/sched.h>
+
+#include "clanq_drv.h"
+
+/* A turn ends after this many requests, even inside one message. */
+#define CLANQ_RDMA_TURN_REQS	64
+/* rdma_max_xfer is read through this floor: 0 would stop all progress. */
+#define CLANQ_RDMA_MIN_XFER	512u
+
+static void clanq_rdma_count(u64 *count, __u64 *mirror, u64 n)
+{
+	*count += n;
+	WRITE_ONCE(*mirror, *count);
+}
+
+void clanq_rdma_ep_init(struct clanq_ep *ep, void *seg,
+			const struct clanq_queue_off *rq,
+			const struct clanq_queue_off *cq, u32 doorbell)
+{
+	struct clanq_ep_rdma *rd = &ep->rdma;
+
+	/* our own layout, checked against the segment by clanq_q_init() */
+	WARN_ON(clanq_q_init(&rd->rq, seg, ep->shm->size, rq));
+	WARN_ON(clanq_q_init(&rd->cq, seg, ep->shm->size, cq));
+	rd->doorbell = (u32 *)((char *)seg + doorbell);
+	WRITE_ONCE(*rd->doorbell, 1);	/* idle: the first post rings */
+	INIT_LIST_HEAD(&rd->node);
+}
+
+/* Unread completions? For evq registrations (CLANQ_EV_RDMA). */
+bool clanq_rdma_pending(struct clanq_ep *ep)
+{
+	struct clanq_queue *cq = &ep->rdma.cq;
+	/* the engine moves own under engine->serve, which we cannot take */
+	u32 prod = READ_ONCE(cq->own);
+	u32 cons = smp_load_acquire(cq->cons);	/* the application's: check */
+
+	return !(cons & ~cq->mask) && cons != prod;
+}
+
+static void clanq_rdma_xfer_put(struct clanq_rdma_xfer *x)
+{
+	clanq_region_put(x->src);
+	clanq_ap_put(x->dst);
+	x->src = NULL;
+	x->dst = NULL;
+}
+
+/**
+ * clanq_rdma_validate() - check a request the engine has copied
+ * @ctx: the requester's context
+ * @req: the private copy
+ * @x: on success, holds references on the source region and aperture
+ *
+ * Return: 0 or the status the request completes with.
+ */
+int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
+			struct clanq_rdma_xfer *x)
+{
+	u64 end;
+	int status = 0;
+
+	if ((req->flags & ~CLANQ_RDMA_FLAGS) || req->reserved0 ||
+	    !clanq_zero(req->reserved, sizeof(req->reserved)))
+		return -EINVAL;
+	x->src = clanq_region_lookup_owned(ctx, req->src_region);
+	x->dst = clanq_ap_lookup(ctx, req->dst_ap);
+	if (!x->src || !x->dst)
+		status = -ENOENT;
+	else if (!(x->dst->rights & CLANQ_RIGHT_WRITE))
+		status = -EACCES;
+	else if (check_add_overflow(req->src_off, req->len, &end) ||
+		 end > x->src->len ||
+		 check_add_overflow(req->dst_off, req->len, &end) ||
+		 end > x->dst->len)
+		status = -ERANGE;
+	else if (READ_ONCE(x->dst->closed) || READ_ONCE(x->dst->region->revoked))
+		status = -ENXIO;
+	if (status)
+		clanq_rdma_xfer_put(x);
+	return status;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_validate);
+
+/* Post a completion; the turn made sure there is room. */
+static void clanq_rdma_complete(struct clanq_ep *ep,
+				const struct clanq_rdma_req *req, u64 len,
+				int status)
+{
+	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_rdma_comp c = {
+		.cookie = req->cookie,
+		.len = len,
+		.status = status,
+	};
+
+	if (status) {
+		clanq_rdma_count(&rd->errors, &ep->counters->rdma_errors, 1);
+		atomic64_inc(&ep->nic->stats.rdma_errors);
+	}
+	/* cannot fail: the consumer index is read only when the cache says full */
+	if (WARN_ON_ONCE(!clanq_q_put(&rd->cq, &c)))
+		return;
+	clanq_ep_raise(ep, CLANQ_EV_RDMA);
+}
+
+/* The request in progress is done (or failed): complete it if asked. */
+static void clanq_rdma_finish(struct clanq_ep *ep, int status)
+{
+	struct clanq_rdma_xfer *x = &ep->rdma.cur;
+
+	if (status || (x->req.flags & CLANQ_RDMA_SIGNAL))
+		clanq_rdma_complete(ep, &x->req, x->done, status);
+	clanq_rdma_xfer_put(x);
+	ep->rdma.busy = false;
+}
+
+/* Take the next request: copy, validate. false if there is none to take. */
+static bool clanq_rdma_take(struct clanq_ep *ep)
+{
+	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_rdma_xfer *x = &rd->cur;
+	int status;
+
+	/* room for its completion first: then it can never be dropped */
+	if (!clanq_q_prod_space(&rd->cq) || !clanq_q_get(&rd->rq, &x->req))
+		return false;
+	clanq_rdma_count(&rd->reqs, &ep->counters->rdma_reqs, 1);
+	atomic64_inc(&ep->nic->stats.rdma_reqs);
+	x->done = 0;
+	rd->busy = true;
+	status = clanq_rdma_validate(ep->ctx, &x->req, x);
+	if (status)
+		clanq_rdma_finish(ep, status);
+	return true;
+}
+
+/*
+ * One turn for @ep: one logical message, at most rdma_max_xfer bytes and
+ * CLANQ_RDMA_TURN_REQS requests. Returns true if the queue may have more
+ * work (it goes to the back of the line), false if it has none the
+ * engine can take now.
+ */
+static bool clanq_rdma_turn(struct clanq_ep *ep)
+{
+	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_rdma_xfer *x = &rd->cur;
+	u64 budget = max(READ_ONCE(clanq_rdma_max_xfer), CLANQ_RDMA_MIN_XFER);
+	unsigned int taken = 0;
+	bool last;
+	u64 n;
+	int status;
+
+	for (;;) {
+		if (!rd->busy) {
+			if (taken == CLANQ_RDMA_TURN_REQS)
+				return true;
+			if (!clanq_rdma_take(ep))
+				return false;
+			taken++;
+			if (!rd->busy) {	/* failed validation: completed */
+				if (x->req.flags & CLANQ_RDMA_LAST)
+					return true;
+				continue;
+			}
+		}
+		n = min(x->req.len - x->done, budget);
+		status = READ_ONCE(x->src->revoked) || READ_ONCE(x->dst->closed) ?
+			 -ENXIO :
+			 clanq_wire_rdma_write(ep->nic, x->dst, x->req.dst_off + x->done,
+					       x->src, x->req.src_off + x->done, n);
+		if (!status) {
+			x->done += n;
+			budget -= n;
+			clanq_rdma_count(&rd->bytes, &ep->counters->rdma_bytes, n);
+			atomic64_add(n, &ep->nic->stats.rdma_bytes);
+		}
+		if (status || x->done == x->req.len) {
+			last = x->req.flags & CLANQ_RDMA_LAST;
+			clanq_rdma_finish(ep, status);
+			if (last)
+				return true;
+		}
+		if (!budget) {
+			if (rd->busy)
+				atomic64_inc(&ep->nic->stats.rdma_splits);
+			return true;
+		}
+	}
+}
+
+/*
+ * After a turn: back of the line, or let go. Letting go is the engine's
+ * half of the sleep-flag pattern: set the flag, full barrier, look again.
+ */
+static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_ep *ep,
+			       bool more)
+{
+	struct clanq_ep_rdma *rd = &ep->rdma;
+
+	spin_lock_irq(&eng->lock);
+	if (!more) {
+		WRITE_ONCE(*rd->doorbell, 1);
+		smp_mb();	/* pairs with clanq_q_mb() in clanq_rdma_post() */
+		more = clanq_q_cons_avail(&rd->rq) && clanq_q_prod_space(&rd->cq);
+		if (more)
+			WRITE_ONCE(*rd->doorbell, 0);
+	}
+	if (more)
+		list_add_tail(&rd->node, &eng->active);
+	else
+		rd->active = false;
+	spin_unlock_irq(&eng->lock);
+}
+
+/**
+ * clanq_rdma_engine_step() - serve one turn of the first active queue
+ * @nic: whose engine
+ *
+ * Return: the endpoint served (for its identity only: no reference), or
+ * NULL if no queue was active.
+ */
+struct clanq_ep *clanq_rdma_engine_step(struct clanq_nic *nic)
+{
+	struct clanq_engine *eng = &nic->engine;
+	struct clanq_ep *ep;
+
+	mutex_lock(&eng->serve);
+	spin_lock_irq(&eng->lock);
+	ep = list_first_entry_or_null(&eng->active, struct clanq_ep, rdma.node);
+	if (ep)
+		list_del_init(&ep->rdma.node);	/* still active: ours */
+	spin_unlock_irq(&eng->lock);
+	if (ep) {
+		atomic64_inc(&nic->stats.rdma_turns);
+		clanq_rdma_requeue(eng, ep, clanq_rdma_turn(ep));
+	}
+	mutex_unlock(&eng->serve);
+	return ep;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_engine_step);
+
+/* The doorbell: make the engine look at @ep's request queue. */
+int clanq_rdma_kick(struct clanq_ep *ep)
+{
+	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_ep_rdma *rd = &ep->rdma;
+	bool wake = false;
+
+	spin_lock_irq(&eng->lock);
+	clanq_rdma_count(&rd->doorbells, &ep->counters->rdma_doorbells, 1);
+	if (!rd->active && !rd->detached) {
+		rd->active = true;
+		WRITE_ONCE(*rd->doorbell, 0);
+		list_add_tail(&rd->node, &eng->active);
+		wake = true;
+	}
+	spin_unlock_irq(&eng->lock);
+	atomic64_inc(&ep->nic->stats.rdma_doorbells);
+	if (wake)
+		wake_up(&eng->wq);
+	return 0;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_kick);
+
+/*
+ * The endpoint is going: wait for a turn in progress, take it off the
+ * engine for good, drop the request it held. The engine never looks at
+ * it again, so its context may go too.
+ */
+void clanq_rdma_detach_ep(struct clanq_ep *ep)
+{
+	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_ep_rdma *rd = &ep->rdma;
+
+	mutex_lock(&eng->serve);
+	spin_lock_irq(&eng->lock);
+	list_del_init(&rd->node);
+	rd->active = true;	/* a kick from now on queues nothing */
+	rd->detached = true;
+	spin_unlock_irq(&eng->lock);
+	if (rd->busy) {
+		clanq_rdma_xfer_put(&rd->cur);
+		rd->busy = false;
+	}
+	mutex_unlock(&eng->serve);
+}
+
+int clanq_ioctl_rdma_kick(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_rdma_kick *k = arg;
+	struct clanq_ep *ep;
+	int err;
+
+	if (k->flags || !clanq_zero(k->reserved, sizeof(k->reserved))) {
+		clanq_uerr(ctx, "RDMA_KICK: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	ep = clanq_ep_lookup_owned(ctx, k->ep);
+	if (!ep) {
+		clanq_uerr(ctx, "RDMA_KICK: no endpoint %u in this context", k->ep);
+		return -ENOENT;
+	}
+	err = clanq_rdma_kick(ep);
+	clanq_ep_put(ep);
+	return err;
+}
+
+static bool clanq_engine_idle(struct clanq_engine *eng)
+{
+	bool idle;
+
+	spin_lock_irq(&eng->lock);
+	idle = list_empty(&eng->active);
+	spin_unlock_irq(&eng->lock);
+	return idle;
+}
+
+static int clanq_engine_thread(void *arg)
+{
+	struct clanq_nic *nic = arg;
+	struct clanq_engine *eng = &nic->engine;
+
+	while (!kthread_should_stop()) {
+		wait_event_interruptible(eng->wq, !clanq_engine_idle(eng) ||
+					 kthread_should_stop());
+		while (clanq_rdma_engine_step(nic))
+			cond_resched();
+	}
+	return 0;
+}
+
+void clanq_engine_init(struct clanq_engine *eng)
+{
+	spin_lock_init(&eng->lock);
+	INIT_LIST_HEAD(&eng->active);
+	init_waitqueue_head(&eng->wq);
+	mutex_init(&eng->serve);
+}
+
+int clanq_engine_start(struct clanq_nic *nic)
+{
+	struct task_struct *t;
+
+	t = kthread_run(clanq_engine_thread, nic, "%s-rdma", nic->name);
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	nic->engine.task = t;
+	return 0;
+}
+
+void clanq_engine_stop(struct clanq_nic *nic)
+{
+	if (nic->engine.task)
+		kthread_stop(nic->engine.task);
+	nic->engine.task = NULL;
+	WARN_ON(!list_empty(&nic->engine.active));
+}

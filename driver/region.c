@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Regions (paper section 2): memory the RDMA engine reads as a request's
+ * source, and writes once a peer has imported it as an aperture.
+ *
+ * Two kinds, one shape (an array of pages, byte 0 at offset first of the
+ * first page):
+ *  - allocated: zeroed driver pages, charged to the context's budget
+ *    (max_ctx_bytes), mapped by the owner from the context fd;
+ *  - registered: the owner's own memory, pinned with FOLL_LONGTERM and
+ *    charged to its RLIMIT_MEMLOCK (mm->pinned_vm, as ib_umem does) until
+ *    the last reference goes. Pinning happens before ctx->lock is taken,
+ *    because mmap() takes ctx->lock under mmap_lock.
+ *
+ * Every region gets a node-wide id, so an exported one can be named by a
+ * peer; export adds 64 random bits of key and the rights an import may
+ * ask for. Freeing revokes: under revoke_sem (write) the region is marked
+ * revoked, which every later fault and delivered write sees under
+ * revoke_sem (read); then the importers' PIO mappings are zapped
+ * (aperture.c). The pages stay until the last reference is dropped, so
+ * a request the engine already holds writes into memory nobody can see
+ * rather than into freed memory.
+ *
+ * clanq_region_deliver_write() is the receive path of an RDMA write,
+ * whatever wire carried it; it is where tripwires will be checked.
+ */
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/random.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "clanq_drv.h"
+#include "compat.h"
+
+static void clanq_region_release(struct kref *ref)
+{
+	struct clanq_region *r = container_of(ref, struct clanq_region, ref);
+	unsigned long i;
+
+	WARN_ON(!list_empty(&r->aps));
+	if (r->mm) {
+		unpin_user_pages_dirty_lock(r->pages, r->nr_pages, true);
+		atomic64_sub(r->charged, &r->mm->pinned_vm);
+		mmdrop(r->mm);
+	} else {
+		for (i = 0; i < r->nr_pages; i++)
+			__free_page(r->pages[i]);
+	}
+	if (r->budget)
+		clanq_budget_put(r->budget, r->charged << PAGE_SHIFT);
+	kvfree(r->pages);
+	mutex_destroy(&r->ap_lock);
+	kfree_rcu(r, rcu);
+}
+
+void clanq_region_put(struct clanq_region *r)
+{
+	if (r)
+		kref_put(&r->ref, clanq_region_release);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_put);
+
+/* Any region of @nic by id, referenced; NULL if there is none. */
+struct clanq_region *clanq_region_lookup(struct clanq_nic *nic, u32 id)
+{
+	struct clanq_region *r;
+
+	rcu_read_lock();
+	r = xa_load(&nic->regions, id);
+	if (r && !kref_get_unless_zero(&r->ref))
+		r = NULL;
+	rcu_read_unlock();
+	return r;
+}
+
+/* A live region of @ctx itself: other contexts' ids read as absent. */
+struct clanq_region *clanq_region_lookup_owned(struct clanq_ctx *ctx, u32 id)
+{
+	struct clanq_region *r = clanq_region_lookup(ctx->nic, id);
+
+	if (r && (r->ctx != ctx || READ_ONCE(r->revoked))) {
+		clanq_region_put(r);
+		r = NULL;
+	}
+	return r;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_lookup_owned);
+
+/* The owner's mapping of an allocated region holds a reference. */
+static void clanq_region_vm_open(struct vm_area_struct *vma)
+{
+	struct clanq_region *r = vma->vm_private_data;
+
+	kref_get(&r->ref);
+}
+
+static void clanq_region_vm_close(struct vm_area_struct *vma)
+{
+	clanq_region_put(vma->vm_private_data);
+}
+
+static const struct vm_operations_struct clanq_region_vm_ops = {
+	.open	= clanq_region_vm_open,
+	.close	= clanq_region_vm_close,
+};
+
+/* Map all of an allocated region, shared, or refuse. */
+static int clanq_region_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+{
+	struct clanq_region *r = container_of(map, struct clanq_region, map);
+	unsigned long n = r->nr_pages;
+	int err;
+
+	if (vma->vm_end - vma->vm_start != r->nr_pages << PAGE_SHIFT ||
+	    !(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	/* driver pages, refcounted by the page tables themselves */
+	err = vm_insert_pages(vma, vma->vm_start, r->pages, &n);
+	if (err)
+		return err;
+	vma->vm_private_data = r;
+	vma->vm_ops = &clanq_region_vm_ops;
+	kref_get(&r->ref);
+	return 0;
+}
+
+static int clanq_region_alloc_pages(struct clanq_ctx *ctx,
+				    struct clanq_region *r, unsigned long nr)
+{
+	r->budget = clanq_budget_charge(ctx, nr << PAGE_SHIFT);
+	if (!r->budget)
+		return -ENOMEM;
+	r->charged = nr;
+	for (; r->nr_pages < nr; r->nr_pages++) {
+		r->pages[r->nr_pages] = alloc_page(GFP_HIGHUSER | __GFP_ZERO |
+						   __GFP_ACCOUNT);
+		if (!r->pages[r->nr_pages])
+			return -ENOMEM;
+	}
+	r->map.mmap = clanq_region_mmap;
+	return 0;
+}
+
+/* Pin the caller's pages [start, start + nr pages), within RLIMIT_MEMLOCK. */
+static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
+			    unsigned long start, unsigned long nr)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct mm_struct *mm = current->mm;
+	int got;
+
+	if (!mm)
+		return -EFAULT;
+	if (atomic64_add_return(nr, &mm->pinned_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(nr, &mm->pinned_vm);
+		clanq_uerr(ctx, "REGION_CREATE: pinning %lu more pages would pass RLIMIT_MEMLOCK (%lu pages)",
+			   nr, limit);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	r->mm = mm;
+	r->charged = nr;
+	while (r->nr_pages < nr) {
+		got = pin_user_pages_fast(start + (r->nr_pages << PAGE_SHIFT),
+					  min(nr - r->nr_pages, 1024ul),
+					  FOLL_WRITE | FOLL_LONGTERM,
+					  r->pages + r->nr_pages);
+		if (got <= 0) {
+			clanq_uerr(ctx, "REGION_CREATE: cannot pin %#lx: not mapped writable (%d)",
+				   start + (r->nr_pages << PAGE_SHIFT), got);
+			return got ? got : -EFAULT;
+		}
+		r->nr_pages += got;
+	}
+	return 0;
+}
+
+static struct clanq_region *clanq_region_new(struct clanq_ctx *ctx,
+					     const struct clanq_region_create *c)
+{
+	bool reg = c->flags & CLANQ_REGION_REGISTER;
+	u32 first = reg ? offset_in_page(c->addr) : 0;
+	struct clanq_region *r;
+	unsigned long nr;
+	int err;
+
+	nr = DIV_ROUND_UP(first + c->size, PAGE_SIZE);	/* size is bounded */
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
+	if (!r)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&r->ref);
+	r->nic = ctx->nic;
+	r->ctx = ctx;
+	r->len = c->size;
+	r->first = first;
+	init_rwsem(&r->revoke_sem);
+	mutex_init(&r->ap_lock);
+	INIT_LIST_HEAD(&r->aps);
+	INIT_LIST_HEAD(&r->ctx_node);
+	r->pages = kvcalloc(nr, sizeof(*r->pages), GFP_KERNEL_ACCOUNT);
+	err = -ENOMEM;
+	if (r->pages)
+		err = reg ? clanq_region_pin(ctx, r, c->addr & PAGE_MASK, nr) :
+			    clanq_region_alloc_pages(ctx, r, nr);
+	if (err) {
+		clanq_region_put(r);
+		return ERR_PTR(err);
+	}
+	return r;
+}
+
+int clanq_ioctl_region_create(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_region_create *c = arg;
+	bool reg = c->flags & CLANQ_REGION_REGISTER;
+	struct clanq_nic *nic = ctx->nic;
+	struct clanq_region *r;
+	u64 end;
+	int err;
+
+	if ((c->flags & ~CLANQ_REGION_REGISTER) || c->id || c->mmap_offset ||
+	    c->mmap_size || !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero out/reserved fields");
+		return -EINVAL;
+	}
+	if (!c->size || c->size > clanq_max_region_bytes) {
+		clanq_uerr(ctx, "REGION_CREATE: size %llu: want 1..%lu (max_region_bytes)",
+			   c->size, clanq_max_region_bytes);
+		return -EINVAL;
+	}
+	if (reg ? !c->addr || check_add_overflow(c->addr, c->size, &end) ||
+		  end > TASK_SIZE : c->addr) {
+		clanq_uerr(ctx, "REGION_CREATE: addr %#llx size %llu is not %s",
+			   c->addr, c->size, reg ? "user memory" : "0 for an allocation");
+		return -EINVAL;
+	}
+
+	r = clanq_region_new(ctx, c);
+	if (IS_ERR(r))
+		return PTR_ERR(r);
+
+	mutex_lock(&ctx->lock);
+	err = -ENOSPC;
+	if (ctx->nr_regions >= clanq_max_regions) {
+		clanq_uerr(ctx, "REGION_CREATE: context has %u regions already (max_regions)",
+			   clanq_max_regions);
+		goto err_unlock;
+	}
+	if (r->map.mmap) {
+		err = clanq_ctx_mmap_add(ctx, &r->map);
+		if (err)
+			goto err_unlock;
+	}
+	/* cyclic, as endpoint ids: a stale id names nobody for a long while */
+	err = xa_alloc_cyclic(&nic->regions, &r->id, r, XA_LIMIT(1, S32_MAX),
+			      &nic->next_region_id, GFP_KERNEL_ACCOUNT);
+	if (err < 0) {
+		if (r->map.mmap)
+			clanq_ctx_mmap_del(ctx, &r->map);
+		goto err_unlock;
+	}
+	list_add_tail(&r->ctx_node, &ctx->regions);
+	ctx->nr_regions++;
+	c->id = r->id;
+	if (r->map.mmap) {
+		c->mmap_offset = clanq_map_offset(&r->map);
+		c->mmap_size = (u64)r->nr_pages << PAGE_SHIFT;
+	}
+	mutex_unlock(&ctx->lock);
+	return 0;
+
+err_unlock:
+	mutex_unlock(&ctx->lock);
+	clanq_region_put(r);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_create);
+
+/*
+ * Unpublish, revoke, drop the owner's reference. Peers no longer find it,
+ * the owner can no longer map it; mappings and requests that still hold
+ * references keep the pages.
+ */
+void clanq_region_free(struct clanq_region *r)
+{
+	struct clanq_ctx *ctx = r->ctx;
+
+	lockdep_assert_held(&ctx->lock);
+	xa_erase(&r->nic->regions, r->id);
+	if (r->map.mmap)
+		clanq_ctx_mmap_del(ctx, &r->map);
+	list_del_init(&r->ctx_node);
+	ctx->nr_regions--;
+	clanq_region_revoke(r);
+	atomic64_inc(&r->nic->stats.regions_revoked);
+	clanq_region_put(r);
+}
+
+int clanq_ioctl_region_free(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_region_free *f = arg;
+	struct clanq_region *r;
+
+	if (f->flags || !clanq_zero(f->reserved, sizeof(f->reserved))) {
+		clanq_uerr(ctx, "REGION_FREE: flags and reserved fields must be zero");
+		return -EINVAL;
+	}
+	mutex_lock(&ctx->lock);
+	r = clanq_region_lookup_owned(ctx, f->id);
+	if (r) {
+		clanq_region_free(r);
+		clanq_region_put(r);
+	}
+	mutex_unlock(&ctx->lock);
+	if (!r)
+		clanq_uerr(ctx, "REGION_FREE: no region %u in this context", f->id);
+	return r ? 0 : -ENOENT;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_free);
+
+int clanq_ioctl_region_export(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_region_export *e = arg;
+	struct clanq_region *r;
+	int err = 0;
+
+	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) || e->key ||
+	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want a non-empty subset of %#x; key and reserved must be zero",
+			   e->rights, CLANQ_RIGHTS_ALL);
+		return -EINVAL;
+	}
+	mutex_lock(&ctx->lock);
+	r = clanq_region_lookup_owned(ctx, e->id);
+	if (!r) {
+		err = -ENOENT;
+	} else if (r->exported) {
+		err = -EBUSY;
+	} else {
+		/* never 0, so a zeroed import struct names nothing */
+		do {
+			r->key = get_random_u64();
+		} while (!r->key);
+		r->rights = e->rights;
+		e->key = r->key;
+		/* importers read key and rights after seeing exported */
+		smp_store_release(&r->exported, true);
+	}
+	mutex_unlock(&ctx->lock);
+	clanq_region_put(r);
+	if (err)
+		clanq_uerr(ctx, "REGION_EXPORT: region %u: %s", e->id,
+			   err == -EBUSY ? "exported already" : "not in this context");
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_export);
+
+/*
+ * Copy @len bytes from @src at @src_off to @dst at @dst_off, page by
+ * page. Both ranges were checked by the caller.
+ */
+static void clanq_region_copy(struct clanq_region *dst, u64 dst_off,
+			      struct clanq_region *src, u64 src_off, u64 len)
+{
+	while (len) {
+		u64 sa = src->first + src_off, da = dst->first + dst_off;
+		size_t so = offset_in_page(sa), doff = offset_in_page(da);
+		size_t n = min_t(u64, len, min(PAGE_SIZE - so, PAGE_SIZE - doff));
+		struct page *dp = dst->pages[da >> PAGE_SHIFT];
+		void *s = kmap_local_page(src->pages[sa >> PAGE_SHIFT]);
+		void *d = kmap_local_page(dp);
+
+		memcpy(d + doff, s + so, n);
+		kunmap_local(d);
+		kunmap_local(s);
+		flush_dcache_page(dp);
+		src_off += n;
+		dst_off += n;
+		len -= n;
+	}
+}
+
+/*
+ * The receive path of an RDMA write: @len bytes into @dst at @dst_off.
+ * Returns -ENXIO if the region was revoked, in which case nothing was
+ * written; while revoke_sem is held for reading no revocation completes,
+ * so a write that started is finished before REGION_FREE returns.
+ */
+int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
+			       struct clanq_region *src, u64 src_off, u64 len)
+{
+	u64 dend, send;
+	int err = 0;
+
+	/* the callers validated; a second check costs nothing */
+	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len ||
+	    check_add_overflow(src_off, len, &send) || send > src->len)
+		return -ERANGE;
+	down_read(&dst->revoke_sem);
+	if (dst->revoked) {
+		err = -ENXIO;
+	} else {
+		/*
+		 * Tripwires (next issue): a write delivered by the NIC
+		 * checks the armed tripwires of [dst_off, dend) here, after
+		 * the copy, and fires those it touched.
+		 */
+		clanq_region_copy(dst, dst_off, src, src_off, len);
+	}
+	up_read(&dst->revoke_sem);
+	return err;
+}
