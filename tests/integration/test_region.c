@@ -72,21 +72,8 @@ static void *shared_alloc(size_t size)
 	return p;
 }
 
-/*
- * cmocka catches SIGSEGV, SIGBUS and friends to report a test's crash,
- * and a forked child inherits the handlers: a child's SIGBUS would
- * longjmp into its copy of the test runner. Every child here starts by
- * putting the defaults back, so a fault kills it, as it would any
- * application, and the parent sees WTERMSIG.
- */
-static void default_signals(void)
-{
-	static const int sigs[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGSYS };
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(sigs); i++)
-		signal(sigs[i], SIG_DFL);
-}
+/* children not started by itest_fork() put the signals back themselves */
+#define default_signals()	itest_default_signals()
 
 /* a child not started by itest_fork(), for itest_teardown() to kill */
 static void adopt(pid_t pid)
