@@ -55,7 +55,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -94,11 +93,15 @@
 /* a completion or answer that should come has this long (TCG + KASAN) */
 #define TIMEOUT_NS	(20 * NS_PER_S)
 /*
- * Pollers spin this many pauses, then yield on every step: the engine is
- * a kernel thread that needs a CPU too, and with two CPUs it may be
- * queued behind the poller; a yield costs ~1 us, far less than a turn.
+ * Pollers spin this many pauses, then sleep 1 us on every step. The
+ * engine is a kernel thread that needs a CPU too, and with two CPUs it
+ * may share one with the poller. sched_yield() does not hand it the CPU
+ * (EEVDF keeps running a yielder while the other task is not eligible),
+ * so the engine would get its fair share in whole ticks; a sleep takes
+ * the poller off the CPU, and with 1 ns of timer slack (main()) its own
+ * timer brings it back within microseconds.
  */
-#define SPINS_BEFORE_YIELD 256u
+#define SPINS_BEFORE_SLEEP 256u
 
 enum { M_MEMCPY, M_PIO, M_RDMA, M_PIPE, NR_M };
 
@@ -172,13 +175,15 @@ static void check(int err, const char *what)
 		fail("%s: %s", what, strerror(-err));
 }
 
-/* Spin, and once a wait has gone on for a while yield on every step. */
+/* Spin, and once a wait has gone on for a while sleep on every step. */
 static void spin(unsigned int *spins)
 {
-	if (++*spins < SPINS_BEFORE_YIELD)
+	static const struct timespec us = { .tv_nsec = 1000 };
+
+	if (++*spins < SPINS_BEFORE_SLEEP)
 		cpu_relax();
 	else
-		sched_yield();
+		nanosleep(&us, NULL);
 }
 
 /* ---- patterns and checksums ---- */
@@ -403,7 +408,7 @@ static void wait_comp(struct clanq_ep *ep, struct clanq_rdma_comp *c, const char
 
 	while (!clanq_rdma_poll(ep, c)) {
 		spin(&spins);
-		if (spins < SPINS_BEFORE_YIELD)
+		if (spins < SPINS_BEFORE_SLEEP)
 			continue;
 		if (!deadline)
 			deadline = now_ns() + TIMEOUT_NS;
@@ -493,7 +498,7 @@ static void rdma_stream(struct clanq_ep *ep, struct clanq_rdma_req *req,
 			continue;
 		}
 		spin(&spins);
-		if (spins < SPINS_BEFORE_YIELD)
+		if (spins < SPINS_BEFORE_SLEEP)
 			continue;
 		if (!deadline)
 			deadline = now_ns() + TIMEOUT_NS;
@@ -1102,6 +1107,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	t0 = now_ns();
 	signal(SIGPIPE, SIG_IGN);	/* a dead exporter is EPIPE, reported */
+	prctl(PR_SET_TIMERSLACK, 1ul);	/* for spin()'s 1 us sleeps */
 
 	setup();
 	printf("# rdma_bench%s: node %u -> node %u on the loop wire;",
