@@ -192,10 +192,9 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	struct clanq_ap *ap;
 	int err;
 
-	if (im->flags || im->id || im->mmap_offset || im->mmap_size ||
-	    im->map_delta || !clanq_zero(im->reserved, sizeof(im->reserved)) ||
+	if (im->flags || !clanq_zero(im->reserved, sizeof(im->reserved)) ||
 	    !im->rights || (im->rights & ~CLANQ_RIGHTS_ALL) || !im->len) {
-		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights a non-empty subset of %#x, zero flags/out/reserved fields",
+		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights in %#x, zero flags and reserved",
 			   CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
@@ -250,6 +249,9 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	mutex_unlock(&r->ap_lock);
 	ctx->nr_aps++;
 	im->id = ap->id;
+	im->mmap_offset = 0;
+	im->mmap_size = 0;
+	im->map_delta = 0;
 	if (ap->map.mmap) {
 		im->mmap_offset = clanq_map_offset(&ap->map);
 		im->mmap_size = (u64)ap->map_pages << PAGE_SHIFT;

@@ -205,7 +205,7 @@ struct clanq_region {
 	u32 rights;
 	struct rw_semaphore revoke_sem;	/* write: revoke; read: use */
 	bool revoked;
-	struct mutex ap_lock;
+	struct mutex ap_lock;	/* aps, and the zaps run over it */
 	struct list_head aps;	/* clanq_ap.region_node: importers */
 };
 

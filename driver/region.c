@@ -158,7 +158,7 @@ static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
 	if (atomic64_add_return(nr, &mm->pinned_vm) > limit &&
 	    !capable(CAP_IPC_LOCK)) {
 		atomic64_sub(nr, &mm->pinned_vm);
-		clanq_uerr(ctx, "REGION_CREATE: pinning %lu more pages would pass RLIMIT_MEMLOCK (%lu pages)",
+		clanq_uerr(ctx, "REGION_CREATE: %lu more pinned pages pass RLIMIT_MEMLOCK (%lu)",
 			   nr, limit);
 		return -ENOMEM;
 	}
@@ -224,9 +224,9 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 	u64 end;
 	int err;
 
-	if ((c->flags & ~CLANQ_REGION_REGISTER) || c->id || c->mmap_offset ||
-	    c->mmap_size || !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero out/reserved fields");
+	if ((c->flags & ~CLANQ_REGION_REGISTER) ||
+	    !clanq_zero(c->reserved, sizeof(c->reserved))) {
+		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero reserved fields");
 		return -EINVAL;
 	}
 	if (!c->size || c->size > clanq_max_region_bytes) {
@@ -235,7 +235,7 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 		return -EINVAL;
 	}
 	if (reg ? !c->addr || check_add_overflow(c->addr, c->size, &end) ||
-		  end > TASK_SIZE : c->addr) {
+	    end > TASK_SIZE : c->addr) {
 		clanq_uerr(ctx, "REGION_CREATE: addr %#llx size %llu is not %s",
 			   c->addr, c->size, reg ? "user memory" : "0 for an allocation");
 		return -EINVAL;
@@ -268,6 +268,8 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 	list_add_tail(&r->ctx_node, &ctx->regions);
 	ctx->nr_regions++;
 	c->id = r->id;
+	c->mmap_offset = 0;
+	c->mmap_size = 0;
 	if (r->map.mmap) {
 		c->mmap_offset = clanq_map_offset(&r->map);
 		c->mmap_size = (u64)r->nr_pages << PAGE_SHIFT;
@@ -332,9 +334,9 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 	struct clanq_region *r;
 	int err = 0;
 
-	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) || e->key ||
+	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) ||
 	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
-		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want a non-empty subset of %#x; key and reserved must be zero",
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x not a non-empty subset of %#x, or reserved set",
 			   e->rights, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}

@@ -93,7 +93,7 @@ struct clanq_ep_counters {
 	__u64 rdma_reqs;	/* RDMA requests the engine took */
 	__u64 rdma_bytes;	/* bytes those requests wrote */
 	__u64 rdma_errors;	/* requests completed with an error status */
-	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls that woke the engine */
+	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls (system calls) */
 };
 
 /*
@@ -256,15 +256,17 @@ struct clanq_region_export {
  * CLANQ_IOC_AP_IMPORT: an aperture onto [offset, offset + len) of an
  * exported region, named by (node, id) and key. A wrong key, an unknown
  * region and a region that was never exported all read -ENOENT, so a
- * guesser learns nothing. rights must be a subset of the export's.
+ * guesser learns nothing; an unknown node is -EHOSTUNREACH. rights must
+ * be a non-empty subset of the export's (-EACCES beyond it), len > 0,
+ * and the window inside the region (-ERANGE).
  *
  * When the exporter is in this kernel (the loop wire), the aperture can
  * also be mapped for PIO: mmap the context fd at mmap_offset, exactly
  * mmap_size bytes; the aperture's first byte is at map_delta in the
  * mapping. The mapping covers whole pages, which is allowed only when
  * those pages hold nothing but the region's memory; otherwise mmap_size
- * is 0 and writes go through the RDMA engine. PROT_WRITE needs
- * CLANQ_RIGHT_WRITE.
+ * is 0 and writes go through the RDMA engine. PROT_WRITE (also by a
+ * later mprotect) needs CLANQ_RIGHT_WRITE: -EACCES otherwise.
  */
 struct clanq_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */

@@ -175,6 +175,22 @@ static inline void itest_forget(pid_t pid)
 }
 
 /* Run fn(arg) in a child that leaves with status 0 when fn returns. */
+/*
+ * cmocka catches SIGSEGV, SIGBUS and friends to report a test's crash,
+ * and a forked child inherits the handlers: a child's SIGBUS would
+ * longjmp into its copy of the test runner and run the remaining tests
+ * again. Children put the defaults back, so a fault kills them, as it
+ * would any application, and the parent sees WTERMSIG.
+ */
+static inline void itest_default_signals(void)
+{
+	static const int sigs[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGSYS };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+}
+
 static inline pid_t itest_fork(void (*fn)(void *arg), void *arg)
 {
 	pid_t pid;
@@ -183,6 +199,7 @@ static inline pid_t itest_fork(void (*fn)(void *arg), void *arg)
 	fflush(NULL);		/* or the child's exit would print it again */
 	pid = fork();
 	if (pid == 0) {
+		itest_default_signals();
 		fn(arg);
 		_exit(0);
 	}
