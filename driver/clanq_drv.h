@@ -306,7 +306,7 @@ struct clanq_ep *clanq_ep_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_ep *clanq_ep_lookup_owned(struct clanq_ctx *ctx, u32 id);
 void clanq_ep_put(struct clanq_ep *ep);
 void clanq_ep_raise(struct clanq_ep *ep, u32 events);
-bool clanq_ep_pending(struct clanq_ep *ep, u32 events);
+u32 clanq_ep_pending(struct clanq_ep *ep, u32 events);
 int clanq_ioctl_ep_create(void *ctx, void *arg);
 int clanq_ioctl_ep_destroy(void *ctx, void *arg);
 

@@ -185,21 +185,22 @@ void clanq_ep_raise(struct clanq_ep *ep, u32 events)
 }
 
 /*
- * Does @ep have something for @events now? (OOB: unread messages; RDMA:
- * unread completions.)
+ * Which of @events does @ep have something for now? (OOB: unread
+ * messages; RDMA: unread completions.)
  */
-bool clanq_ep_pending(struct clanq_ep *ep, u32 events)
+u32 clanq_ep_pending(struct clanq_ep *ep, u32 events)
 {
 	unsigned long flags;
-	bool pending = false;
+	u32 pending = 0;
 
 	if ((events & CLANQ_EV_RDMA) && clanq_rdma_pending(ep))
-		return true;
+		pending |= CLANQ_EV_RDMA;
 	if (events & CLANQ_EV_OOB) {
 		/* nests inside ep->wq.lock: deliveries never hold both */
 		spin_lock_irqsave(&ep->oob_lock, flags);
 		/* the consumer's index is the application's: read once, check */
-		pending = clanq_q_prod_unread(&ep->oob);
+		if (clanq_q_prod_unread(&ep->oob))
+			pending |= CLANQ_EV_OOB;
 		spin_unlock_irqrestore(&ep->oob_lock, flags);
 	}
 	return pending;

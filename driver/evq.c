@@ -177,6 +177,7 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 	struct clanq_ctx *ctx = evq->ctx;
 	struct clanq_reg *reg;
 	unsigned long flags;
+	u32 pending;
 	struct clanq_ep *ep;
 	int index;
 
@@ -216,8 +217,9 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 	 */
 	spin_lock_irqsave(&ep->wq.lock, flags);
 	__add_wait_queue(&ep->wq, &reg->wait);
-	if (clanq_ep_pending(ep, reg->events))
-		clanq_evq_post(evq, reg, reg->events & CLANQ_EV_OOB);
+	pending = clanq_ep_pending(ep, reg->events);
+	if (pending)
+		clanq_evq_post(evq, reg, pending);
 	spin_unlock_irqrestore(&ep->wq.lock, flags);
 	mutex_unlock(&ctx->lock);
 	return index;

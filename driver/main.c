@@ -61,6 +61,8 @@ MODULE_PARM_DESC(max_region_bytes, "Largest region (allocated or registered)");
 unsigned int clanq_rdma_max_xfer = 64u << 10;
 module_param_named(rdma_max_xfer, clanq_rdma_max_xfer, uint, 0644);
 MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue before it serves the next (at least 512)");
+/* KUnit sets it to split transfers in a test, and restores it */
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_max_xfer);
 
 static int clanq_ioctl_query(void *obj, void *arg)
 {

@@ -38,6 +38,7 @@ struct clanq_nic *clanq_nic_by_node(u32 node)
 			return clanq_nics[i];
 	return NULL;
 }
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_by_node);
 
 static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 {

@@ -336,7 +336,7 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 
 	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) ||
 	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
-		clanq_uerr(ctx, "REGION_EXPORT: rights %#x not a non-empty subset of %#x, or reserved set",
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want some of %#x; reserved zero",
 			   e->rights, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}

@@ -1432,6 +1432,48 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 }
 
 /*
+ * RDMA completions are events: a CLANQ_EV_RDMA registration hears of a
+ * completion posted later, and one made while a completion waits unread
+ * hears of it at once, with the RDMA bit in the event's hint.
+ */
+static void rdma_completions_raise_evq_events(void **state)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct clanq_rdma_req req;
+	struct clanq_event ev;
+	struct clanq_evq evq;
+	struct pair p;
+	unsigned int i;
+	int reg;
+
+	(void)state;
+	pair_open(&p, &attr);
+	assert_int_equal(clanq_evq_create(&p.a, &evq, 4), 0);
+	for (i = 0; i < 2; i++) {
+		req = stream_req(&p, i, REQ_DONE);
+		assert_int_equal(clanq_rdma_post(&p.ep, &req), 0);
+		if (i == 0) {
+			/* the engine lets the queue go after completing */
+			assert_true(wait_doorbell_set(&p.ep));
+			reg = clanq_evq_register(&evq, &p.ep, CLANQ_EV_RDMA,
+						 0xc0ffee);
+			assert_true(reg >= 0);
+		}
+		memset(&ev, 0, sizeof(ev));
+		assert_int_equal(clanq_evq_wait(&evq, &ev, COMP_TIMEOUT), 1);
+		assert_int_equal(ev.reg, reg);
+		assert_int_equal(ev.cookie, 0xc0ffee);
+		assert_int_equal(ev.events, CLANQ_EV_RDMA);
+		expect_comp(&p.ep, req.cookie, 0, STREAM_LEN);
+	}
+	/* one event per batch: nothing more is queued */
+	assert_int_equal(clanq_evq_wait(&evq, &ev, 0), 0);
+	assert_int_equal(clanq_evq_destroy(&evq), 0);
+	stream_check(&p, 2);
+	pair_close(&p);
+}
+
+/*
  * rdma_doorbells counts KICK calls, i.e. system calls (uapi header). A
  * kick made while the engine is still working through the queue is
  * counted, but must not put the queue on the engine twice: every request
@@ -1826,6 +1868,7 @@ int main(void)
 		T(a_stream_of_posts_rings_few_doorbells),
 		T(an_idle_engine_is_woken_by_exactly_one_doorbell),
 		T(a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice),
+		T(rdma_completions_raise_evq_events),
 		T(polling_the_completion_queue_never_enters_the_driver),
 		T(polling_and_posting_work_in_seccomp_strict_mode),
 		T(a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing),
