@@ -131,7 +131,7 @@ void clanq_region_revoke(struct clanq_region *r)
 	struct clanq_ap *ap;
 
 	down_write(&r->revoke_sem);
-	r->revoked = true;
+	WRITE_ONCE(r->revoked, true);
 	up_write(&r->revoke_sem);
 	/* importers stay on the list, and their contexts alive, until closed */
 	mutex_lock(&r->ap_lock);
@@ -148,9 +148,12 @@ static void clanq_ap_place(struct clanq_ap *ap)
 	u64 lo = round_down(start, PAGE_SIZE);
 	u64 hi = round_up(start + ap->len, PAGE_SIZE);
 	/* registered memory: the first and last page may hold other data */
-	u64 min = r->mm ? r->first : 0;
-	u64 max = r->mm ? r->first + r->len : (u64)r->nr_pages << PAGE_SHIFT;
+	u64 min = r->registered ? r->first : 0;
+	u64 max = r->registered ? r->first + r->len : (u64)r->nr_pages << PAGE_SHIFT;
 
+	/* a mapping is readable: no PIO onto a region the importer may not read */
+	if (!(ap->rights & CLANQ_RIGHT_READ))
+		return;
 	if (lo < min || hi > max || (hi - lo) >> PAGE_SHIFT >= 1ul << CLANQ_MAP_SHIFT)
 		return;
 	ap->map_page0 = lo >> PAGE_SHIFT;
@@ -281,7 +284,7 @@ void clanq_ap_close(struct clanq_ap *ap)
 	if (ap->map.mmap)
 		clanq_ctx_mmap_del(ctx, &ap->map);
 	down_write(&r->revoke_sem);
-	ap->closed = true;
+	WRITE_ONCE(ap->closed, true);
 	up_write(&r->revoke_sem);
 	mutex_lock(&r->ap_lock);
 	list_del_init(&ap->region_node);

@@ -27,18 +27,21 @@
  *
  * Locks, outermost first
  *	ctx->lock (mutex)	a context's lists and every registration
- *	ep->wq.lock		evq registrations' wake callbacks run under it
- *	  evq->lock		producer side of an evq ring
- *	  ep->oob_lock		producer side of an OOB queue (never held
- *				while raising: deliveries drop it first)
+ *	  region->revoke_sem	(write) revoking a region, closing an aperture
+ *	  region->ap_lock	a region's importers; zaps (i_mmap_rwsem) under it
  *	  engine->serve (mutex)	one engine turn; endpoint detach waits on it
- *	    region->revoke_sem	(read) one delivered chunk or one PIO fault
- *	    engine->lock	the active-queue list
- *	  region->ap_lock	a region's importers; zaps run under it
+ *	    region->revoke_sem	(read) one delivered chunk
+ *	    engine->lock	the active-queue list (spin_lock_irq: never
+ *				taken from interrupts)
+ *	    ep->wq.lock		evq registrations' wake callbacks run under it
+ *	      evq->lock		producer side of an evq ring
+ *	      ep->oob_lock	producer side of an OOB queue (never held
+ *				while raising: deliveries drop it first)
  *	mmap_lock -> ctx->lock (mmap) and mmap_lock -> region->revoke_sem
- *	(faults): neither ctx->lock nor revoke_sem is held across anything
- *	that takes mmap_lock, so regions are pinned before ctx->lock.
- *	All spinlocks are taken irqsave: the tcp wire delivers from softirq.
+ *	(read, faults): neither ctx->lock nor revoke_sem is held across
+ *	anything that takes mmap_lock, so regions are pinned before
+ *	ctx->lock. The OOB and evq spinlocks are taken irqsave: the tcp
+ *	wire will deliver from softirq.
  */
 #ifndef _CLANQ_DRV_H
 #define _CLANQ_DRV_H
@@ -186,7 +189,8 @@ struct clanq_shm {
  * offset first of pages[0].
  */
 struct clanq_region {
-	struct kref ref;
+	struct kref ref;	/* the struct */
+	refcount_t mem_ref;	/* the memory: owner, its VMAs, engine as source */
 	struct rcu_head rcu;
 	struct clanq_nic *nic;
 	struct clanq_ctx *ctx;	/* owner; compared, never followed */
@@ -196,6 +200,7 @@ struct clanq_region {
 	u32 first;
 	unsigned long nr_pages;	/* filled entries of pages */
 	struct page **pages;
+	bool registered;	/* pinned user memory, not driver pages */
 	struct mm_struct *mm;	/* registered: whose pinned_vm we charged */
 	unsigned long charged;	/* pages charged there */
 	struct clanq_budget *budget;	/* allocated: charged nr_pages */
@@ -229,7 +234,7 @@ struct clanq_ap {
 /* A request the engine has taken: its private copy, resolved. */
 struct clanq_rdma_xfer {
 	struct clanq_rdma_req req;
-	struct clanq_region *src;	/* referenced */
+	struct clanq_region *src;	/* referenced, and its memory held */
 	struct clanq_ap *dst;		/* referenced */
 	u64 done;			/* bytes written so far */
 };
@@ -329,8 +334,11 @@ struct clanq_region *clanq_region_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_region *clanq_region_lookup_owned(struct clanq_ctx *ctx, u32 id);
 void clanq_region_put(struct clanq_region *r);
 void clanq_region_free(struct clanq_region *r);
+bool clanq_region_mem_get(struct clanq_region *r);
+void clanq_region_mem_put(struct clanq_region *r);
 int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
-			       struct clanq_region *src, u64 src_off, u64 len);
+			       struct clanq_region *src, u64 src_off, u64 len,
+			       const struct clanq_ap *via);
 int clanq_ioctl_region_create(void *ctx, void *arg);
 int clanq_ioctl_region_free(void *ctx, void *arg);
 int clanq_ioctl_region_export(void *ctx, void *arg);

@@ -217,6 +217,14 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 	 */
 	spin_lock_irqsave(&ep->wq.lock, flags);
 	__add_wait_queue(&ep->wq, &reg->wait);
+	/*
+	 * Our entry before our look at the sources, against a producer's
+	 * publish before its wq_has_sleeper() (clanq_ep_raise()): the
+	 * Dekker pairing of queue.h. OOB gets it from oob_lock, which its
+	 * producers hold while publishing; the RDMA engine shares no lock
+	 * with us, so the barrier must be ours.
+	 */
+	smp_mb();
 	pending = clanq_ep_pending(ep, reg->events);
 	if (pending)
 		clanq_evq_post(evq, reg, pending);

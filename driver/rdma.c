@@ -87,6 +87,8 @@ bool clanq_rdma_pending(struct clanq_ep *ep)
 
 static void clanq_rdma_xfer_put(struct clanq_rdma_xfer *x)
 {
+	if (x->src)
+		clanq_region_mem_put(x->src);
 	clanq_region_put(x->src);
 	clanq_ap_put(x->dst);
 	x->src = NULL;
@@ -111,6 +113,11 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 	    !clanq_zero(req->reserved, sizeof(req->reserved)))
 		return -EINVAL;
 	x->src = clanq_region_lookup_owned(ctx, req->src_region);
+	/* the memory too: the owner may free the region mid-request */
+	if (x->src && !clanq_region_mem_get(x->src)) {
+		clanq_region_put(x->src);
+		x->src = NULL;
+	}
 	x->dst = clanq_ap_lookup(ctx, req->dst_ap);
 	if (!x->src || !x->dst)
 		status = -ENOENT;

@@ -17,9 +17,16 @@
  * ask for. Freeing revokes: under revoke_sem (write) the region is marked
  * revoked, which every later fault and delivered write sees under
  * revoke_sem (read); then the importers' PIO mappings are zapped
- * (aperture.c). The pages stay until the last reference is dropped, so
- * a request the engine already holds writes into memory nobody can see
- * rather than into freed memory.
+ * (aperture.c).
+ *
+ * Two lifetimes. The struct lives while anything refers to it (kref:
+ * apertures, lookups, VMAs, the engine). The memory and its charges live
+ * only while someone may still touch it (mem_ref): the owner until it
+ * frees the region, the owner's mappings, and the engine while the region
+ * is a request's source. Importers never hold the memory: after the
+ * revocation nothing of theirs touches it, so an importer that never
+ * closes its aperture cannot keep an exporter's pages pinned or its
+ * budget spent.
  *
  * clanq_region_deliver_write() is the receive path of an RDMA write,
  * whatever wire carried it; it is where tripwires will be checked.
@@ -35,23 +42,51 @@
 #include "clanq_drv.h"
 #include "compat.h"
 
-static void clanq_region_release(struct kref *ref)
+/* The pages and their charges go; the geometry stays for the struct. */
+static void clanq_region_release_mem(struct clanq_region *r)
 {
-	struct clanq_region *r = container_of(ref, struct clanq_region, ref);
 	unsigned long i;
 
-	WARN_ON(!list_empty(&r->aps));
 	if (r->mm) {
 		unpin_user_pages_dirty_lock(r->pages, r->nr_pages, true);
 		atomic64_sub(r->charged, &r->mm->pinned_vm);
 		mmdrop(r->mm);
-	} else {
+		r->mm = NULL;
+	} else if (r->pages) {
 		for (i = 0; i < r->nr_pages; i++)
 			__free_page(r->pages[i]);
 	}
 	if (r->budget)
 		clanq_budget_put(r->budget, r->charged << PAGE_SHIFT);
+	r->budget = NULL;
 	kvfree(r->pages);
+	r->pages = NULL;
+}
+
+/* A hold on the memory, for as long as it may be touched; false if gone. */
+bool clanq_region_mem_get(struct clanq_region *r)
+{
+	return refcount_inc_not_zero(&r->mem_ref);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_mem_get);
+
+void clanq_region_mem_put(struct clanq_region *r)
+{
+	if (refcount_dec_and_test(&r->mem_ref))
+		clanq_region_release_mem(r);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_mem_put);
+
+static void clanq_region_release(struct kref *ref)
+{
+	struct clanq_region *r = container_of(ref, struct clanq_region, ref);
+
+	WARN_ON(!list_empty(&r->aps));
+	/* still held only if creation failed: the owner's own hold */
+	if (refcount_read(&r->mem_ref)) {
+		WARN_ON(refcount_read(&r->mem_ref) != 1);
+		clanq_region_release_mem(r);
+	}
 	mutex_destroy(&r->ap_lock);
 	kfree_rcu(r, rcu);
 }
@@ -89,17 +124,24 @@ struct clanq_region *clanq_region_lookup_owned(struct clanq_ctx *ctx, u32 id)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_lookup_owned);
 
-/* The owner's mapping of an allocated region holds a reference. */
+/*
+ * The owner's mapping of an allocated region holds the struct and the
+ * memory: the memory counts against the budget while it is mapped.
+ */
 static void clanq_region_vm_open(struct vm_area_struct *vma)
 {
 	struct clanq_region *r = vma->vm_private_data;
 
 	kref_get(&r->ref);
+	refcount_inc(&r->mem_ref);
 }
 
 static void clanq_region_vm_close(struct vm_area_struct *vma)
 {
-	clanq_region_put(vma->vm_private_data);
+	struct clanq_region *r = vma->vm_private_data;
+
+	clanq_region_mem_put(r);
+	clanq_region_put(r);
 }
 
 static const struct vm_operations_struct clanq_region_vm_ops = {
@@ -124,13 +166,16 @@ static int clanq_region_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 		return err;
 	vma->vm_private_data = r;
 	vma->vm_ops = &clanq_region_vm_ops;
-	kref_get(&r->ref);
+	clanq_region_vm_open(vma);
 	return 0;
 }
 
 static int clanq_region_alloc_pages(struct clanq_ctx *ctx,
 				    struct clanq_region *r, unsigned long nr)
 {
+	/* the owner maps it whole: it must fit its offset range (context.c) */
+	if (nr >= 1ul << CLANQ_MAP_SHIFT)
+		return -EINVAL;
 	r->budget = clanq_budget_charge(ctx, nr << PAGE_SHIFT);
 	if (!r->budget)
 		return -ENOMEM;
@@ -164,6 +209,7 @@ static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
 	}
 	mmgrab(mm);
 	r->mm = mm;
+	r->registered = true;
 	r->charged = nr;
 	while (r->nr_pages < nr) {
 		got = pin_user_pages_fast(start + (r->nr_pages << PAGE_SHIFT),
@@ -194,6 +240,7 @@ static struct clanq_region *clanq_region_new(struct clanq_ctx *ctx,
 	if (!r)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&r->ref);
+	refcount_set(&r->mem_ref, 1);	/* the owner's, until it frees */
 	r->nic = ctx->nic;
 	r->ctx = ctx;
 	r->len = c->size;
@@ -301,6 +348,8 @@ void clanq_region_free(struct clanq_region *r)
 	ctx->nr_regions--;
 	clanq_region_revoke(r);
 	atomic64_inc(&r->nic->stats.regions_revoked);
+	/* revoked: no importer touches the memory any more */
+	clanq_region_mem_put(r);
 	clanq_region_put(r);
 }
 
@@ -380,7 +429,8 @@ static void clanq_region_copy(struct clanq_region *dst, u64 dst_off,
 		void *s = kmap_local_page(src->pages[sa >> PAGE_SHIFT]);
 		void *d = kmap_local_page(dp);
 
-		memcpy(d + doff, s + so, n);
+		/* a region may be written through its own aperture */
+		memmove(d + doff, s + so, n);
 		kunmap_local(d);
 		kunmap_local(s);
 		flush_dcache_page(dp);
@@ -391,13 +441,18 @@ static void clanq_region_copy(struct clanq_region *dst, u64 dst_off,
 }
 
 /*
- * The receive path of an RDMA write: @len bytes into @dst at @dst_off.
- * Returns -ENXIO if the region was revoked, in which case nothing was
- * written; while revoke_sem is held for reading no revocation completes,
- * so a write that started is finished before REGION_FREE returns.
+ * The receive path of an RDMA write: @len bytes into @dst at @dst_off,
+ * from @src, whose memory the caller holds (clanq_region_mem_get()).
+ * @via is the importer's aperture when the wire is local, so that
+ * closing it fences writes as freeing the region does. Returns -ENXIO if
+ * the region was revoked or the aperture closed, in which case nothing
+ * was written; while revoke_sem is held for reading neither completes,
+ * so a write that started is finished before REGION_FREE or AP_CLOSE
+ * returns.
  */
 int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
-			       struct clanq_region *src, u64 src_off, u64 len)
+			       struct clanq_region *src, u64 src_off, u64 len,
+			       const struct clanq_ap *via)
 {
 	u64 dend, send;
 	int err = 0;
@@ -407,7 +462,7 @@ int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
 	    check_add_overflow(src_off, len, &send) || send > src->len)
 		return -ERANGE;
 	down_read(&dst->revoke_sem);
-	if (dst->revoked) {
+	if (dst->revoked || (via && via->closed)) {
 		err = -ENXIO;
 	} else {
 		/*

@@ -50,5 +50,5 @@ int clanq_wire_rdma_write(struct clanq_nic *src, struct clanq_ap *dst,
 			  u64 len)
 {
 	return clanq_region_deliver_write(dst->region, dst->off + dst_off, from,
-					  from_off, len);
+					  from_off, len, dst);
 }

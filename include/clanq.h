@@ -200,7 +200,8 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 
 /**
  * \brief Map an aperture for PIO (read-write if imported with
- * CLANQ_RIGHT_WRITE): ap->base then points at its first byte.
+ * CLANQ_RIGHT_WRITE): ap->base then points at its first byte. Only
+ * imports with CLANQ_RIGHT_READ can be mapped.
  * \return 0; -EOPNOTSUPP if it cannot be mapped (ap->map_size == 0).
  */
 int clanq_ap_map(struct clanq_ap *ap);
@@ -238,7 +239,8 @@ int clanq_rdma_kick(struct clanq_ep *ep);
  * \brief Queue one RDMA write. Makes a system call only when the engine
  * has gone idle on this endpoint (the doorbell is set).
  * \return 0; -EAGAIN if the request queue is full (poll completions);
- *         -errno from the doorbell.
+ *         -errno from the doorbell, in which case the request is queued
+ *         all the same (do not post it again; kick with clanq_rdma_kick()).
  */
 static inline int clanq_rdma_post(struct clanq_ep *ep,
 				  const struct clanq_rdma_req *req)

@@ -40,10 +40,15 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 		goto destroy;
 	}
 	err = clanq_q_init(&ep->oob, seg, c.mmap_size, &c.oob);
-	if (!err)
+	/* the inline post/poll copy whole slots into fixed-size structs */
+	if (!err && c.rq.slot_size == sizeof(struct clanq_rdma_req))
 		err = clanq_q_init(&ep->rq, seg, c.mmap_size, &c.rq);
-	if (!err)
+	else
+		err = -EPROTO;
+	if (!err && c.cq.slot_size == sizeof(struct clanq_rdma_comp))
 		err = clanq_q_init(&ep->cq, seg, c.mmap_size, &c.cq);
+	else
+		err = -EPROTO;
 	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size ||
 	    c.doorbell % 4 || c.doorbell + sizeof(__u32) > c.mmap_size) {
 		err = -EPROTO;		/* the driver described nonsense */

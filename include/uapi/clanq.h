@@ -236,7 +236,7 @@ struct clanq_region_free {
 };
 
 /* Rights an export grants and an import asks for. */
-#define CLANQ_RIGHT_READ	(1u << 0)	/* map it for reading */
+#define CLANQ_RIGHT_READ	(1u << 0)	/* map it (PIO needs it) */
 #define CLANQ_RIGHT_WRITE	(1u << 1)	/* RDMA or PIO writes */
 #define CLANQ_RIGHTS_ALL	(CLANQ_RIGHT_READ | CLANQ_RIGHT_WRITE)
 
@@ -265,8 +265,10 @@ struct clanq_region_export {
  * mmap_size bytes; the aperture's first byte is at map_delta in the
  * mapping. The mapping covers whole pages, which is allowed only when
  * those pages hold nothing but the region's memory; otherwise mmap_size
- * is 0 and writes go through the RDMA engine. PROT_WRITE (also by a
- * later mprotect) needs CLANQ_RIGHT_WRITE: -EACCES otherwise.
+ * is 0 and writes go through the RDMA engine. A mapping can always be
+ * read, so it is offered only to imports with CLANQ_RIGHT_READ (a
+ * write-only import is RDMA-only); PROT_WRITE (also by a later
+ * mprotect) needs CLANQ_RIGHT_WRITE as well: -EACCES otherwise.
  */
 struct clanq_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */

@@ -1582,10 +1582,13 @@ static void memlock_child(void *arg)
 {
 	struct rlimit rl = { MEMLOCK_LIMIT, MEMLOCK_LIMIT };
 	const size_t half = MEMLOCK_LIMIT / 2;
+	unsigned long big = param("max_ctx_bytes") / 2 + 4096;
 	struct clanq_region a, b, c, al;
-	struct clanq_dev dev;
+	struct clanq_dev dev, imp;
+	struct clanq_ap ap, apl;
 	char *buf, *holey;
 	unsigned int i;
+	__u64 key;
 
 	default_signals();
 	(void)arg;
@@ -1629,6 +1632,30 @@ static void memlock_child(void *arg)
 		CHILD_CHECK_INT(clanq_region_free(&b), 0);
 		CHILD_CHECK_INT(clanq_region_free(&a), 0);
 	}
+
+	/*
+	 * An importer that never closes its aperture keeps neither the
+	 * exporter's pins nor its budget: both come back at the free (with
+	 * them held, the second registration / allocation would not fit).
+	 */
+	CHILD_CHECK_INT(clanq_open_nic(&imp, 1), 0);
+	CHILD_CHECK_INT(clanq_region_register(&dev, &a, buf, MEMLOCK_LIMIT), 0);
+	CHILD_CHECK_INT(clanq_region_export(&a, CLANQ_RIGHT_WRITE, &key), 0);
+	CHILD_CHECK_INT(clanq_ap_import(&imp, &ap, a.addr, key, 0, MEMLOCK_LIMIT,
+					CLANQ_RIGHT_WRITE), 0);
+	CHILD_CHECK_INT(clanq_region_free(&a), 0);
+	CHILD_CHECK_INT(clanq_region_register(&dev, &b, buf, MEMLOCK_LIMIT), 0);
+	CHILD_CHECK_INT(clanq_region_free(&b), 0);
+	CHILD_CHECK_INT(clanq_region_alloc(&dev, &al, big), 0);
+	CHILD_CHECK_INT(clanq_region_export(&al, CLANQ_RIGHT_WRITE, &key), 0);
+	CHILD_CHECK_INT(clanq_ap_import(&imp, &apl, al.addr, key, 0, big,
+					CLANQ_RIGHT_WRITE), 0);
+	CHILD_CHECK_INT(clanq_region_free(&al), 0);
+	CHILD_CHECK_INT(clanq_region_alloc(&dev, &al, big), 0);
+	CHILD_CHECK_INT(clanq_region_free(&al), 0);
+	CHILD_CHECK_INT(clanq_ap_close(&apl), 0);
+	CHILD_CHECK_INT(clanq_ap_close(&ap), 0);
+	CHILD_CHECK_INT(clanq_close(&imp), 0);
 
 	/* and so does closing the context with the region still there */
 	CHILD_CHECK_INT(clanq_region_register(&dev, &a, buf, MEMLOCK_LIMIT), 0);

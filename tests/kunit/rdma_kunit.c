@@ -55,6 +55,8 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 
 KUNIT_DEFINE_ACTION_WRAPPER(region_put_action, clanq_region_put,
 			    struct clanq_region *);
+KUNIT_DEFINE_ACTION_WRAPPER(region_mem_put_action, clanq_region_mem_put,
+			    struct clanq_region *);
 KUNIT_DEFINE_ACTION_WRAPPER(ap_put_action, clanq_ap_put, struct clanq_ap *);
 KUNIT_DEFINE_ACTION_WRAPPER(vfree_action, vfree, const void *);
 
@@ -149,7 +151,11 @@ static void region_free(struct kunit *test, struct clanq_ctx *ctx, u32 id)
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_free(ctx, &fr), 0);
 }
 
-/* Region @id of @ctx, referenced until cleanup: its pages stay readable. */
+/*
+ * Region @id of @ctx, referenced until cleanup, and its memory held as
+ * an owner's mapping would hold it: its pages stay readable after the
+ * region is freed (importers hold no memory).
+ */
 static struct clanq_region *region_pin(struct kunit *test,
 				       struct clanq_ctx *ctx, u32 id)
 {
@@ -157,6 +163,9 @@ static struct clanq_region *region_pin(struct kunit *test,
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, region_put_action,
+							r), 0);
+	KUNIT_ASSERT_TRUE(test, clanq_region_mem_get(r));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, region_mem_put_action,
 							r), 0);
 	return r;
 }
@@ -499,12 +508,13 @@ static void vcheck(struct kunit *test, struct vfix *v,
 		   const struct clanq_rdma_req *req, int want, const char *what)
 {
 	struct clanq_rdma_xfer x;
-	unsigned int before[V_NR], i;
+	unsigned int before[V_NR], mem_before, i;
 	int got;
 
 	memset(&x, 0, sizeof(x));
 	for (i = 0; i < V_NR; i++)
 		before[i] = kref_read(v->refs[i]);
+	mem_before = refcount_read(&v->src.r->mem_ref);
 	got = clanq_rdma_validate(v->ctx, req, &x);
 	KUNIT_EXPECT_EQ_MSG(test, got, want, "%s", what);
 	if (!got) {
@@ -515,7 +525,11 @@ static void vcheck(struct kunit *test, struct vfix *v,
 					    before[V_SRC] + 1, "%s", what);
 			KUNIT_EXPECT_EQ_MSG(test, kref_read(&x.dst->ref),
 					    before[V_AP_W] + 1, "%s", what);
+			KUNIT_EXPECT_EQ_MSG(test, refcount_read(&x.src->mem_ref),
+					    mem_before + 1, "%s", what);
 		}
+		/* the engine also holds the source's memory while it works */
+		clanq_region_mem_put(x.src);
 		clanq_region_put(x.src);
 		clanq_ap_put(x.dst);
 	} else {
@@ -525,6 +539,8 @@ static void vcheck(struct kunit *test, struct vfix *v,
 	for (i = 0; i < V_NR; i++)
 		KUNIT_EXPECT_EQ_MSG(test, kref_read(v->refs[i]), before[i],
 				    "%s: reference count of object %u", what, i);
+	KUNIT_EXPECT_EQ_MSG(test, refcount_read(&v->src.r->mem_ref), mem_before,
+			    "%s: the source's memory holds", what);
 }
 
 /* One field of the valid base request changed, then validated. */
