@@ -747,7 +747,7 @@ static void wrong_mappings_of_regions_and_apertures_are_refused(void **state)
 {
 	struct clanq_dev exp, imp, fresh;
 	struct clanq_region_create c;
-	struct clanq_ap ap, ap_ro, sub;
+	struct clanq_ap ap, ap_ro, ap_wo, sub;
 	struct clanq_region r;
 	unsigned char *p, *mem;
 	__u64 key;
@@ -809,6 +809,18 @@ static void wrong_mappings_of_regions_and_apertures_are_refused(void **state)
 				  PROT_READ | PROT_WRITE), -1);
 	assert_int_equal(errno, EACCES);
 	assert_int_equal(clanq_ap_write(&ap_ro, 0, "x", 1), -ENXIO);
+
+	/*
+	 * An import without READ cannot be mapped at all (a mapping can
+	 * always be read): it is RDMA-only, and offers no offset to map.
+	 */
+	assert_int_equal(clanq_ap_import(&imp, &ap_wo, r.addr, key, 0, r.size,
+					 CLANQ_RIGHT_WRITE), 0);
+	assert_int_equal(ap_wo.map_size, 0);
+	assert_int_equal(ap_wo.mmap_offset, 0);
+	assert_int_equal(clanq_ap_map(&ap_wo), -EOPNOTSUPP);
+	assert_int_equal(clanq_ap_write(&ap_wo, 0, "x", 1), -ENXIO);
+	assert_int_equal(clanq_ap_close(&ap_wo), 0);
 
 	/*
 	 * A window inside the region: whole pages are mapped, its first
