@@ -13,9 +13,11 @@
  * writing, which waits out any fault in progress, and then zaps the
  * aperture's range in the importing context's address space: every later
  * access faults again, sees the mark, and gets SIGBUS. A fault can never
- * install a page after the zap, and no page is ever freed while mapped
- * (the VMA holds the aperture, the aperture the region, the region its
- * pages).
+ * install a page after the zap. The PTEs are PFNMAP (they hold no page
+ * reference), and the region's memory is released only after the
+ * revocation and its zaps (clanq_region_free()), so no page is freed
+ * while an importer maps it. The VMA holds the aperture, which holds the
+ * region's struct, never its memory.
  *
  * The mapping covers whole pages, which may hold bytes outside the
  * window; it is offered only when all of them are the region's memory
