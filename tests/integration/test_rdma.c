@@ -1432,6 +1432,52 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 }
 
 /*
+ * A region written through its own aperture, the two ranges overlapping
+ * within a page: the result is memmove()'s, in both directions (a plain
+ * forward copy would smear the pattern when the target is above).
+ */
+static void an_overlapping_write_within_one_region_is_a_memmove(void **state)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 8, .cq_slots = 8 };
+	static const struct { __u64 src, dst, len; } cases[] = {
+		{ 0, 8, 1000 },		/* target above the source */
+		{ 140, 100, 2000 },	/* target below */
+		{ 1, 2, PAGE - 2 },	/* one byte apart, almost the page */
+	};
+	unsigned char want[PAGE];
+	struct clanq_rdma_req req;
+	struct clanq_region r;
+	struct clanq_dev d;
+	struct clanq_ep ep;
+	struct clanq_ap ap;
+	unsigned int i;
+	__u64 key;
+
+	(void)state;
+	assert_int_equal(clanq_open_nic(&d, 0), 0);
+	assert_int_equal(clanq_ep_create_attr(&d, &ep, &attr), 0);
+	assert_int_equal(clanq_region_alloc(&d, &r, PAGE), 0);
+	assert_int_equal(clanq_region_export(&r, CLANQ_RIGHT_WRITE, &key), 0);
+	assert_int_equal(clanq_ap_import(&d, &ap, r.addr, key, 0, PAGE,
+					 CLANQ_RIGHT_WRITE), 0);
+	for (i = 0; i < PAGE; i++)
+		((unsigned char *)r.mem)[i] = (unsigned char)(i * 13 + 1);
+	memcpy(want, r.mem, PAGE);
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		memmove(want + cases[i].dst, want + cases[i].src, cases[i].len);
+		req = mkreq(r.addr.id, ap.id, cases[i].src, cases[i].dst,
+			    cases[i].len, i, REQ_DONE);
+		assert_int_equal(clanq_rdma_post(&ep, &req), 0);
+		expect_comp(&ep, i, 0, cases[i].len);
+		assert_memory_equal(r.mem, want, PAGE);
+	}
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	assert_int_equal(clanq_region_free(&r), 0);
+	assert_int_equal(clanq_ep_destroy(&ep), 0);
+	assert_int_equal(clanq_close(&d), 0);
+}
+
+/*
  * RDMA completions are events: a CLANQ_EV_RDMA registration hears of a
  * completion posted later, and one made while a completion waits unread
  * hears of it at once, with the RDMA bit in the event's hint.
@@ -1869,6 +1915,7 @@ int main(void)
 		T(an_idle_engine_is_woken_by_exactly_one_doorbell),
 		T(a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice),
 		T(rdma_completions_raise_evq_events),
+		T(an_overlapping_write_within_one_region_is_a_memmove),
 		T(polling_the_completion_queue_never_enters_the_driver),
 		T(polling_and_posting_work_in_seccomp_strict_mode),
 		T(a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing),
