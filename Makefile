@@ -80,7 +80,7 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -o $@
 
-$(B)/bench/%: bench/%.c $(LIB_A) $(HDRS)
+$(B)/bench/%: bench/%.c $(LIB_A) $(HDRS) $(wildcard bench/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -lm -o $@
 

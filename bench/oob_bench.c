@@ -37,6 +37,8 @@
 
 #include <clanq.h>
 
+#include "bench_stats.h"
+
 static unsigned int rate_msgs = 200000;
 static unsigned int samples = 100, batch = 50;
 
@@ -218,32 +220,6 @@ static double rate_udp(uint64_t *dropped)
 }
 
 /* ---- wake-up latency ---- */
-
-struct lat {
-	double min, med, avg, p99;
-};
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static struct lat lat_stats(double *v, unsigned int n)
-{
-	struct lat l = { 0 };
-	double sum = 0;
-
-	qsort(v, n, sizeof(*v), cmp_double);
-	for (unsigned int i = 0; i < n; i++)
-		sum += v[i];
-	l.min = v[0];
-	l.med = v[n / 2];
-	l.avg = sum / n;
-	l.p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
-	return l;
-}
 
 /*
  * One side of the clanq ping-pong: wait for an event, drain, send back.

@@ -69,6 +69,8 @@
 
 #include <clanq.h>
 
+#include "bench_stats.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax()	__builtin_ia32_pause()
 #else
@@ -509,32 +511,6 @@ static void rdma_stream(struct clanq_ep *ep, struct clanq_rdma_req *req,
 }
 
 /* ---- bandwidth ---- */
-
-struct lat {
-	double min, med, avg, p99;
-};
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static struct lat lat_stats(double *v, unsigned int n)
-{
-	struct lat l = { 0 };
-	double sum = 0;
-
-	qsort(v, n, sizeof(*v), cmp_double);
-	for (unsigned int i = 0; i < n; i++)
-		sum += v[i];
-	l.min = v[0];
-	l.med = v[n / 2];
-	l.avg = sum / n;
-	l.p99 = v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
-	return l;
-}
 
 /* Room for n more per-transfer times of single-shot RDMA. */
 static void lat_reserve(uint64_t n)

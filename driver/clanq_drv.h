@@ -245,8 +245,8 @@ struct clanq_ep_rdma {
 	struct clanq_queue cq;	/* producer side; geometry private */
 	u32 *doorbell;		/* in shm: written, never read */
 	struct list_head node;	/* on engine->active */
-	bool active;		/* the engine has it: listed or in a turn */
-	bool detached;		/* destroyed: never again */
+	/* the engine has it: listed or in a turn (for good once detached) */
+	bool active;
 	bool busy;		/* cur is in progress (engine->serve) */
 	struct clanq_rdma_xfer cur;
 	u64 reqs, bytes, errors, doorbells;

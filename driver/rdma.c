@@ -303,7 +303,7 @@ int clanq_rdma_kick(struct clanq_ep *ep)
 
 	spin_lock_irq(&eng->lock);
 	clanq_rdma_count(&rd->doorbells, &ep->counters->rdma_doorbells, 1);
-	if (!rd->active && !rd->detached) {
+	if (!rd->active) {
 		rd->active = true;
 		WRITE_ONCE(*rd->doorbell, 0);
 		list_add_tail(&rd->node, &eng->active);
@@ -330,8 +330,8 @@ void clanq_rdma_detach_ep(struct clanq_ep *ep)
 	mutex_lock(&eng->serve);
 	spin_lock_irq(&eng->lock);
 	list_del_init(&rd->node);
-	rd->active = true;	/* a kick from now on queues nothing */
-	rd->detached = true;
+	/* never listed again, so it stays "active": a kick queues nothing */
+	rd->active = true;
 	spin_unlock_irq(&eng->lock);
 	if (rd->busy) {
 		clanq_rdma_xfer_put(&rd->cur);

@@ -266,6 +266,21 @@ static inline bool itest_status_ok(int status, const char *who)
 	return false;
 }
 
+/* Has pid (not started by itest_fork) not finished yet? If it has, say how. */
+static inline bool itest_still_running(pid_t pid, const char *who)
+{
+	int status;
+	pid_t r = waitpid(pid, &status, WNOHANG);
+
+	if (r == 0)
+		return true;
+	if (r == pid) {
+		itest_forget(pid);
+		itest_status_ok(status, who);
+	}
+	return false;
+}
+
 /* cmocka teardown: no child of a failed test outlives it */
 static inline int itest_teardown(void **state)
 {
@@ -481,5 +496,93 @@ static inline bool itest_wait_ctr(const __u64 *ctr, __u64 want)
 	}
 	return true;
 }
+
+/*
+ * RDMA requests and completions (no asserts: usable in children).
+ */
+
+static inline struct clanq_rdma_req itest_rdma_req(__u32 src, __u32 ap,
+						   __u64 src_off, __u64 dst_off,
+						   __u64 len, __u64 cookie,
+						   __u32 flags)
+{
+	struct clanq_rdma_req r;
+
+	memset(&r, 0, sizeof(r));
+	r.src_region = src;
+	r.dst_ap = ap;
+	r.src_off = src_off;
+	r.dst_off = dst_off;
+	r.len = len;
+	r.cookie = cookie;
+	r.flags = flags;
+	return r;
+}
+
+/* The next completion of ep, spinning then yielding; false on timeout. */
+static inline bool itest_wait_comp(struct clanq_ep *ep,
+				   struct clanq_rdma_comp *c, int64_t timeout_ns)
+{
+	int64_t end = 0;
+	unsigned int spins = 0;
+
+	while (!clanq_rdma_poll(ep, c)) {
+		if (++spins % 256) {
+			itest_relax();
+			continue;
+		}
+		if (!end)
+			end = itest_now_ns() + timeout_ns;
+		else if (itest_now_ns() > end)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+/*
+ * Parent-only helpers: they assert, so they exist only where cmocka.h
+ * was included first, and never run in a child.
+ */
+#ifdef cmocka_unit_test
+
+/* Driver entries (system calls) of dev's context so far. */
+static inline __u64 itest_entries(const struct clanq_dev *dev)
+{
+	__u64 n = 0;
+
+	assert_int_equal(clanq_ctx_entries(dev, &n), 0);
+	return n;
+}
+
+/*
+ * What one itest_entries() call adds to the answer of the next: 0 if
+ * queries are not counted, 1 if each is counted for the ones after it.
+ */
+static inline __u64 itest_query_cost(const struct clanq_dev *dev)
+{
+	__u64 a = itest_entries(dev);
+	__u64 b = itest_entries(dev);
+
+	assert_true(b - a <= 1);
+	return b - a;
+}
+
+/* A module parameter of the loaded driver. */
+static inline unsigned long itest_param(const char *name)
+{
+	char path[128];
+	unsigned long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%lu", &v), 1);
+	fclose(f);
+	return v;
+}
+
+#endif /* cmocka_unit_test */
 
 #endif /* CLANQ_ITEST_H */

@@ -137,27 +137,6 @@ static void drain(struct clanq_ep *ep, struct clanq_addr src, __u32 first,
 	assert_int_equal(clanq_oob_recv(ep, &m), -EAGAIN);
 }
 
-static __u64 entries(const struct clanq_dev *dev)
-{
-	__u64 n = 0;
-
-	assert_int_equal(clanq_ctx_entries(dev, &n), 0);
-	return n;
-}
-
-/*
- * What one entries() call adds to the answer of the next: 0 if queries
- * are not counted, 1 if each is counted for the ones after it.
- */
-static __u64 query_cost(const struct clanq_dev *dev)
-{
-	__u64 a = entries(dev);
-	__u64 b = entries(dev);
-
-	assert_true(b - a <= 1);
-	return b - a;
-}
-
 static void set_pending(struct clanq_evq *evq, __u64 v)
 {
 	__u32 w;
@@ -331,16 +310,16 @@ static void a_blocked_wait_wakes_when_another_process_sends(void **state)
 
 	(void)state;
 	reg = fix_open_ep(&f, &ep, 0xb10c);
-	q = query_cost(&f.dev);
+	q = itest_query_cost(&f.dev);
 	a.dst = ep.addr;
 
-	e0 = entries(&f.dev);
+	e0 = itest_entries(&f.dev);
 	t0 = itest_now_ns();
 	pid = itest_fork(late_sender, &a);
 	assert_true(pid > 0);
 	r = clanq_evq_wait(&f.evq, &ev, 5 * ITEST_NS_PER_S);
 	dt = itest_now_ns() - t0;
-	e1 = entries(&f.dev);
+	e1 = itest_entries(&f.dev);
 	assert_int_equal(r, 1);
 	assert_int_equal(ev.reg, reg);
 	assert_int_equal(ev.cookie, 0xb10c);
@@ -1126,16 +1105,16 @@ static void polling_endpoints_and_the_evq_never_enters_the_driver(void **state)
 	fix_open(&f, 4);
 	assert_int_equal(clanq_ep_create(&f.dev, &ep, 64), 0);
 	do_register(&f.evq, &ep, 0xfa57);
-	q = query_cost(&f.dev);
+	q = itest_query_cost(&f.dev);
 
 	/* nothing queued */
-	e0 = entries(&f.dev);
+	e0 = itest_entries(&f.dev);
 	for (i = 0; i < POLLS; i++) {
 		bad += clanq_oob_recv(&ep, &m) != -EAGAIN;
 		bad += clanq_evq_poll(&f.evq, &ev) != 0;
 		bad += clanq_ep_dropped(&ep) != 0;
 	}
-	e1 = entries(&f.dev);
+	e1 = itest_entries(&f.dev);
 	assert_int_equal(bad, 0);
 	assert_int_equal(e1 - e0, q);
 
@@ -1152,7 +1131,7 @@ static void polling_endpoints_and_the_evq_never_enters_the_driver(void **state)
 			bad += itest_check(&m, f.tx.addr, ITEST_TYPE, TAG,
 					   msgs++) != NULL;
 	}
-	e2 = entries(&f.dev);
+	e2 = itest_entries(&f.dev);
 	assert_int_equal(bad, 0);
 	assert_int_equal(msgs, FAST_MSGS);
 	assert_true(events >= 1);
@@ -1162,7 +1141,7 @@ static void polling_endpoints_and_the_evq_never_enters_the_driver(void **state)
 	pfd.fd = clanq_evq_fd(&f.evq);
 	pfd.events = POLLIN;
 	assert_int_equal(poll(&pfd, 1, 0), 0);
-	e3 = entries(&f.dev);
+	e3 = itest_entries(&f.dev);
 	assert_int_equal(e3 - e2, q + 1);
 
 	fix_close_ep(&f, &ep);

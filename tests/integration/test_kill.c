@@ -324,20 +324,6 @@ static bool killed_by_us(int status)
 	return false;
 }
 
-static bool still_running(pid_t pid, const char *who)
-{
-	int status;
-	pid_t r = waitpid(pid, &status, WNOHANG);
-
-	if (r == 0)
-		return true;
-	if (r == pid) {
-		itest_forget(pid);
-		itest_status_ok(status, who);
-	}
-	return false;
-}
-
 static unsigned int sink_drain(struct clanq_ep *sink)
 {
 	struct clanq_oob_msg m;
@@ -380,8 +366,8 @@ static void a_steady_pair_completes_every_round_trip_while_other_processes_are_k
 	assert_true(pid_b > 0);
 	end = itest_now_ns() + 20 * ITEST_NS_PER_S;
 	while (__atomic_load_n(&sh->rounds_a, __ATOMIC_ACQUIRE) < 10) {
-		assert_true(still_running(pid_a, "steady a"));
-		assert_true(still_running(pid_b, "steady b"));
+		assert_true(itest_still_running(pid_a, "steady a"));
+		assert_true(itest_still_running(pid_b, "steady b"));
 		assert_true(itest_now_ns() < end);
 		itest_sleep_ns(ITEST_NS_PER_MS);
 	}
@@ -427,8 +413,8 @@ static void a_steady_pair_completes_every_round_trip_while_other_processes_are_k
 		status = itest_wait(pid, ITEST_RECV_TIMEOUT);
 		if (!killed_by_us(status))
 			fail_msg("victim %u did not die of the SIGKILL", v);
-		assert_true(still_running(pid_a, "steady a"));
-		assert_true(still_running(pid_b, "steady b"));
+		assert_true(itest_still_running(pid_a, "steady a"));
+		assert_true(itest_still_running(pid_b, "steady b"));
 	}
 	for (n = 0; n < 2; n++)
 		sunk += sink_drain(&sink[n]);

@@ -4,6 +4,7 @@
  * bounded by module parameters, refused with a clear errno, and given
  * back when objects go. Runs in the test VM with the default limits.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,19 +19,7 @@
 #include <cmocka.h>
 #include <clanq.h>
 
-static unsigned long param(const char *name)
-{
-	char path[128];
-	unsigned long v = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	assert_int_equal(fscanf(f, "%lu", &v), 1);
-	fclose(f);
-	return v;
-}
+#include "itest.h"
 
 static void set_param(const char *name, unsigned long v)
 {
@@ -42,7 +31,7 @@ static void set_param(const char *name, unsigned long v)
 	assert_non_null(f);
 	assert_true(fprintf(f, "%lu\n", v) > 0);
 	assert_int_equal(fclose(f), 0);
-	assert_int_equal(param(name), v);
+	assert_int_equal(itest_param(name), v);
 }
 
 #define MAX_EPS	8192
@@ -53,7 +42,7 @@ static unsigned long saved_budget;
 static int budget_small(void **state)
 {
 	(void)state;
-	saved_budget = param("max_ctx_bytes");
+	saved_budget = itest_param("max_ctx_bytes");
 	set_param("max_ctx_bytes", SMALL_BUDGET);
 	return 0;
 }
@@ -68,7 +57,7 @@ static int budget_restore(void **state)
 static void segments_of_a_context_stop_at_max_ctx_bytes_with_enomem(void **state)
 {
 	static struct clanq_ep eps[MAX_EPS];
-	unsigned long limit = param("max_ctx_bytes");	/* SMALL_BUDGET */
+	unsigned long limit = itest_param("max_ctx_bytes");	/* SMALL_BUDGET */
 	struct clanq_ep_destroy destroy;
 	struct clanq_dev dev, other;
 	struct clanq_ep extra;
@@ -131,7 +120,7 @@ static void segments_of_a_context_stop_at_max_ctx_bytes_with_enomem(void **state
 static void endpoints_of_a_context_stop_at_max_eps_with_enospc(void **state)
 {
 	static struct clanq_ep eps[MAX_EPS];
-	unsigned long limit = param("max_eps");
+	unsigned long limit = itest_param("max_eps");
 	struct clanq_dev dev;
 	unsigned int n;
 	int err = 0;

@@ -180,50 +180,13 @@ static void *map_anon(size_t size)
  * Completions and requests.
  */
 
-static struct clanq_rdma_req mkreq(__u32 src, __u32 ap, __u64 src_off,
-				   __u64 dst_off, __u64 len, __u64 cookie,
-				   __u32 flags)
-{
-	struct clanq_rdma_req r;
-
-	memset(&r, 0, sizeof(r));
-	r.src_region = src;
-	r.dst_ap = ap;
-	r.src_off = src_off;
-	r.dst_off = dst_off;
-	r.len = len;
-	r.cookie = cookie;
-	r.flags = flags;
-	return r;
-}
-
-/* The next completion of ep, within COMP_TIMEOUT. Usable in children. */
-static int wait_comp(struct clanq_ep *ep, struct clanq_rdma_comp *c)
-{
-	int64_t end = 0;
-	unsigned int spins = 0;
-
-	while (!clanq_rdma_poll(ep, c)) {
-		if (++spins % 256) {
-			itest_relax();
-			continue;
-		}
-		if (!end)
-			end = itest_now_ns() + COMP_TIMEOUT;
-		else if (itest_now_ns() > end)
-			return -ETIMEDOUT;
-		sched_yield();
-	}
-	return 0;
-}
-
 static void expect_comp(struct clanq_ep *ep, __u64 cookie, int status,
 			__u64 len)
 {
 	struct clanq_rdma_comp c;
 
 	memset(&c, 0, sizeof(c));
-	if (wait_comp(ep, &c))
+	if (!itest_wait_comp(ep, &c, COMP_TIMEOUT))
 		fail_msg("no completion for cookie %#llx within %lld s "
 			 "(engine took %llu requests)",
 			 (unsigned long long)cookie,
@@ -251,24 +214,6 @@ static void expect_no_comp(struct clanq_ep *ep)
 				 (unsigned long long)c.len);
 		sched_yield();
 	} while (itest_now_ns() < end);
-}
-
-static __u64 entries(const struct clanq_dev *dev)
-{
-	__u64 n = 0;
-
-	assert_int_equal(clanq_ctx_entries(dev, &n), 0);
-	return n;
-}
-
-/* What one entries() call adds to the next one's answer (0 or 1). */
-static __u64 query_cost(const struct clanq_dev *dev)
-{
-	__u64 a = entries(dev);
-	__u64 b = entries(dev);
-
-	assert_true(b - a <= 1);
-	return b - a;
 }
 
 static bool wait_doorbell_set(const struct clanq_ep *ep)
@@ -575,7 +520,7 @@ static int64_t rdma_checked(struct importer *im, struct exporter *x,
 	int64_t t0, dt;
 
 	pat_fill(im->src_mem[s] + src_off, seed, src_off, len, 0);
-	req = mkreq(im->src[s].addr.id, im->ap[d].id, src_off, dst_off, len,
+	req = itest_rdma_req(im->src[s].addr.id, im->ap[d].id, src_off, dst_off, len,
 		    cookie, REQ_DONE);
 	t0 = itest_now_ns();
 	assert_int_equal(clanq_rdma_post(&im->ep, &req), 0);
@@ -624,7 +569,7 @@ static __u64 rdma_message(struct importer *im, struct exporter *x,
 		len = 1 + itest_rand(rnd) % (48 * KiB);
 		pat_fill(im->src_mem[s] + src_off + total, seed,
 			 src_off + total, len, 0);
-		req = mkreq(im->src[s].addr.id, im->ap[d].id, src_off + total,
+		req = itest_rdma_req(im->src[s].addr.id, im->ap[d].id, src_off + total,
 			    dst_off + total, len, im->cookie++,
 			    i == MSG_PARTS - 1 ? REQ_DONE : 0);
 		assert_int_equal(clanq_rdma_post(&im->ep, &req), 0);
@@ -857,7 +802,7 @@ static void a_read_only_import_cannot_be_written_by_pio(void **state)
 		assert_int_equal(munmap(p, ap->map_size), 0);
 		/* nor can the engine write through it */
 		pat_fill(im.src_mem[SRC_ALLOC], 1, 0, 16, 0);
-		req = mkreq(im.src[SRC_ALLOC].addr.id, ap->id, 0, 0, 16,
+		req = itest_rdma_req(im.src[SRC_ALLOC].addr.id, ap->id, 0, 0, 16,
 			    im.cookie, REQ_DONE);
 		assert_int_equal(clanq_rdma_post(&im.ep, &req), 0);
 		expect_comp(&im.ep, im.cookie++, -EACCES, 0);
@@ -944,7 +889,7 @@ static void many_child(void *arg)
 			while (posted[j] < MANY_REQS) {
 				unsigned int k = posted[j];
 
-				req = mkreq(src[j].addr.id, ap[j].id,
+				req = itest_rdma_req(src[j].addr.id, ap[j].id,
 					    p->src_off[e][k], p->dst_off[e][k],
 					    p->len[e][k], many_cookie(e, k),
 					    REQ_DONE);
@@ -1171,7 +1116,7 @@ static void each_bad_request_completes_with_its_status_and_stalls_nothing(void *
 	 * 32-byte piece at 16 KiB + 64 i of the window, which the check of
 	 * the whole region below would find.
 	 */
-	base = mkreq(src.addr.id, apw.id, 0, 0, 32, 0, CLANQ_RDMA_LAST);
+	base = itest_rdma_req(src.addr.id, apw.id, 0, 0, 32, 0, CLANQ_RDMA_LAST);
 	BAD("unknown flag", -EINVAL, flags, CLANQ_RDMA_LAST | (1u << 2));
 	BAD("all flags", -EINVAL, flags, ~0u);
 	BAD("reserved0", -EINVAL, reserved0, 1);
@@ -1207,13 +1152,13 @@ static void each_bad_request_completes_with_its_status_and_stalls_nothing(void *
 		if (r->src_off == 0)
 			r->src_off = 8 * KiB + 64 * i;
 		assert_int_equal(clanq_rdma_post(&ep, r), 0);
-		good = mkreq(src.addr.id, apw.id, 100 + 64 * i, 1 + 64 * i,
+		good = itest_rdma_req(src.addr.id, apw.id, 100 + 64 * i, 1 + 64 * i,
 			     GOOD_LEN, 0x6006000000000000ull | i, REQ_DONE);
 		assert_int_equal(clanq_rdma_post(&ep, &good), 0);
 	}
 	for (i = 0; i < n; i++) {
 		memset(&comp, 0, sizeof(comp));
-		if (wait_comp(&ep, &comp))
+		if (!itest_wait_comp(&ep, &comp, COMP_TIMEOUT))
 			fail_msg("no completion for bad request %u (%s)", i,
 				 bads[i].what);
 		if (comp.cookie != bads[i].req.cookie ||
@@ -1301,7 +1246,7 @@ static void pair_close(struct pair *p)
 static struct clanq_rdma_req stream_req(struct pair *p, unsigned int i,
 					__u32 flags)
 {
-	return mkreq(p->src.addr.id, p->ap.id, (i * 61ull) % (PAIR_SRC - STREAM_LEN),
+	return itest_rdma_req(p->src.addr.id, p->ap.id, (i * 61ull) % (PAIR_SRC - STREAM_LEN),
 		     (__u64)i * STREAM_LEN, STREAM_LEN, 0xd00b000000000000ull | i,
 		     flags);
 }
@@ -1340,9 +1285,9 @@ static void a_stream_of_posts_rings_few_doorbells(void **state)
 
 	(void)state;
 	pair_open(&p, &attr);
-	q = query_cost(&p.a);
+	q = itest_query_cost(&p.a);
 
-	e0 = entries(&p.a);
+	e0 = itest_entries(&p.a);
 	t0 = itest_now_ns();
 	end = t0 + RUN_TIMEOUT;
 	for (i = 0; i < STREAM_REQS; i++) {
@@ -1367,7 +1312,7 @@ static void a_stream_of_posts_rings_few_doorbells(void **state)
 	}
 	while (got < want) {
 		memset(&c, 0, sizeof(c));
-		if (wait_comp(&p.ep, &c))
+		if (!itest_wait_comp(&p.ep, &c, COMP_TIMEOUT))
 			fail_msg("%u of %u completions", got, want);
 		assert_int_equal(c.status, 0);
 		got++;
@@ -1375,7 +1320,7 @@ static void a_stream_of_posts_rings_few_doorbells(void **state)
 	/* the last completion is the last request's: all came in order */
 	assert_int_equal(c.cookie, 0xd00b000000000000ull | (STREAM_REQS - 1));
 	dt = itest_now_ns() - t0;
-	e1 = entries(&p.a);
+	e1 = itest_entries(&p.a);
 	expect_no_comp(&p.ep);
 
 	reqs = itest_ctr(&p.ep.counters->rdma_reqs);
@@ -1409,7 +1354,7 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 
 	(void)state;
 	pair_open(&p, &attr);
-	q = query_cost(&p.a);
+	q = itest_query_cost(&p.a);
 	/* a new endpoint: the engine is not looking at its queue */
 	assert_int_not_equal(__atomic_load_n(p.ep.doorbell, __ATOMIC_ACQUIRE), 0);
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_doorbells), 0);
@@ -1418,9 +1363,9 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 		/* idle again once the last request is done */
 		assert_true(wait_doorbell_set(&p.ep));
 		req = stream_req(&p, i, REQ_DONE);
-		e0 = entries(&p.a);
+		e0 = itest_entries(&p.a);
 		assert_int_equal(clanq_rdma_post(&p.ep, &req), 0);
-		e1 = entries(&p.a);
+		e1 = itest_entries(&p.a);
 		/* exactly one system call: the doorbell */
 		assert_int_equal(e1 - e0, q + 1);
 		expect_comp(&p.ep, req.cookie, 0, STREAM_LEN);
@@ -1465,7 +1410,7 @@ static void an_overlapping_write_within_one_region_is_a_memmove(void **state)
 	memcpy(want, r.mem, PAGE);
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		memmove(want + cases[i].dst, want + cases[i].src, cases[i].len);
-		req = mkreq(r.addr.id, ap.id, cases[i].src, cases[i].dst,
+		req = itest_rdma_req(r.addr.id, ap.id, cases[i].src, cases[i].dst,
 			    cases[i].len, i, REQ_DONE);
 		assert_int_equal(clanq_rdma_post(&ep, &req), 0);
 		expect_comp(&ep, i, 0, cases[i].len);
@@ -1553,7 +1498,7 @@ static void a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice(void **
 
 	/* 16 MiB of work, split into 64 KiB turns: the engine stays busy */
 	for (i = 0; i < BUSY_REQS; i++) {
-		req = mkreq(src.addr.id, ap.id, 0, 0, BUSY_LEN, i, REQ_DONE);
+		req = itest_rdma_req(src.addr.id, ap.id, 0, 0, BUSY_LEN, i, REQ_DONE);
 		assert_int_equal(clanq_rdma_post(&ep, &req), 0);
 	}
 	bell_word = __atomic_load_n(ep.doorbell, __ATOMIC_ACQUIRE);
@@ -1607,13 +1552,13 @@ static void polling_the_completion_queue_never_enters_the_driver(void **state)
 
 	(void)state;
 	pair_open(&p, &attr);
-	q = query_cost(&p.a);
+	q = itest_query_cost(&p.a);
 
 	/* empty */
-	e0 = entries(&p.a);
+	e0 = itest_entries(&p.a);
 	for (i = 0; i < POLLS; i++)
 		bad += clanq_rdma_poll(&p.ep, &c) != 0;
-	e1 = entries(&p.a);
+	e1 = itest_entries(&p.a);
 	assert_int_equal(bad, 0);
 	assert_int_equal(e1 - e0, q);
 
@@ -1624,7 +1569,7 @@ static void polling_the_completion_queue_never_enters_the_driver(void **state)
 	}
 	assert_true(itest_wait_ctr(&p.ep.counters->rdma_reqs, FAST_REQS));
 	assert_true(wait_doorbell_set(&p.ep));	/* the engine is done */
-	e2 = entries(&p.a);
+	e2 = itest_entries(&p.a);
 	end = itest_now_ns() + COMP_TIMEOUT;
 	for (i = 0; i < POLLS || got < FAST_REQS; i++) {
 		if (clanq_rdma_poll(&p.ep, &c)) {
@@ -1635,7 +1580,7 @@ static void polling_the_completion_queue_never_enters_the_driver(void **state)
 		if (i % 1024 == 0)
 			assert_true(itest_now_ns() < end);
 	}
-	e3 = entries(&p.a);
+	e3 = itest_entries(&p.a);
 	assert_int_equal(bad, 0);
 	assert_int_equal(got, FAST_REQS);
 	assert_int_equal(e3 - e2, q);
@@ -1677,9 +1622,9 @@ struct strict_report {
 static struct clanq_rdma_req strict_req(__u32 src, __u32 ap, unsigned int i)
 {
 	if (i < STRICT_BIGS)
-		return mkreq(src, ap, 0, 0, STRICT_BIG, i, REQ_DONE);
+		return itest_rdma_req(src, ap, 0, 0, STRICT_BIG, i, REQ_DONE);
 	i -= STRICT_BIGS;
-	return mkreq(src, ap, STRICT_BIG + 7 + i * 128ull,
+	return itest_rdma_req(src, ap, STRICT_BIG + 7 + i * 128ull,
 		     STRICT_BIG + 3 + i * 128ull, STRICT_SLEN, STRICT_BIGS + i,
 		     REQ_DONE);
 }
@@ -1831,7 +1776,7 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	(void)state;
 	pair_open(&p, &attr);
 	assert_int_equal(clanq_ep_create_attr(&p.a, &other, &other_attr), 0);
-	q = query_cost(&p.a);
+	q = itest_query_cost(&p.a);
 
 	for (posted = 0; posted < CQFULL_FIRST; posted++) {
 		req = stream_req(&p, posted, REQ_DONE);
@@ -1857,7 +1802,7 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), attr.cq_slots - 1);
 
 	/* polling frees room and rings the doorbell: the rest flows */
-	e0 = entries(&p.a);
+	e0 = itest_entries(&p.a);
 	end = itest_now_ns() + RUN_TIMEOUT;
 	while (got < CQFULL_REQS) {
 		assert_true(itest_now_ns() < end);
@@ -1870,7 +1815,7 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 			posted++;
 		}
 		memset(&c, 0, sizeof(c));
-		if (wait_comp(&p.ep, &c))
+		if (!itest_wait_comp(&p.ep, &c, COMP_TIMEOUT))
 			fail_msg("%u of %u completions; the engine took %llu",
 				 got, CQFULL_REQS,
 				 (unsigned long long)itest_ctr(&p.ep.counters->rdma_reqs));
@@ -1881,7 +1826,7 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 				 (unsigned long long)c.len);
 		got++;
 	}
-	e1 = entries(&p.a);
+	e1 = itest_entries(&p.a);
 	expect_no_comp(&p.ep);
 	printf("cq full: %u completions through a 4-slot CQ, %llu system calls, "
 	       "%llu doorbells\n", got, (unsigned long long)(e1 - e0 - q),

@@ -48,20 +48,6 @@ static size_t page;
 /* how long a child may live at most: a backstop, never the normal path */
 #define CHILD_MAX_NS	(120 * ITEST_NS_PER_S)
 
-static unsigned long param(const char *name)
-{
-	char path[128];
-	unsigned long v = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	assert_int_equal(fscanf(f, "%lu", &v), 1);
-	fclose(f);
-	return v;
-}
-
 static void *shared_alloc(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -88,20 +74,6 @@ static void adopt(pid_t pid)
 	}
 }
 
-static bool still_running(pid_t pid, const char *who)
-{
-	int status;
-	pid_t r = waitpid(pid, &status, WNOHANG);
-
-	if (r == 0)
-		return true;
-	if (r == pid) {
-		itest_forget(pid);
-		itest_status_ok(status, who);
-	}
-	return false;
-}
-
 /* true if the child died of sig; otherwise say what happened */
 static bool died_of(int status, int sig, const char *who)
 {
@@ -118,7 +90,7 @@ static void wait_for(const __u32 *w, __u32 want, pid_t pid, const char *who)
 	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < want) {
-		if (!still_running(pid, who))
+		if (!itest_still_running(pid, who))
 			fail_msg("%s ended early", who);
 		if (itest_now_ns() > end)
 			fail_msg("%s: %u of %u after 30 s", who,
@@ -155,44 +127,6 @@ static bool all_bytes(const void *p, size_t len, unsigned char v)
 	for (i = 0; i < len; i++)
 		if (b[i] != v)
 			return false;
-	return true;
-}
-
-static struct clanq_rdma_req rdma_req(__u32 src, __u32 ap, __u64 src_off,
-				      __u64 dst_off, __u64 len, __u64 cookie,
-				      __u32 flags)
-{
-	struct clanq_rdma_req q;
-
-	memset(&q, 0, sizeof(q));
-	q.src_region = src;
-	q.dst_ap = ap;
-	q.src_off = src_off;
-	q.dst_off = dst_off;
-	q.len = len;
-	q.cookie = cookie;
-	q.flags = flags;
-	return q;
-}
-
-/* The next completion, spinning (and yielding); false on timeout. */
-static bool wait_comp(struct clanq_ep *ep, struct clanq_rdma_comp *c,
-		      int64_t timeout_ns)
-{
-	int64_t end = 0;
-	unsigned int spins = 0;
-
-	while (!clanq_rdma_poll(ep, c)) {
-		if (++spins % 64) {
-			itest_relax();
-			continue;
-		}
-		if (!end)
-			end = itest_now_ns() + timeout_ns;
-		else if (itest_now_ns() > end)
-			return false;
-		sched_yield();
-	}
 	return true;
 }
 
@@ -258,7 +192,7 @@ static void good_worker(void *arg)
 			k = 1;
 		for (i = 0, done = 0; i < k; i++, done += piece) {
 			piece = i == k - 1 ? len - done : len / k;
-			q = rdma_req(src.addr.id, ap.id, src_off + done,
+			q = itest_rdma_req(src.addr.id, ap.id, src_off + done,
 				     dst_off + done, piece, cookie + i,
 				     CLANQ_RDMA_SIGNAL |
 				     (i == k - 1 ? CLANQ_RDMA_LAST : 0));
@@ -266,7 +200,7 @@ static void good_worker(void *arg)
 		}
 		for (i = 0, done = 0; i < k; i++, done += piece) {
 			piece = i == k - 1 ? len - done : len / k;
-			if (!wait_comp(&ep, &c, 20 * ITEST_NS_PER_S))
+			if (!itest_wait_comp(&ep, &c, 20 * ITEST_NS_PER_S))
 				CHILD_FAIL("good: round %u: no completion %u of %u in 20 s",
 					   round, i, k);
 			if (c.cookie != cookie + i || c.status != 0 ||
@@ -358,8 +292,8 @@ static int create_err(int fd, __u64 addr, __u64 size, __u32 flags)
 
 static void malformed_region_creation_is_refused(void **state)
 {
-	unsigned long max_region = param("max_region_bytes");
-	unsigned long max_ctx = param("max_ctx_bytes");
+	unsigned long max_region = itest_param("max_region_bytes");
+	unsigned long max_ctx = itest_param("max_ctx_bytes");
 	struct clanq_region_create c;
 	struct clanq_region r;
 	struct clanq_dev dev;
@@ -1093,7 +1027,7 @@ static void streamer(void *arg)
 		while (n_after < STREAM_AFTER && posted < STREAM_MAX) {
 			bool was_freed = load32(&sh->freed);
 
-			q = rdma_req(src.addr.id, ap.id, 0,
+			q = itest_rdma_req(src.addr.id, ap.id, 0,
 				     (__u64)(posted % 4) * STREAM_LEN,
 				     STREAM_LEN, posted,
 				     CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL);
@@ -1159,7 +1093,7 @@ static void wait_queued(struct stream_sh *sh, pid_t pid)
 	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (load32(&sh->posted) - load32(&sh->completed) < STREAM_RQ / 4) {
-		if (!still_running(pid, "streamer"))
+		if (!itest_still_running(pid, "streamer"))
 			fail_msg("streamer ended early");
 		if (itest_now_ns() > end)
 			fail_msg("streamer: its queue never filled");
@@ -1300,7 +1234,7 @@ static void victim(void *arg)
 		for (;;) {
 			bool odd = posted & 1;
 
-			q = rdma_req(odd ? reg.addr.id : alloc.addr.id,
+			q = itest_rdma_req(odd ? reg.addr.id : alloc.addr.id,
 				     posted % 3 ? ap_x.id : ap_own.id,
 				     odd ? VICTIM_LEN / 2 : 0,
 				     (posted % 4) * VICTIM_LEN, VICTIM_LEN,
@@ -1366,7 +1300,7 @@ static void processes_killed_mid_transfer_leave_the_others_unaffected(void **sta
 		assert_true(died_of(itest_wait(pid, 20 * ITEST_NS_PER_S), SIGKILL,
 				    "victim"));
 		comps += load32(&sh->comps);
-		assert_true(still_running(pid_good, "good"));
+		assert_true(itest_still_running(pid_good, "good"));
 
 		/* the region it had imported (twice) and mapped: ours to free */
 		assert_int_equal(clanq_region_free(&x), 0);
@@ -1466,7 +1400,7 @@ static void hostile(void *arg)
 		case 2: {	/* a slot that nearly makes sense */
 			__u64 w = itest_rand(&rnd);
 
-			q = rdma_req(w & 1 ? src.addr.id : (__u32)(w >> 8),
+			q = itest_rdma_req(w & 1 ? src.addr.id : (__u32)(w >> 8),
 				     w & 2 ? ap.id : (__u32)(w >> 16),
 				     w & 4 ? w % HOSTILE_BYTES : w >> 3,
 				     w & 8 ? (w >> 7) % HOSTILE_BYTES : ~w,
@@ -1507,7 +1441,7 @@ static void hostile(void *arg)
 			CHILD_CHECK_INT(r, k.ep == ep.addr.id ? 0 : ENOENT);
 			break;
 		case 9:		/* honest work, as the library does it */
-			q = rdma_req(src.addr.id, ap.id, 0, 0,
+			q = itest_rdma_req(src.addr.id, ap.id, 0, 0,
 				     (v >> 20) % HOSTILE_BYTES, n,
 				     CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL);
 			r = clanq_rdma_post(&ep, &q);
@@ -1594,7 +1528,7 @@ static void memlock_child(void *arg)
 {
 	struct rlimit rl = { MEMLOCK_LIMIT, MEMLOCK_LIMIT };
 	const size_t half = MEMLOCK_LIMIT / 2;
-	unsigned long big = param("max_ctx_bytes") / 2 + 4096;
+	unsigned long big = itest_param("max_ctx_bytes") / 2 + 4096;
 	struct clanq_region a, b, c, al;
 	struct clanq_dev dev, imp;
 	struct clanq_ap ap, apl;
