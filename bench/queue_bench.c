@@ -492,7 +492,7 @@ static double tput_queue(uint64_t msgs)
 		if (n > msgs - seq)
 			n = msgs - seq;
 		for (i = 0; i < n; i++)
-			msg_write(clanq_q_slot(&q, q.own + i), seq + i);
+			msg_write(clanq_q_prod_slot_at(&q, i), seq + i);
 		clanq_q_prod_publish(&q, n);
 		seq += n;
 	}

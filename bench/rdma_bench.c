@@ -33,8 +33,8 @@
  *              single RDMA writes (post -> completion).
  *   crossover  the smallest size at which a typical (median) RDMA write
  *              takes less time than a PIO write of that size.
- *   doorbells  a stream of back-to-back 256-byte requests, SIGNAL on every
- *              64th: doorbells (ep->counters->rdma_doorbells) and driver
+ *   kicks  a stream of back-to-back 256-byte requests, SIGNAL on every
+ *              64th: kicks (ep->counters->rdma_kicks) and driver
  *              entries (clanq_ctx_entries) per request.
  *   starvation a victim endpoint pings: single 64-byte RDMA writes with
  *              SIGNAL, post->completion latency; alone (half before, half
@@ -356,7 +356,7 @@ static int reap(pid_t pid, const char *who)
 /* ---- RDMA helpers ---- */
 
 struct ctrs {
-	__u64 reqs, bytes, errors, doorbells;
+	__u64 reqs, bytes, errors, kicks;
 };
 
 static struct ctrs ctrs_read(const struct clanq_ep *ep)
@@ -366,7 +366,7 @@ static struct ctrs ctrs_read(const struct clanq_ep *ep)
 		.reqs = __atomic_load_n(&c->rdma_reqs, __ATOMIC_ACQUIRE),
 		.bytes = __atomic_load_n(&c->rdma_bytes, __ATOMIC_ACQUIRE),
 		.errors = __atomic_load_n(&c->rdma_errors, __ATOMIC_ACQUIRE),
-		.doorbells = __atomic_load_n(&c->rdma_doorbells, __ATOMIC_ACQUIRE),
+		.kicks = __atomic_load_n(&c->rdma_kicks, __ATOMIC_ACQUIRE),
 	};
 
 	return r;
@@ -695,7 +695,7 @@ static void crossover(const struct bw_row *rows, unsigned int nr)
 		       (unsigned long long)rows[j].size);
 }
 
-/* ---- doorbells ---- */
+/* ---- kicks ---- */
 
 static __u64 entries(void)
 {
@@ -705,7 +705,7 @@ static __u64 entries(void)
 	return e;
 }
 
-static void doorbells(void)
+static void kicks(void)
 {
 	struct clanq_rdma_req req = rdma_req(&b.src, &b.ap, 0, STREAM_SIZE);
 	uint64_t n = cfg.stream_reqs, t;
@@ -723,18 +723,18 @@ static void doorbells(void)
 	if (exp_csum(0, STREAM_SIZE) != csum(b.src.mem, STREAM_SIZE))
 		fail("doorbell stream: data at the exporter differ from the source");
 	/* every doorbell was a driver entry of ours */
-	if (c1.doorbells - c0.doorbells > e1)
-		fail("doorbell stream: %llu doorbells but only %llu driver entries",
-		     (unsigned long long)(c1.doorbells - c0.doorbells),
+	if (c1.kicks - c0.kicks > e1)
+		fail("doorbell stream: %llu kicks but only %llu driver entries",
+		     (unsigned long long)(c1.kicks - c0.kicks),
 		     (unsigned long long)e1);
-	printf("# doorbells: %llu back-to-back %llu-byte RDMA writes, SIGNAL on every %u-th;\n",
+	printf("# kicks: %llu back-to-back %llu-byte RDMA writes, SIGNAL on every %u-th;\n",
 	       (unsigned long long)n, STREAM_SIZE, STREAM_SIGNAL);
-	printf("# doorbells = ep->counters->rdma_doorbells, entries = the context's driver entries (clanq_ctx_entries)\n");
+	printf("# kicks = ep->counters->rdma_kicks, entries = the context's driver entries (clanq_ctx_entries)\n");
 	printf("#test\treqs\tdoorbells\tdoorbells/req\tentries/req\treqs/s\n");
 	printf("rdma_stream\t%llu\t%llu\t%.4f\t%.4f\t%.0f\n",
 	       (unsigned long long)(c1.reqs - c0.reqs),
-	       (unsigned long long)(c1.doorbells - c0.doorbells),
-	       (double)(c1.doorbells - c0.doorbells) / (double)(c1.reqs - c0.reqs),
+	       (unsigned long long)(c1.kicks - c0.kicks),
+	       (double)(c1.kicks - c0.kicks) / (double)(c1.reqs - c0.reqs),
 	       (double)e1 / (double)n, n * 1e9 / t);
 }
 
@@ -1094,7 +1094,7 @@ int main(int argc, char **argv)
 	nr = bandwidth(rows);
 	per_transfer(rows, nr);
 	crossover(rows, nr);
-	doorbells();
+	kicks();
 	starvation(rows[nr - 1].bw[M_PIPE]);
 	teardown();
 	printf("# rdma_bench: %.1f s\n", (now_ns() - t0) / 1e9);

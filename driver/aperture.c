@@ -15,7 +15,7 @@
  * access faults again, sees the mark, and gets SIGBUS. A fault can never
  * install a page after the zap. The PTEs are PFNMAP (they hold no page
  * reference), and the region's memory is released only after the
- * revocation and its zaps (clanq_region_free()), so no page is freed
+ * revocation and its zaps (clanq_kregion_free()), so no page is freed
  * while an importer maps it. The VMA holds the aperture, which holds the
  * region's struct, never its memory.
  *
@@ -32,25 +32,25 @@
 #include "clanq_drv.h"
 #include "compat.h"
 
-static void clanq_ap_release(struct kref *ref)
+static void clanq_kap_release(struct kref *ref)
 {
-	struct clanq_ap *ap = container_of(ref, struct clanq_ap, ref);
+	struct clanq_kap *ap = container_of(ref, struct clanq_kap, ref);
 
-	clanq_region_put(ap->region);
+	clanq_kregion_put(ap->region);
 	kfree_rcu(ap, rcu);
 }
 
-void clanq_ap_put(struct clanq_ap *ap)
+void clanq_kap_put(struct clanq_kap *ap)
 {
 	if (ap)
-		kref_put(&ap->ref, clanq_ap_release);
+		kref_put(&ap->ref, clanq_kap_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ap_put);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_put);
 
 /* An open aperture of @ctx by id, referenced; NULL if there is none. */
-struct clanq_ap *clanq_ap_lookup(struct clanq_ctx *ctx, u32 id)
+struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_ap *ap;
+	struct clanq_kap *ap;
 
 	rcu_read_lock();
 	ap = xa_load(&ctx->aps, id);
@@ -59,24 +59,24 @@ struct clanq_ap *clanq_ap_lookup(struct clanq_ctx *ctx, u32 id)
 	rcu_read_unlock();
 	return ap;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ap_lookup);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_lookup);
 
-static void clanq_ap_vm_open(struct vm_area_struct *vma)
+static void clanq_kap_vm_open(struct vm_area_struct *vma)
 {
-	struct clanq_ap *ap = vma->vm_private_data;
+	struct clanq_kap *ap = vma->vm_private_data;
 
 	kref_get(&ap->ref);
 }
 
-static void clanq_ap_vm_close(struct vm_area_struct *vma)
+static void clanq_kap_vm_close(struct vm_area_struct *vma)
 {
-	clanq_ap_put(vma->vm_private_data);
+	clanq_kap_put(vma->vm_private_data);
 }
 
-static vm_fault_t clanq_ap_fault(struct vm_fault *vmf)
+static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 {
-	struct clanq_ap *ap = vmf->vma->vm_private_data;
-	struct clanq_region *r = ap->region;
+	struct clanq_kap *ap = vmf->vma->vm_private_data;
+	struct clanq_kregion *r = ap->region;
 	/* the mapping starts at the object's first page (context.c) */
 	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
 	vm_fault_t ret = VM_FAULT_SIGBUS;
@@ -89,15 +89,15 @@ static vm_fault_t clanq_ap_fault(struct vm_fault *vmf)
 	return ret;
 }
 
-static const struct vm_operations_struct clanq_ap_vm_ops = {
-	.open	= clanq_ap_vm_open,
-	.close	= clanq_ap_vm_close,
-	.fault	= clanq_ap_fault,
+static const struct vm_operations_struct clanq_kap_vm_ops = {
+	.open	= clanq_kap_vm_open,
+	.close	= clanq_kap_vm_close,
+	.fault	= clanq_kap_fault,
 };
 
-static int clanq_ap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 {
-	struct clanq_ap *ap = container_of(map, struct clanq_ap, map);
+	struct clanq_kap *ap = container_of(map, struct clanq_kap, map);
 
 	if (vma->vm_end - vma->vm_start != ap->map_pages << PAGE_SHIFT ||
 	    !(vma->vm_flags & VM_MAYSHARE))
@@ -110,27 +110,27 @@ static int clanq_ap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	if (READ_ONCE(ap->region->revoked))
 		return -ENXIO;
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
-	vma->vm_ops = &clanq_ap_vm_ops;
+	vma->vm_ops = &clanq_kap_vm_ops;
 	vma->vm_private_data = ap;
 	kref_get(&ap->ref);
 	return 0;
 }
 
 /* Zap @ap's PIO mappings in every process of its context. */
-static void clanq_ap_zap(struct clanq_ap *ap)
+static void clanq_kap_zap(struct clanq_kap *ap)
 {
 	if (ap->map_pages)
 		clanq_ctx_zap(ap->ctx, &ap->map, ap->map_pages);
 }
 
 /*
- * Revoke every import of @r. Called once, by clanq_region_free(); the
+ * Revoke every import of @r. Called once, by clanq_kregion_free(); the
  * write lock waits for faults and delivered writes in progress, and
  * every later one sees revoked.
  */
-void clanq_region_revoke(struct clanq_region *r)
+void clanq_kap_revoke_all(struct clanq_kregion *r)
 {
-	struct clanq_ap *ap;
+	struct clanq_kap *ap;
 
 	down_write(&r->revoke_sem);
 	WRITE_ONCE(r->revoked, true);
@@ -138,14 +138,14 @@ void clanq_region_revoke(struct clanq_region *r)
 	/* importers stay on the list, and their contexts alive, until closed */
 	mutex_lock(&r->ap_lock);
 	list_for_each_entry(ap, &r->aps, region_node)
-		clanq_ap_zap(ap);
+		clanq_kap_zap(ap);
 	mutex_unlock(&r->ap_lock);
 }
 
 /* Which pages a PIO mapping of [off, off + len) of @r would cover, if any. */
-static void clanq_ap_place(struct clanq_ap *ap)
+static void clanq_kap_place(struct clanq_kap *ap)
 {
-	struct clanq_region *r = ap->region;
+	struct clanq_kregion *r = ap->region;
 	u64 start = r->first + ap->off;
 	u64 lo = round_down(start, PAGE_SIZE);
 	u64 hi = round_up(start + ap->len, PAGE_SIZE);
@@ -161,11 +161,11 @@ static void clanq_ap_place(struct clanq_ap *ap)
 	ap->map_page0 = lo >> PAGE_SHIFT;
 	ap->map_pages = (hi - lo) >> PAGE_SHIFT;
 	ap->map_delta = start - lo;
-	ap->map.mmap = clanq_ap_mmap;
+	ap->map.mmap = clanq_kap_mmap;
 }
 
-static int clanq_ap_check(struct clanq_ctx *ctx, const struct clanq_ap_import *im,
-			  struct clanq_region *r)
+static int clanq_kap_check(struct clanq_ctx *ctx, const struct clanq_ioc_ap_import *im,
+			   struct clanq_kregion *r)
 {
 	u64 end;
 
@@ -192,42 +192,46 @@ static int clanq_ap_check(struct clanq_ctx *ctx, const struct clanq_ap_import *i
 int clanq_ioctl_ap_import(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_ap_import *im = arg;
-	struct clanq_region *r;
-	struct clanq_ap *ap;
+	struct clanq_ioc_ap_import *im = arg;
+	const struct clanq_wire_ops *wire;
+	struct clanq_kregion *r;
+	struct clanq_kap *ap;
 	int err;
 
-	if (im->flags || !clanq_zero(im->reserved, sizeof(im->reserved)) ||
-	    !im->rights || (im->rights & ~CLANQ_RIGHTS_ALL) || !im->len) {
-		clanq_uerr(ctx, "AP_IMPORT: want len > 0, rights in %#x, zero flags and reserved",
-			   CLANQ_RIGHTS_ALL);
+	if (!im->rights || (im->rights & ~CLANQ_RIGHTS_ALL) || !im->len) {
+		clanq_uerr(ctx, "AP_IMPORT: rights %#x, len %llu: want len > 0, rights in %#x",
+			   im->rights, im->len, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
-	r = clanq_wire_import(ctx->nic, &im->region, &err);
+	wire = clanq_wire_route(im->region.node);
+	r = wire ? wire->import(ctx->nic, &im->region, &err) : NULL;
+	if (!wire)
+		err = -EHOSTUNREACH;
 	if (!r) {
 		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s", im->region.node,
 			   im->region.id, err == -EHOSTUNREACH ? "no such node" :
 			   "no such region");
 		return err;
 	}
-	err = clanq_ap_check(ctx, im, r);
+	err = clanq_kap_check(ctx, im, r);
 	if (err) {
-		clanq_region_put(r);
+		clanq_kregion_put(r);
 		return err;
 	}
 	ap = kzalloc(sizeof(*ap), GFP_KERNEL_ACCOUNT);
 	if (!ap) {
-		clanq_region_put(r);
+		clanq_kregion_put(r);
 		return -ENOMEM;
 	}
 	kref_init(&ap->ref);
 	ap->ctx = ctx;
 	ap->region = r;		/* our reference */
+	ap->wire = wire;
 	ap->off = im->offset;
 	ap->len = im->len;
 	ap->rights = im->rights;
 	INIT_LIST_HEAD(&ap->region_node);
-	clanq_ap_place(ap);
+	clanq_kap_place(ap);
 
 	mutex_lock(&ctx->lock);
 	err = -ENOSPC;
@@ -267,7 +271,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 
 err_unlock:
 	mutex_unlock(&ctx->lock);
-	clanq_ap_put(ap);
+	clanq_kap_put(ap);
 	return err;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_import);
@@ -276,10 +280,10 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_import);
  * Close: unpublish, mark closed (faults and the engine see it), leave the
  * region's importers, zap the mappings, drop the context's reference.
  */
-void clanq_ap_close(struct clanq_ap *ap)
+void clanq_kap_close(struct clanq_kap *ap)
 {
 	struct clanq_ctx *ctx = ap->ctx;
-	struct clanq_region *r = ap->region;
+	struct clanq_kregion *r = ap->region;
 
 	lockdep_assert_held(&ctx->lock);
 	xa_erase(&ctx->aps, ap->id);
@@ -291,26 +295,22 @@ void clanq_ap_close(struct clanq_ap *ap)
 	mutex_lock(&r->ap_lock);
 	list_del_init(&ap->region_node);
 	mutex_unlock(&r->ap_lock);
-	clanq_ap_zap(ap);
+	clanq_kap_zap(ap);
 	ctx->nr_aps--;
-	clanq_ap_put(ap);
+	clanq_kap_put(ap);
 }
 
 int clanq_ioctl_ap_close(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_ap_close *c = arg;
-	struct clanq_ap *ap;
+	struct clanq_ioc_ap_close *c = arg;
+	struct clanq_kap *ap;
 
-	if (c->flags || !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "AP_CLOSE: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	mutex_lock(&ctx->lock);
-	ap = clanq_ap_lookup(ctx, c->id);
+	ap = clanq_kap_lookup(ctx, c->id);
 	if (ap) {
-		clanq_ap_close(ap);
-		clanq_ap_put(ap);
+		clanq_kap_close(ap);
+		clanq_kap_put(ap);
 	}
 	mutex_unlock(&ctx->lock);
 	if (!ap)

@@ -2,6 +2,14 @@
 /*
  * clanq driver internals: the objects every resource file shares.
  *
+ * Names. Three layers, three vocabularies, so that every name has one
+ * definition: the ABI's ioctl arguments are struct clanq_ioc_<cmd>; the
+ * library's handles and calls are clanq_<obj>[_<verb>]; the driver's
+ * objects are struct clanq_k<obj> with calls clanq_k<obj>_<verb> where
+ * the library has an object of that name (as the kernel's kiocb twins
+ * the ABI's iocb), and the handler of CLANQ_IOC_<CMD> is
+ * clanq_ioctl_<cmd>. The receive path every wire shares is clanq_rx_*.
+ *
  * Lifetimes (references, not hopes)
  *	clanq_nic   module load to unload. misc_deregister() runs before it
  *		    is freed, and an open file pins the module, so no context
@@ -10,19 +18,19 @@
  *		    reference and every evq file another, so the objects of a
  *		    context die when the last of its files is closed (which is
  *		    also what a killed process does).
- *	clanq_ep    owned by its context; found by peers through the NIC's
+ *	clanq_kep   owned by its context; found by peers through the NIC's
  *		    xarray under RCU, then pinned with a reference. Destroying
  *		    it removes it from the xarray first, so no new delivery
  *		    finds it; in-flight ones hold their reference.
  *	clanq_shm   a vmalloc_user() segment; referenced by its object and by
  *		    every VMA that maps it, so a mapping never outlives the
  *		    memory.
- *	clanq_region  owned by its context, found by id through the NIC's
- *		    xarray under RCU and pinned with a kref. Freeing it
+ *	clanq_kregion owned by its context, found by id through the
+ *		    NIC's xarray under RCU and pinned with a kref. Freeing it
  *		    revokes it (apertures see "revoked", PIO mappings are
  *		    zapped); its pages go with the last reference (apertures,
  *		    VMAs, a request in the engine).
- *	clanq_ap    owned by the importing context; holds a reference on its
+ *	clanq_kap   owned by the importing context; holds a reference on its
  *		    region. VMAs and the engine hold references on it.
  *
  * Locks, outermost first
@@ -35,13 +43,13 @@
  *				taken from interrupts)
  *	    ep->wq.lock		evq registrations' wake callbacks run under it
  *	      evq->lock		producer side of an evq ring
- *	      ep->oob_lock	producer side of an OOB queue (never held
+ *	      ep->oob.lock	producer side of an OOB queue (never held
  *				while raising: deliveries drop it first)
  *	mmap_lock -> ctx->lock (mmap) and mmap_lock -> region->revoke_sem
  *	(read, faults): neither ctx->lock nor revoke_sem is held across
  *	anything that takes mmap_lock, so regions are pinned before
- *	ctx->lock. The OOB and evq spinlocks are taken irqsave: the tcp
- *	wire will deliver from softirq.
+ *	ctx->lock. The OOB and evq spinlocks are taken irqsave: the verbs
+ *	wire may deliver from a completion handler in softirq.
  */
 #ifndef _CLANQ_DRV_H
 #define _CLANQ_DRV_H
@@ -62,6 +70,8 @@
 #include <clanq/queue.h>
 
 #define CLANQ_MAX_NICS	16
+
+struct clanq_wire_ops;
 
 /* Module parameters (main.c): the limits a context lives within. */
 extern unsigned int clanq_max_oob_slots;
@@ -90,7 +100,7 @@ struct clanq_nic_stats {
 	atomic64_t rdma_reqs;		/* requests the engine took */
 	atomic64_t rdma_bytes;		/* bytes it wrote */
 	atomic64_t rdma_errors;		/* requests that completed with an error */
-	atomic64_t rdma_doorbells;	/* RDMA_KICK calls */
+	atomic64_t rdma_kicks;	/* RDMA_KICK calls */
 	atomic64_t rdma_turns;		/* queues served, one turn each */
 	atomic64_t rdma_splits;		/* turns that ended mid-request */
 	atomic64_t regions_revoked;	/* regions freed (their imports revoked) */
@@ -101,8 +111,8 @@ struct clanq_nic_stats {
  * request queues round-robin, one turn each (rdma.c).
  */
 struct clanq_engine {
-	spinlock_t lock;		/* active, and each clanq_ep_rdma.active */
-	struct list_head active;	/* clanq_ep_rdma.node: queues with work */
+	spinlock_t lock;		/* active, and each clanq_kep_rdma.active */
+	struct list_head active;	/* clanq_kep_rdma.node: queues with work */
 	wait_queue_head_t wq;		/* the engine thread sleeps here */
 	struct mutex serve;		/* held for one turn */
 	struct task_struct *task;	/* NULL for KUnit's NICs: stepped by hand */
@@ -114,9 +124,9 @@ struct clanq_nic {
 	char name[16];
 	unsigned int index;	/* N in /dev/clanqN */
 	u32 node;		/* node id carried in every address */
-	struct xarray eps;	/* node-wide endpoint id -> clanq_ep */
+	struct xarray eps;	/* node-wide endpoint id -> clanq_kep */
 	u32 next_ep_id;		/* for xa_alloc_cyclic */
-	struct xarray regions;	/* node-wide region id -> clanq_region */
+	struct xarray regions;	/* node-wide region id -> clanq_kregion */
 	u32 next_region_id;
 	struct clanq_engine engine;
 	atomic_t nr_contexts;
@@ -159,16 +169,16 @@ struct clanq_ctx {
 	struct clanq_nic *nic;
 	pid_t tgid;		/* creator, for messages only */
 	struct mutex lock;
-	struct list_head eps;	/* clanq_ep.ctx_node */
+	struct list_head eps;	/* clanq_kep.ctx_node */
 	unsigned int nr_eps;
 	struct clanq_budget *budget;
 	struct xarray mmaps;	/* mmap key -> clanq_map */
 	u32 next_mmap_key;
 	/* the address space of its mappings, where revocation zaps */
 	struct inode *inode;
-	struct list_head regions;	/* clanq_region.ctx_node */
+	struct list_head regions;	/* clanq_kregion.ctx_node */
 	unsigned int nr_regions;
-	struct xarray aps;	/* aperture id -> clanq_ap */
+	struct xarray aps;	/* aperture id -> clanq_kap */
 	u32 next_ap_id;
 	unsigned int nr_aps;
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
@@ -188,7 +198,7 @@ struct clanq_shm {
  * (allocated) or the owner's pinned pages (registered). Byte 0 is at
  * offset first of pages[0].
  */
-struct clanq_region {
+struct clanq_kregion {
 	struct kref ref;	/* the struct */
 	refcount_t mem_ref;	/* the memory: owner, its VMAs, engine as source */
 	struct rcu_head rcu;
@@ -211,16 +221,17 @@ struct clanq_region {
 	struct rw_semaphore revoke_sem;	/* write: revoke; read: use */
 	bool revoked;
 	struct mutex ap_lock;	/* aps, and the zaps run over it */
-	struct list_head aps;	/* clanq_ap.region_node: importers */
+	struct list_head aps;	/* clanq_kap.region_node: importers */
 };
 
 /* An imported window onto a region: [off, off + len), with rights. */
-struct clanq_ap {
+struct clanq_kap {
 	struct kref ref;
 	struct rcu_head rcu;
 	struct clanq_ctx *ctx;	/* importer; valid until closed */
 	u32 id;			/* in ctx->aps */
-	struct clanq_region *region;	/* referenced */
+	struct clanq_kregion *region;	/* referenced */
+	const struct clanq_wire_ops *wire;	/* that reaches the exporter */
 	u64 off, len;
 	u32 rights;
 	bool closed;		/* under region->revoke_sem */
@@ -234,25 +245,34 @@ struct clanq_ap {
 /* A request the engine has taken: its private copy, resolved. */
 struct clanq_rdma_xfer {
 	struct clanq_rdma_req req;
-	struct clanq_region *src;	/* referenced, and its memory held */
-	struct clanq_ap *dst;		/* referenced */
+	struct clanq_kregion *src;	/* referenced, and its memory held */
+	struct clanq_kap *dst;		/* referenced */
 	u64 done;			/* bytes written so far */
 };
 
-/* An endpoint's side of the RDMA engine. */
-struct clanq_ep_rdma {
+/* An endpoint's OOB receive queue (oob.c). */
+struct clanq_kep_oob {
+	spinlock_t lock;	/* the queue's producers, and dead */
+	struct clanq_queue q;	/* producer side; geometry private */
+	bool dead;		/* destroyed: deliver nothing more */
+	u64 sent, delivered, dropped;	/* mirrored in the counters */
+};
+
+/* An endpoint's side of the RDMA engine (rdma.c). */
+struct clanq_kep_rdma {
 	struct clanq_queue rq;	/* consumer side; geometry private */
 	struct clanq_queue cq;	/* producer side; geometry private */
-	u32 *doorbell;		/* in shm: written, never read */
+	u32 *need_wakeup;	/* in shm: the engine's sleep flag; written only */
 	struct list_head node;	/* on engine->active */
 	/* the engine has it: listed or in a turn (for good once detached) */
 	bool active;
 	bool busy;		/* cur is in progress (engine->serve) */
 	struct clanq_rdma_xfer cur;
-	u64 reqs, bytes, errors, doorbells;
+	u64 reqs, bytes, errors;	/* mirrored; under engine->serve */
+	u64 kicks;			/* mirrored; under engine->lock */
 };
 
-struct clanq_ep {
+struct clanq_kep {
 	struct clanq_ctx *ctx;	/* owner; valid while on ctx->eps */
 	struct clanq_nic *nic;
 	u32 id;
@@ -262,17 +282,24 @@ struct clanq_ep {
 	struct clanq_shm *shm;
 	struct clanq_ep_counters *counters;	/* in shm: written only */
 
-	spinlock_t oob_lock;	/* producers of the OOB queue */
-	struct clanq_queue oob;	/* producer side; geometry private */
-	bool dead;		/* destroyed: deliver nothing more */
-	u64 oob_sent, oob_delivered, oob_dropped;
-	atomic64_t events;
-
 	wait_queue_head_t wq;	/* evq registrations hang here */
-	struct list_head regs;	/* clanq_reg.ep_node, under ctx->lock */
+	struct list_head regs;	/* clanq_kevq_reg.ep_node, under ctx->lock */
+	u64 events;		/* posted to evqs; under wq.lock */
 
-	struct clanq_ep_rdma rdma;
+	struct clanq_kep_oob oob;
+	struct clanq_kep_rdma rdma;
 };
+
+/*
+ * Count @n into a private counter and mirror it into the segment, which
+ * the driver writes and never reads back. The caller serialises the
+ * counter's writers (the lock each counter's comment names).
+ */
+static inline void clanq_count(u64 *count, __u64 *mirror, u64 n)
+{
+	*count += n;
+	WRITE_ONCE(*mirror, *count);
+}
 
 /* shm.c */
 struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
@@ -290,10 +317,12 @@ struct clanq_nic *clanq_nic_by_node(u32 node);
 int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
 void clanq_nic_fini(struct clanq_nic *nic);
 
-/* context.c */
+/* context.c: contexts, their mappings, the device's file operations */
+extern const struct file_operations clanq_fops;
 struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
 void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
+void clanq_ctx_count_entry(struct clanq_ctx *ctx);
 int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map);
@@ -302,103 +331,172 @@ void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
 int clanq_fs_init(void);
 void clanq_fs_exit(void);
 
+/* ioctl.c: the dispatcher, and the context fd's commands */
+
+/*
+ * One command of a clanq file. The dispatcher copies the argument in,
+ * refuses flag bits outside flags_ok and non-zero bytes from
+ * reserved_off to the end of the struct (every clanq_ioc_* struct ends
+ * with its reserved words), then calls fn, which sees only that copy.
+ */
+struct clanq_ioctl_desc {
+	unsigned int cmd;
+	const char *name;		/* "EP_CREATE": messages start with it */
+	int (*fn)(void *obj, void *arg);
+	u32 flags_ok;
+	u16 flags_off;			/* of its __u32 flags, or ..._NONE */
+	u16 reserved_off;
+};
+
+#define CLANQ_IOCTL_FLAGS_NONE	U16_MAX
+
+#define __CLANQ_IOCTL(CMD, handler, ok, flags_at, rsv_at)		\
+	[_IOC_NR(CLANQ_IOC_##CMD)] = {					\
+		.cmd = CLANQ_IOC_##CMD, .name = #CMD, .fn = (handler),	\
+		.flags_ok = (ok), .flags_off = (flags_at),		\
+		.reserved_off = (rsv_at),				\
+	}
+/* CLANQ_IOC_<CMD> on struct clanq_ioc_<type>; reserved from field rsv on */
+#define CLANQ_IOCTL(CMD, type, handler, ok, rsv)			\
+	__CLANQ_IOCTL(CMD, handler, ok,					\
+		      offsetof(struct clanq_ioc_##type, flags),		\
+		      offsetof(struct clanq_ioc_##type, rsv))
+#define CLANQ_IOCTL_NO_FLAGS(CMD, type, handler, rsv)			\
+	__CLANQ_IOCTL(CMD, handler, 0, CLANQ_IOCTL_FLAGS_NONE,		\
+		      offsetof(struct clanq_ioc_##type, rsv))
+
+long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
+			  void *obj, struct clanq_ctx *ctx, unsigned int cmd,
+			  unsigned long uarg);
+long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg);
+
 /* endpoint.c */
-struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				 u32 rq_slots, u32 cq_slots);
-void clanq_ep_describe(struct clanq_ep *ep, struct clanq_ep_create *c);
-void clanq_ep_destroy(struct clanq_ep *ep);
-struct clanq_ep *clanq_ep_lookup(struct clanq_nic *nic, u32 id);
-struct clanq_ep *clanq_ep_lookup_owned(struct clanq_ctx *ctx, u32 id);
-void clanq_ep_put(struct clanq_ep *ep);
-void clanq_ep_raise(struct clanq_ep *ep, u32 events);
-u32 clanq_ep_pending(struct clanq_ep *ep, u32 events);
-int clanq_ioctl_ep_create(void *ctx, void *arg);
-int clanq_ioctl_ep_destroy(void *ctx, void *arg);
+struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
+				   u32 rq_slots, u32 cq_slots);
+void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
+void clanq_kep_destroy(struct clanq_kep *ep);
+struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
+struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id);
+void clanq_kep_put(struct clanq_kep *ep);
+void clanq_kep_raise(struct clanq_kep *ep, u32 events);
+u32 clanq_kep_pending(struct clanq_kep *ep, u32 events);
+int clanq_ioctl_ep_create(void *obj, void *arg);
+int clanq_ioctl_ep_destroy(void *obj, void *arg);
 
-/* oob.c: the send system call and the shared receive path */
-int clanq_oob_deliver(struct clanq_nic *nic, u32 dst_id,
-		      const struct clanq_oob_msg *msg);
-int clanq_ioctl_oob_send(void *ctx, void *arg);
+/* oob.c: the OOB queue, its send system call */
+void clanq_oob_init(struct clanq_kep *ep);
+void clanq_oob_kill(struct clanq_kep *ep);
+bool clanq_oob_pending(struct clanq_kep *ep);
+int clanq_ioctl_oob_send(void *obj, void *arg);
 
-/* wire_loop.c: NICs of this kernel */
-int clanq_wire_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
-			const struct clanq_oob_msg *msg);
-struct clanq_region *clanq_wire_import(struct clanq_nic *src,
-				       const struct clanq_addr *region, int *err);
-int clanq_wire_rdma_write(struct clanq_nic *src, struct clanq_ap *dst,
-			  u64 dst_off, struct clanq_region *from, u64 from_off,
-			  u64 len);
-
-/* region.c: regions, their owner's mapping, the write receive path */
-struct clanq_region *clanq_region_lookup(struct clanq_nic *nic, u32 id);
-struct clanq_region *clanq_region_lookup_owned(struct clanq_ctx *ctx, u32 id);
-void clanq_region_put(struct clanq_region *r);
-void clanq_region_free(struct clanq_region *r);
-bool clanq_region_mem_get(struct clanq_region *r);
-void clanq_region_mem_put(struct clanq_region *r);
-int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
-			       struct clanq_region *src, u64 src_off, u64 len,
-			       const struct clanq_ap *via);
-int clanq_ioctl_region_create(void *ctx, void *arg);
-int clanq_ioctl_region_free(void *ctx, void *arg);
-int clanq_ioctl_region_export(void *ctx, void *arg);
+/* region.c: regions, their owner's mapping */
+struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id);
+struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id);
+void clanq_kregion_put(struct clanq_kregion *r);
+void clanq_kregion_free(struct clanq_kregion *r);
+bool clanq_kregion_mem_get(struct clanq_kregion *r);
+void clanq_kregion_mem_put(struct clanq_kregion *r);
+int clanq_ioctl_region_create(void *obj, void *arg);
+int clanq_ioctl_region_free(void *obj, void *arg);
+int clanq_ioctl_region_export(void *obj, void *arg);
 
 /* aperture.c: imports, PIO mappings, revocation */
-struct clanq_ap *clanq_ap_lookup(struct clanq_ctx *ctx, u32 id);
-void clanq_ap_put(struct clanq_ap *ap);
-void clanq_ap_close(struct clanq_ap *ap);
-void clanq_region_revoke(struct clanq_region *r);
-int clanq_ioctl_ap_import(void *ctx, void *arg);
-int clanq_ioctl_ap_close(void *ctx, void *arg);
+struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id);
+void clanq_kap_put(struct clanq_kap *ap);
+void clanq_kap_close(struct clanq_kap *ap);
+void clanq_kap_revoke_all(struct clanq_kregion *r);
+int clanq_ioctl_ap_import(void *obj, void *arg);
+int clanq_ioctl_ap_close(void *obj, void *arg);
 
-/* rdma.c: request queues, the engine, completions */
-void clanq_rdma_ep_init(struct clanq_ep *ep, void *seg,
-			const struct clanq_queue_off *rq,
-			const struct clanq_queue_off *cq, u32 doorbell);
-void clanq_rdma_detach_ep(struct clanq_ep *ep);
-bool clanq_rdma_pending(struct clanq_ep *ep);
+/* rdma.c: request queues, completions, the engine */
+void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
+		     const struct clanq_queue_off *cq, u32 need_wakeup);
+bool clanq_rdma_pending(struct clanq_kep *ep);
 int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 			struct clanq_rdma_xfer *x);
-int clanq_rdma_kick(struct clanq_ep *ep);
-struct clanq_ep *clanq_rdma_engine_step(struct clanq_nic *nic);
+int clanq_ioctl_rdma_kick(void *obj, void *arg);
 void clanq_engine_init(struct clanq_engine *eng);
 int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
-int clanq_ioctl_rdma_kick(void *ctx, void *arg);
+struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
+int clanq_engine_kick(struct clanq_kep *ep);
+void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */
-struct clanq_evq;
-struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
-				   struct clanq_evq_create *c);
-void clanq_evq_destroy(struct clanq_evq *evq);
-void *clanq_evq_seg(struct clanq_evq *evq);
-int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
-			  u64 cookie);
-int clanq_evq_unregister_index(struct clanq_evq *evq, u32 index);
-int clanq_ioctl_evq_create(void *ctx, void *arg);
-void clanq_evq_detach_ep(struct clanq_ep *ep);
-
-/* main.c */
-extern const struct file_operations clanq_fops;
-
-/* An ioctl handler sees only its private copy of the argument. */
-struct clanq_ioctl_desc {
-	unsigned int cmd;
-	int (*fn)(void *obj, void *arg);
-};
-
-long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
-			  void *obj, unsigned int cmd, unsigned long uarg);
+struct clanq_kevq;
+struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
+				     struct clanq_ioc_evq_create *c);
+void clanq_kevq_destroy(struct clanq_kevq *evq);
+int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
+			   u64 cookie);
+int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
+void clanq_kevq_detach_ep(struct clanq_kep *ep);
+int clanq_ioctl_evq_create(void *obj, void *arg);
+/* for KUnit only: the shared segment, as the application would map it */
+void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
 
 /*
- * Anything user space can trigger is logged rate-limited, and says which
- * device and which call refused what.
+ * wire.c, wire_loop.c: how bytes travel between NICs (DESIGN section 1).
+ *
+ * The send side is per wire, a struct clanq_wire_ops, chosen by the
+ * destination node (clanq_wire_route()). The receive path, clanq_rx_*,
+ * is shared by every wire: whatever carried a message or a write, it
+ * ends there, and so do the checks that come with it (tripwires, events).
+ */
+struct clanq_wire_write {
+	struct clanq_kap *dst;		/* the aperture written through */
+	u64 dst_off;			/* into its window */
+	struct clanq_kregion *src;	/* the caller holds its memory */
+	u64 src_off;
+	u64 len;
+};
+
+struct clanq_wire_ops {
+	const char *name;
+	/* does this wire reach @node? (asked in registration order) */
+	bool (*reaches)(u32 node);
+	/* carry @msg, source already stamped: 0 once it left, or -errno */
+	int (*send_oob)(struct clanq_nic *src, const struct clanq_addr *dst,
+			const struct clanq_oob_msg *msg);
+	/* the exported region behind an import, referenced; NULL, *err set */
+	struct clanq_kregion *(*import)(struct clanq_nic *src,
+					const struct clanq_addr *region,
+					int *err);
+	/*
+	 * One chunk of an RDMA write, at most rdma_max_xfer bytes, in the
+	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
+	 */
+	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
+};
+
+/* A wire beside the loop wire (registered by wire code, and by KUnit). */
+struct clanq_wire {
+	const struct clanq_wire_ops *ops;
+	struct list_head node;
+};
+
+extern const struct clanq_wire_ops clanq_wire_loop;
+const struct clanq_wire_ops *clanq_wire_route(u32 node);
+void clanq_wire_register(struct clanq_wire *wire);
+void clanq_wire_unregister(struct clanq_wire *wire);
+
+/* the receive path */
+int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
+		 const struct clanq_oob_msg *msg);
+int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
+		   struct clanq_kregion *src, u64 src_off, u64 len,
+		   const struct clanq_kap *via);
+
+/*
+ * Anything user space can trigger is logged at debug level (dynamic
+ * debug, as rxe and siw do), rate-limited even then, and says which
+ * device, which process and which call refused what.
  */
 #define clanq_uerr(ctx, fmt, ...)					\
 ({									\
 	const struct clanq_ctx *__ctx = (ctx);				\
-	pr_notice_ratelimited("%s: pid %d: " fmt "\n",			\
-			      __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
+	pr_debug_ratelimited("%s: pid %d: " fmt "\n",			\
+			     __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
 })
 
 /*

@@ -103,19 +103,19 @@ void clanq_ctx_get(struct clanq_ctx *ctx)
 static void clanq_ctx_release(struct kref *ref)
 {
 	struct clanq_ctx *ctx = container_of(ref, struct clanq_ctx, ref);
-	struct clanq_region *r, *rtmp;
-	struct clanq_ep *ep, *tmp;
-	struct clanq_ap *ap;
+	struct clanq_kregion *r, *rtmp;
+	struct clanq_kep *ep, *tmp;
+	struct clanq_kap *ap;
 	unsigned long id;
 
 	/* no file refers to ctx any more: nobody else can take the lock */
 	mutex_lock(&ctx->lock);
 	list_for_each_entry_safe(ep, tmp, &ctx->eps, ctx_node)
-		clanq_ep_destroy(ep);
+		clanq_kep_destroy(ep);
 	xa_for_each(&ctx->aps, id, ap)
-		clanq_ap_close(ap);
+		clanq_kap_close(ap);
 	list_for_each_entry_safe(r, rtmp, &ctx->regions, ctx_node)
-		clanq_region_free(r);
+		clanq_kregion_free(r);
 	mutex_unlock(&ctx->lock);
 	WARN_ON(!xa_empty(&ctx->mmaps));
 	xa_destroy(&ctx->mmaps);
@@ -182,3 +182,58 @@ int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
 			   map ? "refused" : "names nothing", err);
 	return err;
 }
+
+/* A driver entry: what the no-system-call tests count (CLANQ_IOC_QUERY). */
+void clanq_ctx_count_entry(struct clanq_ctx *ctx)
+{
+	atomic64_inc(&ctx->entries);
+	atomic64_inc(&ctx->nic->stats.entries);
+}
+
+static long clanq_fop_ioctl(struct file *file, unsigned int cmd,
+			    unsigned long uarg)
+{
+	struct clanq_ctx *ctx = file->private_data;
+
+	clanq_ctx_count_entry(ctx);
+	return clanq_ctx_ioctl(ctx, cmd, uarg);
+}
+
+static int clanq_fop_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct clanq_ctx *ctx = file->private_data;
+
+	clanq_ctx_count_entry(ctx);
+	return clanq_ctx_mmap(ctx, vma);
+}
+
+static int clanq_fop_open(struct inode *inode, struct file *file)
+{
+	/* the misc core leaves our miscdevice in private_data */
+	struct clanq_nic *nic = clanq_nic_from_misc(file->private_data);
+	struct clanq_ctx *ctx;
+
+	ctx = clanq_ctx_create(nic);
+	if (!ctx)
+		return -ENOMEM;
+	file->private_data = ctx;
+	/* our mappings live in the context's own address space (above) */
+	file->f_mapping = ctx->inode->i_mapping;
+	return nonseekable_open(inode, file);
+}
+
+static int clanq_fop_release(struct inode *inode, struct file *file)
+{
+	clanq_ctx_put(file->private_data);
+	return 0;
+}
+
+/* /dev/clanqN: each open() is a context. */
+const struct file_operations clanq_fops = {
+	.owner		= THIS_MODULE,
+	.open		= clanq_fop_open,
+	.release	= clanq_fop_release,
+	.unlocked_ioctl	= clanq_fop_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.mmap		= clanq_fop_mmap,
+};

@@ -6,7 +6,7 @@
  * raised on.
  *
  * The endpoint's shared segment holds the counters, the three queues and
- * the engine's doorbell flag, each index word on a line of its own. The
+ * the engine's need_wakeup flag, each index word on a line of its own. The
  * queues' geometry and the driver's indices live here, in kernel memory
  * (struct clanq_queue); the segment holds only their published mirrors,
  * which the driver writes and never reads back.
@@ -18,11 +18,11 @@
 
 /*
  * Segment layout: counters, the OOB queue, the RDMA request and
- * completion queues, the doorbell word. Returns the size, 0 if a queue's
+ * completion queues, the need_wakeup word. Returns the size, 0 if a queue's
  * geometry is invalid.
  */
-static u32 clanq_ep_layout(struct clanq_ep_create *c, u32 oob_slots,
-			   u32 rq_slots, u32 cq_slots)
+static u32 clanq_kep_layout(struct clanq_ioc_ep_create *c, u32 oob_slots,
+			    u32 rq_slots, u32 cq_slots)
 {
 	u32 at;
 
@@ -37,23 +37,23 @@ static u32 clanq_ep_layout(struct clanq_ep_create *c, u32 oob_slots,
 	if (!at)
 		return 0;
 	c->counters = 0;
-	c->doorbell = clanq_q_align(at);
-	return c->doorbell + CLANQ_Q_ALIGN;
+	c->need_wakeup = clanq_q_align(at);
+	return c->need_wakeup + CLANQ_Q_ALIGN;
 }
 
-struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				 u32 rq_slots, u32 cq_slots)
+struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
+				   u32 rq_slots, u32 cq_slots)
 {
 	struct clanq_nic *nic = ctx->nic;
-	struct clanq_ep_create c;
-	struct clanq_ep *ep;
+	struct clanq_ioc_ep_create c;
+	struct clanq_kep *ep;
 	u32 size;
 	int err;
 
 	lockdep_assert_held(&ctx->lock);
 	if (ctx->nr_eps >= clanq_max_eps)
 		return ERR_PTR(-ENOSPC);
-	size = clanq_ep_layout(&c, oob_slots, rq_slots, cq_slots);
+	size = clanq_kep_layout(&c, oob_slots, rq_slots, cq_slots);
 	if (!size)
 		return ERR_PTR(-EINVAL);
 
@@ -63,10 +63,9 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots,
 	ep->ctx = ctx;
 	ep->nic = nic;
 	refcount_set(&ep->ref, 1);
-	spin_lock_init(&ep->oob_lock);
 	init_waitqueue_head(&ep->wq);
 	INIT_LIST_HEAD(&ep->regs);
-	atomic64_set(&ep->events, 0);
+	clanq_oob_init(ep);
 
 	err = -ENOMEM;
 	ep->shm = clanq_shm_alloc(ctx, size);
@@ -74,10 +73,10 @@ struct clanq_ep *clanq_ep_create(struct clanq_ctx *ctx, u32 oob_slots,
 		goto err_free;
 	ep->counters = ep->shm->vaddr;
 	/* geometry from our own layout, checked against the real size */
-	err = clanq_q_init(&ep->oob, ep->shm->vaddr, ep->shm->size, &c.oob);
+	err = clanq_q_init(&ep->oob.q, ep->shm->vaddr, ep->shm->size, &c.oob);
 	if (WARN_ON(err))
 		goto err_shm;
-	clanq_rdma_ep_init(ep, ep->shm->vaddr, &c.rq, &c.cq, c.doorbell);
+	clanq_rdma_init(ep, &c.rq, &c.cq, c.need_wakeup);
 	err = clanq_ctx_mmap_add(ctx, &ep->shm->map);
 	if (err)
 		goto err_shm;
@@ -102,22 +101,22 @@ err_free:
 	kfree(ep);
 	return ERR_PTR(err);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_create);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_create);
 
-static void clanq_ep_free_rcu(struct rcu_head *rcu)
+static void clanq_kep_free_rcu(struct rcu_head *rcu)
 {
-	kfree(container_of(rcu, struct clanq_ep, rcu));
+	kfree(container_of(rcu, struct clanq_kep, rcu));
 }
 
-void clanq_ep_put(struct clanq_ep *ep)
+void clanq_kep_put(struct clanq_kep *ep)
 {
 	if (refcount_dec_and_test(&ep->ref)) {
 		clanq_shm_put(ep->shm);
 		/* lookups under RCU may still be looking at it */
-		call_rcu(&ep->rcu, clanq_ep_free_rcu);
+		call_rcu(&ep->rcu, clanq_kep_free_rcu);
 	}
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_put);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_put);
 
 /*
  * Destroy: no new delivery finds it (xarray), none in flight queues
@@ -125,29 +124,26 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_put);
  * (registrations), and the application can map it no more. Existing
  * mappings keep the segment.
  */
-void clanq_ep_destroy(struct clanq_ep *ep)
+void clanq_kep_destroy(struct clanq_kep *ep)
 {
 	struct clanq_ctx *ctx = ep->ctx;
-	unsigned long flags;
 
 	lockdep_assert_held(&ctx->lock);
 	xa_erase(&ep->nic->eps, ep->id);
-	spin_lock_irqsave(&ep->oob_lock, flags);
-	ep->dead = true;
-	spin_unlock_irqrestore(&ep->oob_lock, flags);
-	clanq_rdma_detach_ep(ep);
-	clanq_evq_detach_ep(ep);
+	clanq_oob_kill(ep);
+	clanq_engine_detach_ep(ep);
+	clanq_kevq_detach_ep(ep);
 	clanq_ctx_mmap_del(ctx, &ep->shm->map);
 	list_del(&ep->ctx_node);
 	ctx->nr_eps--;
-	clanq_ep_put(ep);
+	clanq_kep_put(ep);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_destroy);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_destroy);
 
 /* Any endpoint of @nic, pinned; NULL if there is none by that id. */
-struct clanq_ep *clanq_ep_lookup(struct clanq_nic *nic, u32 id)
+struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id)
 {
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 
 	rcu_read_lock();
 	ep = xa_load(&nic->eps, id);
@@ -156,15 +152,15 @@ struct clanq_ep *clanq_ep_lookup(struct clanq_nic *nic, u32 id)
 	rcu_read_unlock();
 	return ep;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_lookup);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_lookup);
 
 /* An endpoint of @ctx itself: ids of other contexts read as absent. */
-struct clanq_ep *clanq_ep_lookup_owned(struct clanq_ctx *ctx, u32 id)
+struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_ep *ep = clanq_ep_lookup(ctx->nic, id);
+	struct clanq_kep *ep = clanq_kep_lookup(ctx->nic, id);
 
 	if (ep && ep->ctx != ctx) {
-		clanq_ep_put(ep);
+		clanq_kep_put(ep);
 		ep = NULL;
 	}
 	return ep;
@@ -175,11 +171,12 @@ struct clanq_ep *clanq_ep_lookup_owned(struct clanq_ctx *ctx, u32 id)
  * in wq_has_sleeper() orders the caller's queue publication before the
  * check for registrations (the sleep-flag pattern of queue.h): a
  * registration being added concurrently either is seen here or sees the
- * item when it checks for pending sources (clanq_ep_pending()).
+ * item when it checks for pending sources (clanq_kep_pending()).
  */
-void clanq_ep_raise(struct clanq_ep *ep, u32 events)
+void clanq_kep_raise(struct clanq_kep *ep, u32 events)
 {
 	/* the key carries CLANQ_EV_* bits; only our own callbacks read it */
+	/* [E] pairs with the smp_mb() in clanq_kevq_register_ep() */
 	if (wq_has_sleeper(&ep->wq))
 		wake_up_poll(&ep->wq, (__force __poll_t)events);
 }
@@ -188,49 +185,38 @@ void clanq_ep_raise(struct clanq_ep *ep, u32 events)
  * Which of @events does @ep have something for now? (OOB: unread
  * messages; RDMA: unread completions.)
  */
-u32 clanq_ep_pending(struct clanq_ep *ep, u32 events)
+u32 clanq_kep_pending(struct clanq_kep *ep, u32 events)
 {
-	unsigned long flags;
 	u32 pending = 0;
 
 	if ((events & CLANQ_EV_RDMA) && clanq_rdma_pending(ep))
 		pending |= CLANQ_EV_RDMA;
-	if (events & CLANQ_EV_OOB) {
-		/* nests inside ep->wq.lock: deliveries never hold both */
-		spin_lock_irqsave(&ep->oob_lock, flags);
-		/* the consumer's index is the application's: read once, check */
-		if (clanq_q_prod_unread(&ep->oob))
-			pending |= CLANQ_EV_OOB;
-		spin_unlock_irqrestore(&ep->oob_lock, flags);
-	}
+	if ((events & CLANQ_EV_OOB) && clanq_oob_pending(ep))
+		pending |= CLANQ_EV_OOB;
 	return pending;
 }
 
 /* What the application needs to map and use @ep. */
-void clanq_ep_describe(struct clanq_ep *ep, struct clanq_ep_create *c)
+void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c)
 {
 	c->addr.node = ep->nic->node;
 	c->addr.id = ep->id;
 	c->mmap_offset = clanq_map_offset(&ep->shm->map);
 	c->mmap_size = ep->shm->size;
-	clanq_ep_layout(c, ep->oob.mask + 1, ep->rdma.rq.mask + 1,
-			ep->rdma.cq.mask + 1);
+	clanq_kep_layout(c, ep->oob.q.mask + 1, ep->rdma.rq.mask + 1,
+			 ep->rdma.cq.mask + 1);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ep_describe);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_describe);
 
 int clanq_ioctl_ep_create(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_ep_create *c = arg;
+	struct clanq_ioc_ep_create *c = arg;
 	u32 slots = c->oob_slots ? c->oob_slots : CLANQ_DEFAULT_OOB_SLOTS;
 	u32 rq = c->rq_slots ? c->rq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
 	u32 cq = c->cq_slots ? c->cq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 
-	if (c->flags || !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "EP_CREATE: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	if (slots < 2 || slots > clanq_max_oob_slots || !is_power_of_2(slots)) {
 		clanq_uerr(ctx, "EP_CREATE: oob_slots %u: want a power of two, 2..%u",
 			   c->oob_slots, clanq_max_oob_slots);
@@ -243,7 +229,7 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 		return -EINVAL;
 	}
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots, rq, cq);
+	ep = clanq_kep_create(ctx, slots, rq, cq);
 	if (IS_ERR(ep)) {
 		mutex_unlock(&ctx->lock);
 		if (PTR_ERR(ep) == -ENOSPC)
@@ -251,7 +237,7 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 				   clanq_max_eps);
 		return PTR_ERR(ep);
 	}
-	clanq_ep_describe(ep, c);
+	clanq_kep_describe(ep, c);
 	mutex_unlock(&ctx->lock);
 	return 0;
 }
@@ -259,18 +245,14 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 int clanq_ioctl_ep_destroy(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_ep_destroy *d = arg;
-	struct clanq_ep *ep;
+	struct clanq_ioc_ep_destroy *d = arg;
+	struct clanq_kep *ep;
 
-	if (d->flags || !clanq_zero(d->reserved, sizeof(d->reserved))) {
-		clanq_uerr(ctx, "EP_DESTROY: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_lookup_owned(ctx, d->id);
+	ep = clanq_kep_lookup_owned(ctx, d->id);
 	if (ep) {
-		clanq_ep_destroy(ep);
-		clanq_ep_put(ep);
+		clanq_kep_destroy(ep);
+		clanq_kep_put(ep);
 	}
 	mutex_unlock(&ctx->lock);
 	if (!ep)

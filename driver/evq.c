@@ -7,7 +7,7 @@
  * Registering an endpoint hangs a wait-queue entry with our own wake
  * function (init_waitqueue_func_entry(), the generalised wait queue the
  * paper describes and epoll uses) on the endpoint's wait queue; raising
- * an event source there calls clanq_evq_wake(), which posts at O(1) cost
+ * an event source there calls clanq_kevq_wake(), which posts at O(1) cost
  * whatever the number of registrations.
  *
  * At most once: a registration posts only if it sets its pending bit;
@@ -40,36 +40,36 @@
 
 #include "clanq_drv.h"
 
-struct clanq_evq {
+struct clanq_kevq {
 	struct clanq_ctx *ctx;		/* holds a reference */
 	struct clanq_shm *shm;
 	spinlock_t lock;		/* producers of the ring */
 	struct clanq_queue ring;	/* producer side; geometry private */
 	unsigned long *pending;		/* in shm: the application's */
 	u32 max_regs;			/* private bound on indices */
-	struct clanq_reg **regs;	/* by index, under ctx->lock */
+	struct clanq_kevq_reg **regs;	/* by index, under ctx->lock */
 	struct ida ida;
 	unsigned long *limbo;		/* freed indices awaiting their bit */
 	wait_queue_head_t wq;		/* WAIT sleepers and poll */
 };
 
-struct clanq_reg {
+struct clanq_kevq_reg {
 	struct wait_queue_entry wait;	/* on ep->wq */
-	struct clanq_evq *evq;
-	struct clanq_ep *ep;		/* holds a reference */
+	struct clanq_kevq *evq;
+	struct clanq_kep *ep;		/* holds a reference */
 	struct list_head ep_node;	/* ep->regs */
 	u32 index;			/* < evq->max_regs */
 	u32 events;			/* CLANQ_EV_* it listens for */
 	u64 cookie;
 };
 
-static bool clanq_evq_ready(struct clanq_evq *evq, u32 read_i)
+static bool clanq_kevq_ready(struct clanq_kevq *evq, u32 read_i)
 {
 	return READ_ONCE(evq->ring.own) != read_i;
 }
 
-static void clanq_evq_post(struct clanq_evq *evq, struct clanq_reg *reg,
-			   u32 events)
+static void clanq_kevq_post(struct clanq_kevq *evq, struct clanq_kevq_reg *reg,
+			    u32 events)
 {
 	struct clanq_nic *nic = evq->ctx->nic;
 	struct clanq_event ev = {
@@ -81,9 +81,10 @@ static void clanq_evq_post(struct clanq_evq *evq, struct clanq_reg *reg,
 	bool posted;
 
 	/*
-	 * Fully ordered: pairs with the application's atomic clear of the
-	 * bit before it drains the source. Either it sees our item, or we
-	 * see the bit clear and post again.
+	 * [C] Fully ordered: pairs with clanq_q_mb() after the application's
+	 * atomic clear of the bit in clanq_evq_poll(), before it drains the
+	 * source. Either it sees the source's item, or we see the bit clear
+	 * and post again.
 	 */
 	if (test_and_set_bit(reg->index, evq->pending))
 		return;
@@ -102,20 +103,22 @@ static void clanq_evq_post(struct clanq_evq *evq, struct clanq_reg *reg,
 		return;
 	}
 	atomic64_inc(&nic->stats.events);
-	WRITE_ONCE(reg->ep->counters->events, atomic64_inc_return(&reg->ep->events));
+	/* every post for an endpoint runs under its ep->wq.lock */
+	clanq_count(&reg->ep->events, &reg->ep->counters->events, 1);
+	/* [D] pairs with the smp_mb() in clanq_kevq_poll() and wait_event's */
 	if (wq_has_sleeper(&evq->wq))
 		wake_up_poll(&evq->wq, EPOLLIN | EPOLLRDNORM);
 }
 
 /* Called under ep->wq.lock with the events raised as the key. */
-static int clanq_evq_wake(struct wait_queue_entry *wait, unsigned int mode,
-			  int sync, void *key)
+static int clanq_kevq_wake(struct wait_queue_entry *wait, unsigned int mode,
+			   int sync, void *key)
 {
-	struct clanq_reg *reg = container_of(wait, struct clanq_reg, wait);
+	struct clanq_kevq_reg *reg = container_of(wait, struct clanq_kevq_reg, wait);
 	u32 events = (__force u32)key_to_poll(key) & reg->events;	/* CLANQ_EV_* */
 
 	if (events)
-		clanq_evq_post(reg->evq, reg, events);
+		clanq_kevq_post(reg->evq, reg, events);
 	return 0;
 }
 
@@ -123,9 +126,9 @@ static int clanq_evq_wake(struct wait_queue_entry *wait, unsigned int mode,
  * Unhook a registration. remove_wait_queue() takes ep->wq.lock, so once
  * it returns no wake callback for it is running or will run.
  */
-static void clanq_reg_remove(struct clanq_reg *reg)
+static void clanq_kevq_reg_remove(struct clanq_kevq_reg *reg)
 {
-	struct clanq_evq *evq = reg->evq;
+	struct clanq_kevq *evq = reg->evq;
 
 	lockdep_assert_held(&evq->ctx->lock);
 	remove_wait_queue(&reg->ep->wq, &reg->wait);
@@ -135,12 +138,12 @@ static void clanq_reg_remove(struct clanq_reg *reg)
 		__set_bit(reg->index, evq->limbo);
 	else
 		ida_free(&evq->ida, reg->index);
-	clanq_ep_put(reg->ep);
+	clanq_kep_put(reg->ep);
 	kfree(reg);
 }
 
 /* Hand back the limbo indices whose events the application has taken. */
-static void clanq_evq_reclaim(struct clanq_evq *evq)
+static void clanq_kevq_reclaim(struct clanq_kevq *evq)
 {
 	unsigned long i;
 
@@ -153,32 +156,26 @@ static void clanq_evq_reclaim(struct clanq_evq *evq)
 	}
 }
 
-void clanq_evq_detach_ep(struct clanq_ep *ep)
+void clanq_kevq_detach_ep(struct clanq_kep *ep)
 {
-	struct clanq_reg *reg, *tmp;
+	struct clanq_kevq_reg *reg, *tmp;
 
 	list_for_each_entry_safe(reg, tmp, &ep->regs, ep_node)
-		clanq_reg_remove(reg);
-}
-
-static void clanq_evq_count_entry(struct clanq_evq *evq)
-{
-	atomic64_inc(&evq->ctx->entries);
-	atomic64_inc(&evq->ctx->nic->stats.entries);
+		clanq_kevq_reg_remove(reg);
 }
 
 /*
  * Watch @events of endpoint @ep_id (of the evq's context) on @evq.
  * Return: the registration index, or -errno.
  */
-int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
-			  u64 cookie)
+int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
+			   u64 cookie)
 {
 	struct clanq_ctx *ctx = evq->ctx;
-	struct clanq_reg *reg;
+	struct clanq_kevq_reg *reg;
 	unsigned long flags;
 	u32 pending;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	int index;
 
 	if (!events || (events & ~CLANQ_EV_ALL))
@@ -188,17 +185,17 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 		return -ENOMEM;
 
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_lookup_owned(ctx, ep_id);
+	ep = clanq_kep_lookup_owned(ctx, ep_id);
 	if (!ep) {
 		mutex_unlock(&ctx->lock);
 		kfree(reg);
 		return -ENOENT;
 	}
-	clanq_evq_reclaim(evq);
+	clanq_kevq_reclaim(evq);
 	index = ida_alloc_max(&evq->ida, evq->max_regs - 1, GFP_KERNEL_ACCOUNT);
 	if (index < 0) {
 		mutex_unlock(&ctx->lock);
-		clanq_ep_put(ep);
+		clanq_kep_put(ep);
 		kfree(reg);
 		return index == -ENOSPC ? -ENOSPC : index;
 	}
@@ -207,7 +204,7 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 	reg->index = index;
 	reg->events = events;
 	reg->cookie = cookie;
-	init_waitqueue_func_entry(&reg->wait, clanq_evq_wake);
+	init_waitqueue_func_entry(&reg->wait, clanq_kevq_wake);
 	evq->regs[index] = reg;
 	list_add_tail(&reg->ep_node, &ep->regs);
 	/*
@@ -218,92 +215,83 @@ int clanq_evq_register_ep(struct clanq_evq *evq, u32 ep_id, u32 events,
 	spin_lock_irqsave(&ep->wq.lock, flags);
 	__add_wait_queue(&ep->wq, &reg->wait);
 	/*
-	 * Our entry before our look at the sources, against a producer's
-	 * publish before its wq_has_sleeper() (clanq_ep_raise()): the
-	 * Dekker pairing of queue.h. OOB gets it from oob_lock, which its
+	 * [E] Our entry before our look at the sources, against a
+	 * producer's publish before its wq_has_sleeper() (clanq_kep_raise()):
+	 * the Dekker pairing of queue.h. OOB gets it from oob.lock, which its
 	 * producers hold while publishing; the RDMA engine shares no lock
 	 * with us, so the barrier must be ours.
 	 */
 	smp_mb();
-	pending = clanq_ep_pending(ep, reg->events);
+	pending = clanq_kep_pending(ep, reg->events);
 	if (pending)
-		clanq_evq_post(evq, reg, pending);
+		clanq_kevq_post(evq, reg, pending);
 	spin_unlock_irqrestore(&ep->wq.lock, flags);
 	mutex_unlock(&ctx->lock);
 	return index;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_register_ep);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_register_ep);
 
-int clanq_evq_unregister_index(struct clanq_evq *evq, u32 index)
+int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index)
 {
 	int err = -ENOENT;
 
 	mutex_lock(&evq->ctx->lock);
 	if (index < evq->max_regs && evq->regs[index]) {
-		clanq_reg_remove(evq->regs[index]);
+		clanq_kevq_reg_remove(evq->regs[index]);
 		err = 0;
 	}
 	mutex_unlock(&evq->ctx->lock);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_unregister_index);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_unregister_index);
 
-static int clanq_evq_register(void *obj, void *arg)
+static int clanq_ioctl_evq_register(void *obj, void *arg)
 {
-	struct clanq_evq *evq = obj;
-	struct clanq_evq_reg *r = arg;
+	struct clanq_kevq *evq = obj;
+	struct clanq_ioc_evq_reg *r = arg;
 	int index;
 
-	if (r->flags || r->reg || !clanq_zero(r->reserved, sizeof(r->reserved)) ||
-	    !r->events || (r->events & ~CLANQ_EV_ALL)) {
+	if (r->reg || !r->events || (r->events & ~CLANQ_EV_ALL)) {
 		clanq_uerr(evq->ctx,
-			   "EVQ_REGISTER: events %#x: want CLANQ_EV_* bits; flags, reg, reserved zero",
-			   r->events);
+			   "EVQ_REGISTER: events %#x, reg %u: want CLANQ_EV_* bits, reg 0",
+			   r->events, r->reg);
 		return -EINVAL;
 	}
-	index = clanq_evq_register_ep(evq, r->ep, r->events, r->cookie);
+	index = clanq_kevq_register_ep(evq, r->ep, r->events, r->cookie);
 	if (index < 0)
 		return index;
 	r->reg = index;
 	return 0;
 }
 
-static int clanq_evq_unregister(void *obj, void *arg)
+static int clanq_ioctl_evq_unregister(void *obj, void *arg)
 {
-	struct clanq_evq *evq = obj;
-	struct clanq_evq_reg *r = arg;
+	struct clanq_kevq *evq = obj;
+	struct clanq_ioc_evq_reg *r = arg;
 
-	if (r->flags || !clanq_zero(r->reserved, sizeof(r->reserved))) {
-		clanq_uerr(evq->ctx, "EVQ_UNREGISTER: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
-	return clanq_evq_unregister_index(evq, r->reg);
+	return clanq_kevq_unregister_index(evq, r->reg);
 }
 
-static int clanq_evq_wait(void *obj, void *arg)
+static int clanq_ioctl_evq_wait(void *obj, void *arg)
 {
-	struct clanq_evq *evq = obj;
-	struct clanq_evq_wait *w = arg;
+	struct clanq_kevq *evq = obj;
+	struct clanq_ioc_evq_wait *w = arg;
 	long ret;
 
-	if (w->flags || !clanq_zero(w->reserved, sizeof(w->reserved))) {
-		clanq_uerr(evq->ctx, "EVQ_WAIT: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	if (w->read_i > evq->ring.mask) {
 		clanq_uerr(evq->ctx, "EVQ_WAIT: read_i %u is not an index of a %u-slot ring",
 			   w->read_i, evq->ring.mask + 1);
 		return -EINVAL;
 	}
-	if (clanq_evq_ready(evq, w->read_i))
+	if (clanq_kevq_ready(evq, w->read_i))
 		return 0;
 	atomic64_inc(&evq->ctx->nic->stats.evq_blocks);
 	if (w->timeout_ns == U64_MAX)
 		ret = wait_event_interruptible(evq->wq,
-					       clanq_evq_ready(evq, w->read_i));
+					       clanq_kevq_ready(evq, w->read_i));
 	else
 		ret = wait_event_interruptible_hrtimeout(evq->wq,
-							 clanq_evq_ready(evq, w->read_i),
+							 clanq_kevq_ready(evq, w->read_i),
 							 ns_to_ktime(min_t(u64, w->timeout_ns,
 									   KTIME_MAX)));
 	if (ret == -ETIME)
@@ -313,29 +301,32 @@ static int clanq_evq_wait(void *obj, void *arg)
 	return ret;
 }
 
-static const struct clanq_ioctl_desc clanq_evq_ioctls[] = {
-	[_IOC_NR(CLANQ_IOC_EVQ_REGISTER)] = { CLANQ_IOC_EVQ_REGISTER, clanq_evq_register },
-	[_IOC_NR(CLANQ_IOC_EVQ_UNREGISTER)] = { CLANQ_IOC_EVQ_UNREGISTER, clanq_evq_unregister },
-	[_IOC_NR(CLANQ_IOC_EVQ_WAIT)] = { CLANQ_IOC_EVQ_WAIT, clanq_evq_wait },
+/* The evq fd's commands. */
+static const struct clanq_ioctl_desc clanq_kevq_ioctls[] = {
+	CLANQ_IOCTL(EVQ_REGISTER, evq_reg, clanq_ioctl_evq_register, 0, reserved),
+	CLANQ_IOCTL(EVQ_UNREGISTER, evq_reg, clanq_ioctl_evq_unregister, 0, reserved),
+	CLANQ_IOCTL(EVQ_WAIT, evq_wait, clanq_ioctl_evq_wait, 0, reserved),
 };
 
-static long clanq_evq_ioctl(struct file *file, unsigned int cmd,
-			    unsigned long uarg)
+static long clanq_kevq_ioctl(struct file *file, unsigned int cmd,
+			     unsigned long uarg)
 {
-	clanq_evq_count_entry(file->private_data);
-	return clanq_ioctl_dispatch(clanq_evq_ioctls, ARRAY_SIZE(clanq_evq_ioctls),
-				    file->private_data, cmd, uarg);
+	struct clanq_kevq *evq = file->private_data;
+
+	clanq_ctx_count_entry(evq->ctx);
+	return clanq_ioctl_dispatch(clanq_kevq_ioctls, ARRAY_SIZE(clanq_kevq_ioctls),
+				    evq, evq->ctx, cmd, uarg);
 }
 
-static __poll_t clanq_evq_poll(struct file *file, poll_table *pt)
+static __poll_t clanq_kevq_poll(struct file *file, poll_table *pt)
 {
-	struct clanq_evq *evq = file->private_data;
+	struct clanq_kevq *evq = file->private_data;
 	u32 cons;
 
-	clanq_evq_count_entry(evq);
+	clanq_ctx_count_entry(evq->ctx);
 	poll_wait(file, &evq->wq, pt);
 	/*
-	 * Pairs with the full barrier in wq_has_sleeper() after a post:
+	 * [D] Pairs with the full barrier in wq_has_sleeper() after a post:
 	 * either the poster sees our entry, or we see its event. Adding the
 	 * entry is only a release, so the barrier must be ours to give.
 	 */
@@ -343,20 +334,20 @@ static __poll_t clanq_evq_poll(struct file *file, poll_table *pt)
 	cons = READ_ONCE(*evq->ring.cons);	/* the application's: check */
 	if (cons & ~evq->ring.mask)
 		return EPOLLERR;
-	return clanq_evq_ready(evq, cons) ? EPOLLIN | EPOLLRDNORM : 0;
+	return clanq_kevq_ready(evq, cons) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
-static int clanq_evq_mmap(struct file *file, struct vm_area_struct *vma)
+static int clanq_kevq_mmap(struct file *file, struct vm_area_struct *vma)
 {
-	struct clanq_evq *evq = file->private_data;
+	struct clanq_kevq *evq = file->private_data;
 
-	clanq_evq_count_entry(evq);
+	clanq_ctx_count_entry(evq->ctx);
 	if (vma->vm_pgoff)
 		return -EINVAL;
 	return clanq_shm_mmap(evq->shm, vma);
 }
 
-static void clanq_evq_free(struct clanq_evq *evq)
+static void clanq_kevq_free(struct clanq_kevq *evq)
 {
 	ida_destroy(&evq->ida);
 	bitmap_free(evq->limbo);
@@ -366,7 +357,7 @@ static void clanq_evq_free(struct clanq_evq *evq)
 }
 
 /* Unhook every registration, free the evq, drop its context reference. */
-void clanq_evq_destroy(struct clanq_evq *evq)
+void clanq_kevq_destroy(struct clanq_kevq *evq)
 {
 	struct clanq_ctx *ctx = evq->ctx;
 	u32 i;
@@ -374,26 +365,26 @@ void clanq_evq_destroy(struct clanq_evq *evq)
 	mutex_lock(&ctx->lock);
 	for (i = 0; i < evq->max_regs; i++)
 		if (evq->regs[i])
-			clanq_reg_remove(evq->regs[i]);
+			clanq_kevq_reg_remove(evq->regs[i]);
 	mutex_unlock(&ctx->lock);
-	clanq_evq_free(evq);
+	clanq_kevq_free(evq);
 	clanq_ctx_put(ctx);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_destroy);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_destroy);
 
-static int clanq_evq_release(struct inode *inode, struct file *file)
+static int clanq_kevq_release(struct inode *inode, struct file *file)
 {
-	clanq_evq_destroy(file->private_data);
+	clanq_kevq_destroy(file->private_data);
 	return 0;
 }
 
-static const struct file_operations clanq_evq_fops = {
+static const struct file_operations clanq_kevq_fops = {
 	.owner		= THIS_MODULE,
-	.release	= clanq_evq_release,
-	.unlocked_ioctl	= clanq_evq_ioctl,
+	.release	= clanq_kevq_release,
+	.unlocked_ioctl	= clanq_kevq_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
-	.poll		= clanq_evq_poll,
-	.mmap		= clanq_evq_mmap,
+	.poll		= clanq_kevq_poll,
+	.mmap		= clanq_kevq_mmap,
 };
 
 /*
@@ -405,14 +396,14 @@ static const struct file_operations clanq_evq_fops = {
 #error "clanq: the shared pending bitmap assumes a little-endian CPU"
 #endif
 
-static u32 clanq_evq_pending_words(u32 max_regs)
+static u32 clanq_kevq_pending_words(u32 max_regs)
 {
 	return DIV_ROUND_UP(max_regs, 64);
 }
 
 /* Segment layout: the ring, then the pending bitmap. 0 if impossible. */
-static u32 clanq_evq_layout(struct clanq_queue_off *ring, u32 *pending,
-			    u32 max_regs)
+static u32 clanq_kevq_layout(struct clanq_queue_off *ring, u32 *pending,
+			     u32 max_regs)
 {
 	u32 end;
 
@@ -424,23 +415,23 @@ static u32 clanq_evq_layout(struct clanq_queue_off *ring, u32 *pending,
 	if (!end)
 		return 0;
 	*pending = clanq_q_align(end);
-	return *pending + clanq_evq_pending_words(max_regs) * sizeof(u64);
+	return *pending + clanq_kevq_pending_words(max_regs) * sizeof(u64);
 }
 
 /*
  * An evq of @ctx for @max_regs registrations, with no file yet; @c gets
- * the layout. Holds a reference on @ctx until clanq_evq_destroy().
+ * the layout. Holds a reference on @ctx until clanq_kevq_destroy().
  */
-struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
-				   struct clanq_evq_create *c)
+struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
+				     struct clanq_ioc_evq_create *c)
 {
-	struct clanq_evq *evq;
+	struct clanq_kevq *evq;
 	u32 size, pending;
 	int err;
 
 	if (!max_regs || max_regs > clanq_max_evq_regs)
 		return ERR_PTR(-EINVAL);
-	size = clanq_evq_layout(&c->ring, &pending, max_regs);
+	size = clanq_kevq_layout(&c->ring, &pending, max_regs);
 	if (!size)
 		return ERR_PTR(-EINVAL);
 	evq = kzalloc(sizeof(*evq), GFP_KERNEL_ACCOUNT);
@@ -463,36 +454,32 @@ struct clanq_evq *clanq_evq_create(struct clanq_ctx *ctx, u32 max_regs,
 	evq->ctx = ctx;
 	clanq_ctx_get(ctx);
 	c->max_regs = max_regs;
-	c->nr_words = clanq_evq_pending_words(max_regs);
+	c->nr_words = clanq_kevq_pending_words(max_regs);
 	c->mmap_size = evq->shm->size;
 	c->pending = pending;
 	return evq;
 
 err_free:
-	clanq_evq_free(evq);
+	clanq_kevq_free(evq);
 	return ERR_PTR(err);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_create);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_create);
 
-/* The shared segment, as the application sees it: for KUnit tests. */
-void *clanq_evq_seg(struct clanq_evq *evq)
+/* For KUnit only: the shared segment, as the application would map it. */
+void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq)
 {
 	return evq->shm->vaddr;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_evq_seg);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_seg_for_kunit);
 
 int clanq_ioctl_evq_create(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_evq_create *c = arg;
-	struct clanq_evq *evq;
+	struct clanq_ioc_evq_create *c = arg;
+	struct clanq_kevq *evq;
 	int fd;
 
-	if (c->flags || c->reserved0 || !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "EVQ_CREATE: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
-	evq = clanq_evq_create(ctx, c->max_regs, c);
+	evq = clanq_kevq_create(ctx, c->max_regs, c);
 	if (IS_ERR(evq)) {
 		if (PTR_ERR(evq) == -EINVAL)
 			clanq_uerr(ctx, "EVQ_CREATE: max_regs %u: want 1..%u",
@@ -503,10 +490,10 @@ int clanq_ioctl_evq_create(void *obj, void *arg)
 	 * Installed before the result is copied out: if that copy faults,
 	 * the caller has an fd it does not know of, which its exit closes.
 	 */
-	fd = anon_inode_getfd("[clanq-evq]", &clanq_evq_fops, evq,
+	fd = anon_inode_getfd("[clanq-evq]", &clanq_kevq_fops, evq,
 			      O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
-		clanq_evq_destroy(evq);
+		clanq_kevq_destroy(evq);
 		return fd;
 	}
 	c->fd = fd;

@@ -44,7 +44,7 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 {
 	struct clanq_nic *nic = m->private;
 	struct clanq_nic_stats *st = &nic->stats;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	unsigned long id;
 	unsigned int n = 0;
 
@@ -63,8 +63,8 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "rdma_reqs %lld\nrdma_bytes %lld\nrdma_errors %lld\n",
 		   atomic64_read(&st->rdma_reqs), atomic64_read(&st->rdma_bytes),
 		   atomic64_read(&st->rdma_errors));
-	seq_printf(m, "rdma_doorbells %lld\nrdma_turns %lld\nrdma_splits %lld\n",
-		   atomic64_read(&st->rdma_doorbells), atomic64_read(&st->rdma_turns),
+	seq_printf(m, "rdma_kicks %lld\nrdma_turns %lld\nrdma_splits %lld\n",
+		   atomic64_read(&st->rdma_kicks), atomic64_read(&st->rdma_turns),
 		   atomic64_read(&st->rdma_splits));
 	seq_printf(m, "regions_revoked %lld\n", atomic64_read(&st->regions_revoked));
 	return 0;

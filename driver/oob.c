@@ -4,7 +4,7 @@
  *
  * Sending is a system call: the message is copied in once, its source
  * address is stamped from the sending endpoint (the application cannot
- * forge it), and the wire carries it to the destination node.
+ * forge it), and the wire that reaches the destination node carries it.
  *
  * Why a system call and not a queued request, as RDMA requests are: OOB
  * messages carry connection management and other rare control traffic.
@@ -14,23 +14,57 @@
  * producer path to validate and a delivery that is no longer in the
  * sender's context (where the error for an unknown node belongs).
  *
- * clanq_oob_deliver() is the receive path every wire ends in: the
- * paper's oob_q_put. The write index is kernel-private; the queue is
- * full when one free slot is left, and then the message is discarded and
- * counted, as the CLAN NIC did. Receiving is entirely at user level.
+ * clanq_rx_oob() is the receive path every wire ends in: the paper's
+ * oob_q_put. The write index is kernel-private; the queue is full when
+ * one free slot is left, and then the message is discarded and counted,
+ * as the CLAN NIC did. Receiving is entirely at user level.
  */
 #include "clanq_drv.h"
 
-/* Mirror a private count into the segment: written, never read back. */
-static void clanq_ep_count(u64 *count, __u64 *mirror)
+void clanq_oob_init(struct clanq_kep *ep)
 {
-	WRITE_ONCE(*mirror, ++*count);
+	spin_lock_init(&ep->oob.lock);
 }
 
-int clanq_oob_deliver(struct clanq_nic *nic, u32 dst_id,
-		      const struct clanq_oob_msg *msg)
+/* The endpoint is going: deliveries in flight queue nothing more. */
+void clanq_oob_kill(struct clanq_kep *ep)
 {
-	struct clanq_ep *ep = clanq_ep_lookup(nic, dst_id);
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->oob.lock, flags);
+	ep->oob.dead = true;
+	spin_unlock_irqrestore(&ep->oob.lock, flags);
+}
+
+/* Unread messages? For evq registrations (CLANQ_EV_OOB). */
+bool clanq_oob_pending(struct clanq_kep *ep)
+{
+	unsigned long flags;
+	bool unread;
+
+	/* nests inside ep->wq.lock: deliveries never hold both */
+	spin_lock_irqsave(&ep->oob.lock, flags);
+	/* the consumer's index is the application's: read once, check */
+	unread = clanq_q_prod_unread(&ep->oob.q);
+	spin_unlock_irqrestore(&ep->oob.lock, flags);
+	return unread;
+}
+
+/**
+ * clanq_rx_oob() - the receive path of an OOB message
+ * @nic: the destination NIC
+ * @dst_id: the destination endpoint there
+ * @msg: the message, its source stamped by the sender's driver
+ *
+ * Return: 0 if queued; -ENOENT for no such endpoint, -ENOBUFS for a full
+ * queue: both counted here, neither the sender's business (the wire
+ * reports only what a NIC could know).
+ */
+int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
+		 const struct clanq_oob_msg *msg)
+{
+	struct clanq_kep *ep = clanq_kep_lookup(nic, dst_id);
+	struct clanq_kep_oob *oob;
 	unsigned long flags;
 	bool queued = false, dead;
 
@@ -38,51 +72,54 @@ int clanq_oob_deliver(struct clanq_nic *nic, u32 dst_id,
 		atomic64_inc(&nic->stats.oob_no_ep);
 		return -ENOENT;
 	}
-	spin_lock_irqsave(&ep->oob_lock, flags);
-	dead = ep->dead;
+	oob = &ep->oob;
+	spin_lock_irqsave(&oob->lock, flags);
+	dead = oob->dead;
 	if (!dead) {
-		queued = clanq_q_put(&ep->oob, msg);
+		queued = clanq_q_put(&oob->q, msg);
 		if (queued)
-			clanq_ep_count(&ep->oob_delivered, &ep->counters->oob_delivered);
+			clanq_count(&oob->delivered, &ep->counters->oob_delivered, 1);
 		else
-			clanq_ep_count(&ep->oob_dropped, &ep->counters->oob_dropped);
+			clanq_count(&oob->dropped, &ep->counters->oob_dropped, 1);
 	}
-	spin_unlock_irqrestore(&ep->oob_lock, flags);
+	spin_unlock_irqrestore(&oob->lock, flags);
 
 	if (queued) {
 		atomic64_inc(&nic->stats.oob_delivered);
-		clanq_ep_raise(ep, CLANQ_EV_OOB);
+		clanq_kep_raise(ep, CLANQ_EV_OOB);
 	} else {
 		atomic64_inc(dead ? &nic->stats.oob_no_ep : &nic->stats.oob_dropped);
 	}
-	clanq_ep_put(ep);
+	clanq_kep_put(ep);
 	if (dead)
 		return -ENOENT;
 	return queued ? 0 : -ENOBUFS;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_oob_deliver);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_oob);
 
 int clanq_ioctl_oob_send(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_oob_send *s = arg;
+	struct clanq_ioc_oob_send *s = arg;
+	const struct clanq_wire_ops *wire;
 	struct clanq_oob_msg msg;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	unsigned long flags;
 	int err;
 
-	if (s->flags || !clanq_zero(s->reserved, sizeof(s->reserved))) {
-		clanq_uerr(ctx, "OOB_SEND: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	if (s->len > CLANQ_OOB_PAYLOAD) {
 		clanq_uerr(ctx, "OOB_SEND: len %u > %u", s->len, CLANQ_OOB_PAYLOAD);
 		return -EMSGSIZE;
 	}
-	ep = clanq_ep_lookup_owned(ctx, s->ep);
+	ep = clanq_kep_lookup_owned(ctx, s->ep);
 	if (!ep) {
 		clanq_uerr(ctx, "OOB_SEND: no endpoint %u in this context", s->ep);
 		return -ENOENT;
+	}
+	wire = clanq_wire_route(s->dst.node);
+	if (!wire) {
+		clanq_kep_put(ep);
+		return -EHOSTUNREACH;
 	}
 
 	memset(&msg, 0, sizeof(msg));
@@ -92,13 +129,13 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 	msg.src.id = ep->id;
 	memcpy(msg.payload, s->payload, s->len);
 
-	err = clanq_wire_send_oob(ctx->nic, &s->dst, &msg);
+	err = wire->send_oob(ctx->nic, &s->dst, &msg);
 	if (!err) {
-		spin_lock_irqsave(&ep->oob_lock, flags);
-		clanq_ep_count(&ep->oob_sent, &ep->counters->oob_sent);
-		spin_unlock_irqrestore(&ep->oob_lock, flags);
+		spin_lock_irqsave(&ep->oob.lock, flags);
+		clanq_count(&ep->oob.sent, &ep->counters->oob_sent, 1);
+		spin_unlock_irqrestore(&ep->oob.lock, flags);
 		atomic64_inc(&ctx->nic->stats.oob_sent);
 	}
-	clanq_ep_put(ep);
+	clanq_kep_put(ep);
 	return err;
 }

@@ -11,22 +11,30 @@
  * rights and bounds are checked with overflow-safe arithmetic. A bad
  * request completes with an error status and the queue moves on.
  *
- * Doorbell. The segment's doorbell word is the engine's sleep flag: set
- * while the engine is not looking at the queue. The engine sets it,
- * issues a full barrier and looks at the queue once more before letting
- * the queue go (clanq_rdma_requeue()); the application publishes a
- * request, issues a full barrier and rings (CLANQ_IOC_RDMA_KICK) only if
- * the flag is set. At least one of them sees the other's store (queue.h,
- * the Dekker rule), so a request is never left unseen, and a stream of
+ * Need-wakeup. The segment's need_wakeup word is the engine's sleep
+ * flag (AF_XDP's XDP_RING_NEED_WAKEUP): set while the engine is not
+ * looking at the queue. The engine sets it, issues a full barrier and
+ * looks at the queue once more before letting the queue go
+ * (clanq_rdma_requeue()); the application publishes a request, issues a
+ * full barrier and rings the doorbell (CLANQ_IOC_RDMA_KICK) only if the
+ * flag is set. At least one of them sees the other's store (queue.h,
+ * pairing [A]), so a request is never left unseen, and a stream of
  * requests rings once. The kernel never reads the flag back: its own
- * state is clanq_ep_rdma.active, under engine->lock, which the kick and
+ * state is clanq_kep_rdma.active, under engine->lock, which the kick and
  * the final look both take, so a kick cannot slip between them.
  *
  * Completion queue (engine -> application). A request is taken only
  * while the completion queue has a free slot and one request per queue
  * is in progress, so a completion always has room: none is dropped. A
  * full completion queue stops that queue, nobody else's; freeing a slot
- * rings the doorbell from clanq_rdma_poll() if requests are waiting.
+ * rings the doorbell from clanq_rdma_poll() if requests are waiting
+ * (pairing [B] of queue.h).
+ *
+ * The copy. The engine does not touch memory itself: each chunk goes to
+ * the wire that reaches the aperture's exporter (wire.c), and every wire
+ * ends in clanq_rx_write() (region.c), the receive path, which checks
+ * that source and destination are still live, copies, and will check
+ * tripwires. Validation here checks only the request's fields.
  *
  * The engine is a kernel thread per NIC, not a workqueue: it is one
  * serial resource, as a NIC's DMA engine is, and the round-robin over
@@ -34,7 +42,7 @@
  * place and in one loop, sleeps on its wait queue when no queue is
  * active, shows up as clanqN-rdma with its own CPU time, and does not
  * compete with unrelated work items on a shared pool. KUnit's NICs have
- * no thread and step the engine by hand (clanq_rdma_engine_step()).
+ * no thread and step the engine by hand (clanq_engine_step()).
  *
  * Scheduling. Active queues are served round-robin, one turn each. A
  * turn serves one logical message (requests up to one flagged LAST), so
@@ -54,28 +62,23 @@
 /* rdma_max_xfer is read through this floor: 0 would stop all progress. */
 #define CLANQ_RDMA_MIN_XFER	512u
 
-static void clanq_rdma_count(u64 *count, __u64 *mirror, u64 n)
+/* Attach @ep's RDMA queues, laid out in its segment by endpoint.c. */
+void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
+		     const struct clanq_queue_off *cq, u32 need_wakeup)
 {
-	*count += n;
-	WRITE_ONCE(*mirror, *count);
-}
-
-void clanq_rdma_ep_init(struct clanq_ep *ep, void *seg,
-			const struct clanq_queue_off *rq,
-			const struct clanq_queue_off *cq, u32 doorbell)
-{
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
+	void *seg = ep->shm->vaddr;
 
 	/* our own layout, checked against the segment by clanq_q_init() */
 	WARN_ON(clanq_q_init(&rd->rq, seg, ep->shm->size, rq));
 	WARN_ON(clanq_q_init(&rd->cq, seg, ep->shm->size, cq));
-	rd->doorbell = (u32 *)((char *)seg + doorbell);
-	WRITE_ONCE(*rd->doorbell, 1);	/* idle: the first post rings */
+	rd->need_wakeup = (u32 *)((char *)seg + need_wakeup);
+	WRITE_ONCE(*rd->need_wakeup, 1);	/* idle: the first post rings */
 	INIT_LIST_HEAD(&rd->node);
 }
 
 /* Unread completions? For evq registrations (CLANQ_EV_RDMA). */
-bool clanq_rdma_pending(struct clanq_ep *ep)
+bool clanq_rdma_pending(struct clanq_kep *ep)
 {
 	struct clanq_queue *cq = &ep->rdma.cq;
 	/* the engine moves own under engine->serve, which we cannot take */
@@ -88,9 +91,9 @@ bool clanq_rdma_pending(struct clanq_ep *ep)
 static void clanq_rdma_xfer_put(struct clanq_rdma_xfer *x)
 {
 	if (x->src)
-		clanq_region_mem_put(x->src);
-	clanq_region_put(x->src);
-	clanq_ap_put(x->dst);
+		clanq_kregion_mem_put(x->src);
+	clanq_kregion_put(x->src);
+	clanq_kap_put(x->dst);
 	x->src = NULL;
 	x->dst = NULL;
 }
@@ -100,6 +103,10 @@ static void clanq_rdma_xfer_put(struct clanq_rdma_xfer *x)
  * @ctx: the requester's context
  * @req: the private copy
  * @x: on success, holds references on the source region and aperture
+ *
+ * The request's fields only: whether the regions behind it are still
+ * live is checked once per chunk, where the write is delivered
+ * (clanq_rx_write()), since they can be freed at any moment after this.
  *
  * Return: 0 or the status the request completes with.
  */
@@ -112,13 +119,13 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 	if ((req->flags & ~CLANQ_RDMA_FLAGS) || req->reserved0 ||
 	    !clanq_zero(req->reserved, sizeof(req->reserved)))
 		return -EINVAL;
-	x->src = clanq_region_lookup_owned(ctx, req->src_region);
+	x->src = clanq_kregion_lookup_owned(ctx, req->src_region);
 	/* the memory too: the owner may free the region mid-request */
-	if (x->src && !clanq_region_mem_get(x->src)) {
-		clanq_region_put(x->src);
+	if (x->src && !clanq_kregion_mem_get(x->src)) {
+		clanq_kregion_put(x->src);
 		x->src = NULL;
 	}
-	x->dst = clanq_ap_lookup(ctx, req->dst_ap);
+	x->dst = clanq_kap_lookup(ctx, req->dst_ap);
 	if (!x->src || !x->dst)
 		status = -ENOENT;
 	else if (!(x->dst->rights & CLANQ_RIGHT_WRITE))
@@ -128,8 +135,6 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 		 check_add_overflow(req->dst_off, req->len, &end) ||
 		 end > x->dst->len)
 		status = -ERANGE;
-	else if (READ_ONCE(x->dst->closed) || READ_ONCE(x->dst->region->revoked))
-		status = -ENXIO;
 	if (status)
 		clanq_rdma_xfer_put(x);
 	return status;
@@ -137,11 +142,11 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_validate);
 
 /* Post a completion; the turn made sure there is room. */
-static void clanq_rdma_complete(struct clanq_ep *ep,
+static void clanq_rdma_complete(struct clanq_kep *ep,
 				const struct clanq_rdma_req *req, u64 len,
 				int status)
 {
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 	struct clanq_rdma_comp c = {
 		.cookie = req->cookie,
 		.len = len,
@@ -149,17 +154,17 @@ static void clanq_rdma_complete(struct clanq_ep *ep,
 	};
 
 	if (status) {
-		clanq_rdma_count(&rd->errors, &ep->counters->rdma_errors, 1);
+		clanq_count(&rd->errors, &ep->counters->rdma_errors, 1);
 		atomic64_inc(&ep->nic->stats.rdma_errors);
 	}
 	/* cannot fail: the consumer index is read only when the cache says full */
 	if (WARN_ON_ONCE(!clanq_q_put(&rd->cq, &c)))
 		return;
-	clanq_ep_raise(ep, CLANQ_EV_RDMA);
+	clanq_kep_raise(ep, CLANQ_EV_RDMA);
 }
 
 /* The request in progress is done (or failed): complete it if asked. */
-static void clanq_rdma_finish(struct clanq_ep *ep, int status)
+static void clanq_rdma_finish(struct clanq_kep *ep, int status)
 {
 	struct clanq_rdma_xfer *x = &ep->rdma.cur;
 
@@ -170,16 +175,16 @@ static void clanq_rdma_finish(struct clanq_ep *ep, int status)
 }
 
 /* Take the next request: copy, validate. false if there is none to take. */
-static bool clanq_rdma_take(struct clanq_ep *ep)
+static bool clanq_rdma_take(struct clanq_kep *ep)
 {
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 	struct clanq_rdma_xfer *x = &rd->cur;
 	int status;
 
 	/* room for its completion first: then it can never be dropped */
 	if (!clanq_q_prod_space(&rd->cq) || !clanq_q_get(&rd->rq, &x->req))
 		return false;
-	clanq_rdma_count(&rd->reqs, &ep->counters->rdma_reqs, 1);
+	clanq_count(&rd->reqs, &ep->counters->rdma_reqs, 1);
 	atomic64_inc(&ep->nic->stats.rdma_reqs);
 	x->done = 0;
 	rd->busy = true;
@@ -195,14 +200,14 @@ static bool clanq_rdma_take(struct clanq_ep *ep)
  * work (it goes to the back of the line), false if it has none the
  * engine can take now.
  */
-static bool clanq_rdma_turn(struct clanq_ep *ep)
+static bool clanq_rdma_turn(struct clanq_kep *ep)
 {
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 	struct clanq_rdma_xfer *x = &rd->cur;
 	u64 budget = max(READ_ONCE(clanq_rdma_max_xfer), CLANQ_RDMA_MIN_XFER);
+	struct clanq_wire_write w;
 	unsigned int taken = 0;
 	bool last;
-	u64 n;
 	int status;
 
 	for (;;) {
@@ -218,16 +223,19 @@ static bool clanq_rdma_turn(struct clanq_ep *ep)
 				continue;
 			}
 		}
-		n = min(x->req.len - x->done, budget);
-		status = READ_ONCE(x->src->revoked) || READ_ONCE(x->dst->closed) ?
-			 -ENXIO :
-			 clanq_wire_rdma_write(ep->nic, x->dst, x->req.dst_off + x->done,
-					       x->src, x->req.src_off + x->done, n);
+		w = (struct clanq_wire_write){
+			.dst = x->dst,
+			.dst_off = x->req.dst_off + x->done,
+			.src = x->src,
+			.src_off = x->req.src_off + x->done,
+			.len = min(x->req.len - x->done, budget),
+		};
+		status = x->dst->wire->rdma_write(ep->nic, &w);
 		if (!status) {
-			x->done += n;
-			budget -= n;
-			clanq_rdma_count(&rd->bytes, &ep->counters->rdma_bytes, n);
-			atomic64_add(n, &ep->nic->stats.rdma_bytes);
+			x->done += w.len;
+			budget -= w.len;
+			clanq_count(&rd->bytes, &ep->counters->rdma_bytes, w.len);
+			atomic64_add(w.len, &ep->nic->stats.rdma_bytes);
 		}
 		if (status || x->done == x->req.len) {
 			last = x->req.flags & CLANQ_RDMA_LAST;
@@ -247,18 +255,22 @@ static bool clanq_rdma_turn(struct clanq_ep *ep)
  * After a turn: back of the line, or let go. Letting go is the engine's
  * half of the sleep-flag pattern: set the flag, full barrier, look again.
  */
-static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_ep *ep,
+static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
 			       bool more)
 {
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 
 	spin_lock_irq(&eng->lock);
 	if (!more) {
-		WRITE_ONCE(*rd->doorbell, 1);
-		smp_mb();	/* pairs with clanq_q_mb() in clanq_rdma_post() */
+		WRITE_ONCE(*rd->need_wakeup, 1);
+		/*
+		 * [A] pairs with clanq_q_mb() in clanq_rdma_post_push(),
+		 * [B] with the one in clanq_rdma_poll()
+		 */
+		smp_mb();
 		more = clanq_q_cons_avail(&rd->rq) && clanq_q_prod_space(&rd->cq);
 		if (more)
-			WRITE_ONCE(*rd->doorbell, 0);
+			WRITE_ONCE(*rd->need_wakeup, 0);
 	}
 	if (more)
 		list_add_tail(&rd->node, &eng->active);
@@ -268,20 +280,20 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_ep *ep,
 }
 
 /**
- * clanq_rdma_engine_step() - serve one turn of the first active queue
+ * clanq_engine_step() - serve one turn of the first active queue
  * @nic: whose engine
  *
  * Return: the endpoint served (for its identity only: no reference), or
  * NULL if no queue was active.
  */
-struct clanq_ep *clanq_rdma_engine_step(struct clanq_nic *nic)
+struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 {
 	struct clanq_engine *eng = &nic->engine;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 
 	mutex_lock(&eng->serve);
 	spin_lock_irq(&eng->lock);
-	ep = list_first_entry_or_null(&eng->active, struct clanq_ep, rdma.node);
+	ep = list_first_entry_or_null(&eng->active, struct clanq_kep, rdma.node);
 	if (ep)
 		list_del_init(&ep->rdma.node);	/* still active: ours */
 	spin_unlock_irq(&eng->lock);
@@ -292,40 +304,40 @@ struct clanq_ep *clanq_rdma_engine_step(struct clanq_nic *nic)
 	mutex_unlock(&eng->serve);
 	return ep;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_engine_step);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_step);
 
-/* The doorbell: make the engine look at @ep's request queue. */
-int clanq_rdma_kick(struct clanq_ep *ep)
+/* The doorbell (CLANQ_IOC_RDMA_KICK): make the engine look at @ep's queue. */
+int clanq_engine_kick(struct clanq_kep *ep)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 	bool wake = false;
 
 	spin_lock_irq(&eng->lock);
-	clanq_rdma_count(&rd->doorbells, &ep->counters->rdma_doorbells, 1);
+	clanq_count(&rd->kicks, &ep->counters->rdma_kicks, 1);
 	if (!rd->active) {
 		rd->active = true;
-		WRITE_ONCE(*rd->doorbell, 0);
+		WRITE_ONCE(*rd->need_wakeup, 0);
 		list_add_tail(&rd->node, &eng->active);
 		wake = true;
 	}
 	spin_unlock_irq(&eng->lock);
-	atomic64_inc(&ep->nic->stats.rdma_doorbells);
+	atomic64_inc(&ep->nic->stats.rdma_kicks);
 	if (wake)
 		wake_up(&eng->wq);
 	return 0;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_kick);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_kick);
 
 /*
  * The endpoint is going: wait for a turn in progress, take it off the
  * engine for good, drop the request it held. The engine never looks at
  * it again, so its context may go too.
  */
-void clanq_rdma_detach_ep(struct clanq_ep *ep)
+void clanq_engine_detach_ep(struct clanq_kep *ep)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
-	struct clanq_ep_rdma *rd = &ep->rdma;
+	struct clanq_kep_rdma *rd = &ep->rdma;
 
 	mutex_lock(&eng->serve);
 	spin_lock_irq(&eng->lock);
@@ -343,21 +355,17 @@ void clanq_rdma_detach_ep(struct clanq_ep *ep)
 int clanq_ioctl_rdma_kick(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_rdma_kick *k = arg;
-	struct clanq_ep *ep;
+	struct clanq_ioc_rdma_kick *k = arg;
+	struct clanq_kep *ep;
 	int err;
 
-	if (k->flags || !clanq_zero(k->reserved, sizeof(k->reserved))) {
-		clanq_uerr(ctx, "RDMA_KICK: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
-	ep = clanq_ep_lookup_owned(ctx, k->ep);
+	ep = clanq_kep_lookup_owned(ctx, k->ep);
 	if (!ep) {
 		clanq_uerr(ctx, "RDMA_KICK: no endpoint %u in this context", k->ep);
 		return -ENOENT;
 	}
-	err = clanq_rdma_kick(ep);
-	clanq_ep_put(ep);
+	err = clanq_engine_kick(ep);
+	clanq_kep_put(ep);
 	return err;
 }
 
@@ -379,7 +387,7 @@ static int clanq_engine_thread(void *arg)
 	while (!kthread_should_stop()) {
 		wait_event_interruptible(eng->wq, !clanq_engine_idle(eng) ||
 					 kthread_should_stop());
-		while (clanq_rdma_engine_step(nic))
+		while (clanq_engine_step(nic))
 			cond_resched();
 	}
 	return 0;

@@ -28,8 +28,9 @@
  * closes its aperture cannot keep an exporter's pages pinned or its
  * budget spent.
  *
- * clanq_region_deliver_write() is the receive path of an RDMA write,
- * whatever wire carried it; it is where tripwires will be checked.
+ * clanq_rx_write() is the receive path of an RDMA write, whatever wire
+ * carried it (wire.c): the one place a write is checked against
+ * revocation, and where tripwires will be checked.
  */
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -43,7 +44,7 @@
 #include "compat.h"
 
 /* The pages and their charges go; the geometry stays for the struct. */
-static void clanq_region_release_mem(struct clanq_region *r)
+static void clanq_kregion_release_mem(struct clanq_kregion *r)
 {
 	unsigned long i;
 
@@ -64,44 +65,44 @@ static void clanq_region_release_mem(struct clanq_region *r)
 }
 
 /* A hold on the memory, for as long as it may be touched; false if gone. */
-bool clanq_region_mem_get(struct clanq_region *r)
+bool clanq_kregion_mem_get(struct clanq_kregion *r)
 {
 	return refcount_inc_not_zero(&r->mem_ref);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_mem_get);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_mem_get);
 
-void clanq_region_mem_put(struct clanq_region *r)
+void clanq_kregion_mem_put(struct clanq_kregion *r)
 {
 	if (refcount_dec_and_test(&r->mem_ref))
-		clanq_region_release_mem(r);
+		clanq_kregion_release_mem(r);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_mem_put);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_mem_put);
 
-static void clanq_region_release(struct kref *ref)
+static void clanq_kregion_release(struct kref *ref)
 {
-	struct clanq_region *r = container_of(ref, struct clanq_region, ref);
+	struct clanq_kregion *r = container_of(ref, struct clanq_kregion, ref);
 
 	WARN_ON(!list_empty(&r->aps));
 	/* still held only if creation failed: the owner's own hold */
 	if (refcount_read(&r->mem_ref)) {
 		WARN_ON(refcount_read(&r->mem_ref) != 1);
-		clanq_region_release_mem(r);
+		clanq_kregion_release_mem(r);
 	}
 	mutex_destroy(&r->ap_lock);
 	kfree_rcu(r, rcu);
 }
 
-void clanq_region_put(struct clanq_region *r)
+void clanq_kregion_put(struct clanq_kregion *r)
 {
 	if (r)
-		kref_put(&r->ref, clanq_region_release);
+		kref_put(&r->ref, clanq_kregion_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_put);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_put);
 
 /* Any region of @nic by id, referenced; NULL if there is none. */
-struct clanq_region *clanq_region_lookup(struct clanq_nic *nic, u32 id)
+struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id)
 {
-	struct clanq_region *r;
+	struct clanq_kregion *r;
 
 	rcu_read_lock();
 	r = xa_load(&nic->regions, id);
@@ -112,47 +113,47 @@ struct clanq_region *clanq_region_lookup(struct clanq_nic *nic, u32 id)
 }
 
 /* A live region of @ctx itself: other contexts' ids read as absent. */
-struct clanq_region *clanq_region_lookup_owned(struct clanq_ctx *ctx, u32 id)
+struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_region *r = clanq_region_lookup(ctx->nic, id);
+	struct clanq_kregion *r = clanq_kregion_lookup(ctx->nic, id);
 
 	if (r && (r->ctx != ctx || READ_ONCE(r->revoked))) {
-		clanq_region_put(r);
+		clanq_kregion_put(r);
 		r = NULL;
 	}
 	return r;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_region_lookup_owned);
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_lookup_owned);
 
 /*
  * The owner's mapping of an allocated region holds the struct and the
  * memory: the memory counts against the budget while it is mapped.
  */
-static void clanq_region_vm_open(struct vm_area_struct *vma)
+static void clanq_kregion_vm_open(struct vm_area_struct *vma)
 {
-	struct clanq_region *r = vma->vm_private_data;
+	struct clanq_kregion *r = vma->vm_private_data;
 
 	kref_get(&r->ref);
 	refcount_inc(&r->mem_ref);
 }
 
-static void clanq_region_vm_close(struct vm_area_struct *vma)
+static void clanq_kregion_vm_close(struct vm_area_struct *vma)
 {
-	struct clanq_region *r = vma->vm_private_data;
+	struct clanq_kregion *r = vma->vm_private_data;
 
-	clanq_region_mem_put(r);
-	clanq_region_put(r);
+	clanq_kregion_mem_put(r);
+	clanq_kregion_put(r);
 }
 
-static const struct vm_operations_struct clanq_region_vm_ops = {
-	.open	= clanq_region_vm_open,
-	.close	= clanq_region_vm_close,
+static const struct vm_operations_struct clanq_kregion_vm_ops = {
+	.open	= clanq_kregion_vm_open,
+	.close	= clanq_kregion_vm_close,
 };
 
 /* Map all of an allocated region, shared, or refuse. */
-static int clanq_region_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+static int clanq_kregion_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 {
-	struct clanq_region *r = container_of(map, struct clanq_region, map);
+	struct clanq_kregion *r = container_of(map, struct clanq_kregion, map);
 	unsigned long n = r->nr_pages;
 	int err;
 
@@ -165,13 +166,13 @@ static int clanq_region_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	if (err)
 		return err;
 	vma->vm_private_data = r;
-	vma->vm_ops = &clanq_region_vm_ops;
-	clanq_region_vm_open(vma);
+	vma->vm_ops = &clanq_kregion_vm_ops;
+	clanq_kregion_vm_open(vma);
 	return 0;
 }
 
-static int clanq_region_alloc_pages(struct clanq_ctx *ctx,
-				    struct clanq_region *r, unsigned long nr)
+static int clanq_kregion_alloc_pages(struct clanq_ctx *ctx,
+				     struct clanq_kregion *r, unsigned long nr)
 {
 	/* the owner maps it whole: it must fit its offset range (context.c) */
 	if (nr >= 1ul << CLANQ_MAP_SHIFT)
@@ -186,13 +187,13 @@ static int clanq_region_alloc_pages(struct clanq_ctx *ctx,
 		if (!r->pages[r->nr_pages])
 			return -ENOMEM;
 	}
-	r->map.mmap = clanq_region_mmap;
+	r->map.mmap = clanq_kregion_mmap;
 	return 0;
 }
 
 /* Pin the caller's pages [start, start + nr pages), within RLIMIT_MEMLOCK. */
-static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
-			    unsigned long start, unsigned long nr)
+static int clanq_kregion_pin(struct clanq_ctx *ctx, struct clanq_kregion *r,
+			     unsigned long start, unsigned long nr)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	struct mm_struct *mm = current->mm;
@@ -226,12 +227,12 @@ static int clanq_region_pin(struct clanq_ctx *ctx, struct clanq_region *r,
 	return 0;
 }
 
-static struct clanq_region *clanq_region_new(struct clanq_ctx *ctx,
-					     const struct clanq_region_create *c)
+static struct clanq_kregion *clanq_kregion_new(struct clanq_ctx *ctx,
+					       const struct clanq_ioc_region_create *c)
 {
 	bool reg = c->flags & CLANQ_REGION_REGISTER;
 	u32 first = reg ? offset_in_page(c->addr) : 0;
-	struct clanq_region *r;
+	struct clanq_kregion *r;
 	unsigned long nr;
 	int err;
 
@@ -252,10 +253,10 @@ static struct clanq_region *clanq_region_new(struct clanq_ctx *ctx,
 	r->pages = kvcalloc(nr, sizeof(*r->pages), GFP_KERNEL_ACCOUNT);
 	err = -ENOMEM;
 	if (r->pages)
-		err = reg ? clanq_region_pin(ctx, r, c->addr & PAGE_MASK, nr) :
-			    clanq_region_alloc_pages(ctx, r, nr);
+		err = reg ? clanq_kregion_pin(ctx, r, c->addr & PAGE_MASK, nr) :
+			    clanq_kregion_alloc_pages(ctx, r, nr);
 	if (err) {
-		clanq_region_put(r);
+		clanq_kregion_put(r);
 		return ERR_PTR(err);
 	}
 	return r;
@@ -264,18 +265,13 @@ static struct clanq_region *clanq_region_new(struct clanq_ctx *ctx,
 int clanq_ioctl_region_create(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_region_create *c = arg;
+	struct clanq_ioc_region_create *c = arg;
 	bool reg = c->flags & CLANQ_REGION_REGISTER;
 	struct clanq_nic *nic = ctx->nic;
-	struct clanq_region *r;
+	struct clanq_kregion *r;
 	u64 end;
 	int err;
 
-	if ((c->flags & ~CLANQ_REGION_REGISTER) ||
-	    !clanq_zero(c->reserved, sizeof(c->reserved))) {
-		clanq_uerr(ctx, "REGION_CREATE: unknown flags, or non-zero reserved fields");
-		return -EINVAL;
-	}
 	if (!c->size || c->size > clanq_max_region_bytes) {
 		clanq_uerr(ctx, "REGION_CREATE: size %llu: want 1..%lu (max_region_bytes)",
 			   c->size, clanq_max_region_bytes);
@@ -288,7 +284,7 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 		return -EINVAL;
 	}
 
-	r = clanq_region_new(ctx, c);
+	r = clanq_kregion_new(ctx, c);
 	if (IS_ERR(r))
 		return PTR_ERR(r);
 
@@ -326,7 +322,7 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 
 err_unlock:
 	mutex_unlock(&ctx->lock);
-	clanq_region_put(r);
+	clanq_kregion_put(r);
 	return err;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_create);
@@ -336,7 +332,7 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_create);
  * the owner can no longer map it; mappings and requests that still hold
  * references keep the pages.
  */
-void clanq_region_free(struct clanq_region *r)
+void clanq_kregion_free(struct clanq_kregion *r)
 {
 	struct clanq_ctx *ctx = r->ctx;
 
@@ -346,28 +342,24 @@ void clanq_region_free(struct clanq_region *r)
 		clanq_ctx_mmap_del(ctx, &r->map);
 	list_del_init(&r->ctx_node);
 	ctx->nr_regions--;
-	clanq_region_revoke(r);
+	clanq_kap_revoke_all(r);
 	atomic64_inc(&r->nic->stats.regions_revoked);
 	/* revoked: no importer touches the memory any more */
-	clanq_region_mem_put(r);
-	clanq_region_put(r);
+	clanq_kregion_mem_put(r);
+	clanq_kregion_put(r);
 }
 
 int clanq_ioctl_region_free(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_region_free *f = arg;
-	struct clanq_region *r;
+	struct clanq_ioc_region_free *f = arg;
+	struct clanq_kregion *r;
 
-	if (f->flags || !clanq_zero(f->reserved, sizeof(f->reserved))) {
-		clanq_uerr(ctx, "REGION_FREE: flags and reserved fields must be zero");
-		return -EINVAL;
-	}
 	mutex_lock(&ctx->lock);
-	r = clanq_region_lookup_owned(ctx, f->id);
+	r = clanq_kregion_lookup_owned(ctx, f->id);
 	if (r) {
-		clanq_region_free(r);
-		clanq_region_put(r);
+		clanq_kregion_free(r);
+		clanq_kregion_put(r);
 	}
 	mutex_unlock(&ctx->lock);
 	if (!r)
@@ -379,18 +371,17 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_free);
 int clanq_ioctl_region_export(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
-	struct clanq_region_export *e = arg;
-	struct clanq_region *r;
+	struct clanq_ioc_region_export *e = arg;
+	struct clanq_kregion *r;
 	int err = 0;
 
-	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL) ||
-	    !clanq_zero(e->reserved, sizeof(e->reserved))) {
-		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want some of %#x; reserved zero",
+	if (!e->rights || (e->rights & ~CLANQ_RIGHTS_ALL)) {
+		clanq_uerr(ctx, "REGION_EXPORT: rights %#x: want some of %#x",
 			   e->rights, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
 	mutex_lock(&ctx->lock);
-	r = clanq_region_lookup_owned(ctx, e->id);
+	r = clanq_kregion_lookup_owned(ctx, e->id);
 	if (!r) {
 		err = -ENOENT;
 	} else if (r->exported) {
@@ -406,7 +397,7 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 		smp_store_release(&r->exported, true);
 	}
 	mutex_unlock(&ctx->lock);
-	clanq_region_put(r);
+	clanq_kregion_put(r);
 	if (err)
 		clanq_uerr(ctx, "REGION_EXPORT: region %u: %s", e->id,
 			   err == -EBUSY ? "exported already" : "not in this context");
@@ -418,8 +409,8 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_export);
  * Copy @len bytes from @src at @src_off to @dst at @dst_off, page by
  * page. Both ranges were checked by the caller.
  */
-static void clanq_region_copy(struct clanq_region *dst, u64 dst_off,
-			      struct clanq_region *src, u64 src_off, u64 len)
+static void clanq_kregion_copy(struct clanq_kregion *dst, u64 dst_off,
+			       struct clanq_kregion *src, u64 src_off, u64 len)
 {
 	while (len) {
 		u64 sa = src->first + src_off, da = dst->first + dst_off;
@@ -448,29 +439,42 @@ static void clanq_region_copy(struct clanq_region *dst, u64 dst_off,
 	}
 }
 
-/*
- * The receive path of an RDMA write: @len bytes into @dst at @dst_off,
- * from @src, whose memory the caller holds (clanq_region_mem_get()).
- * @via is the importer's aperture when the wire is local, so that
- * closing it fences writes as freeing the region does. Returns -ENXIO if
- * the region was revoked or the aperture closed, in which case nothing
- * was written; while revoke_sem is held for reading neither completes,
- * so a write that started is finished before REGION_FREE or AP_CLOSE
- * returns.
+/**
+ * clanq_rx_write() - the receive path of an RDMA write
+ * @dst: the destination region
+ * @dst_off: into @dst
+ * @src: the source region; the caller holds its memory
+ *	 (clanq_kregion_mem_get())
+ * @src_off: into @src
+ * @len: bytes
+ * @via: the importer's aperture when the wire is local, so that closing
+ *	 it fences writes as freeing the region does
+ *
+ * The one liveness check of the RDMA path. The destination is checked
+ * under its revoke_sem (read): while it is held neither REGION_FREE nor
+ * AP_CLOSE completes, so a write that started is finished before they
+ * return. The source is checked too, without its own revoke_sem (taking
+ * two could deadlock two engines against two revocations), so after its
+ * REGION_FREE at most the chunk in progress still reads it; its memory
+ * stays held until then.
+ *
+ * Return: 0, -ERANGE outside either region, or -ENXIO if the destination
+ * was revoked, the aperture closed or the source freed; on an error
+ * nothing was written.
  */
-int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
-			       struct clanq_region *src, u64 src_off, u64 len,
-			       const struct clanq_ap *via)
+int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
+		   struct clanq_kregion *src, u64 src_off, u64 len,
+		   const struct clanq_kap *via)
 {
 	u64 dend, send;
 	int err = 0;
 
-	/* the callers validated; a second check costs nothing */
+	/* the engine validated the request; a wire's own bounds come here */
 	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len ||
 	    check_add_overflow(src_off, len, &send) || send > src->len)
 		return -ERANGE;
 	down_read(&dst->revoke_sem);
-	if (dst->revoked || (via && via->closed)) {
+	if (dst->revoked || (via && via->closed) || READ_ONCE(src->revoked)) {
 		err = -ENXIO;
 	} else {
 		/*
@@ -478,8 +482,9 @@ int clanq_region_deliver_write(struct clanq_region *dst, u64 dst_off,
 		 * checks the armed tripwires of [dst_off, dend) here, after
 		 * the copy, and fires those it touched.
 		 */
-		clanq_region_copy(dst, dst_off, src, src_off, len);
+		clanq_kregion_copy(dst, dst_off, src, src_off, len);
 	}
 	up_read(&dst->revoke_sem);
 	return err;
 }
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_write);

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The loop wire: NICs in the same kernel. Delivery is a direct call into
- * the destination NIC's receive path, in the sender's context.
+ * The loop wire: NICs in the same kernel. Sending is a direct call into
+ * the destination NIC's receive path, in the sender's context; an
+ * aperture points straight at the exporter's region, which is what lets
+ * it be mapped for PIO. The source NIC, which a remote wire sends from,
+ * is not needed here.
  *
  * What the wire reports to the sender is what a real NIC could know: the
  * node is unknown (-EHOSTUNREACH) or the message left. Whether the
@@ -9,46 +12,53 @@
  */
 #include "clanq_drv.h"
 
-int clanq_wire_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
-			const struct clanq_oob_msg *msg)
+static bool clanq_loop_reaches(u32 node)
+{
+	return clanq_nic_by_node(node);
+}
+
+static int clanq_loop_send_oob(struct clanq_nic *src,
+			       const struct clanq_addr *dst,
+			       const struct clanq_oob_msg *msg)
 {
 	struct clanq_nic *nic = clanq_nic_by_node(dst->node);
 
 	if (!nic)
 		return -EHOSTUNREACH;
-	clanq_oob_deliver(nic, dst->id, msg);
+	clanq_rx_oob(nic, dst->id, msg);
 	return 0;
 }
 
-/*
- * Resolve an import: the exporter's region, referenced, or NULL with
- * *err set. On the loop wire the aperture then points straight at it,
- * which is what lets it be mapped for PIO.
- */
-struct clanq_region *clanq_wire_import(struct clanq_nic *src,
-				       const struct clanq_addr *region, int *err)
+static struct clanq_kregion *clanq_loop_import(struct clanq_nic *src,
+					       const struct clanq_addr *region,
+					       int *err)
 {
 	struct clanq_nic *nic = clanq_nic_by_node(region->node);
-	struct clanq_region *r;
+	struct clanq_kregion *r;
 
 	if (!nic) {
 		*err = -EHOSTUNREACH;
 		return NULL;
 	}
-	r = clanq_region_lookup(nic, region->id);
+	r = clanq_kregion_lookup(nic, region->id);
 	*err = r ? 0 : -ENOENT;
 	return r;
 }
 
-/*
- * An RDMA write of @len bytes from @from at @from_off to @dst at @dst_off
- * (offsets into the aperture's window): here a direct call into the
- * receive path of the exporter's NIC.
- */
-int clanq_wire_rdma_write(struct clanq_nic *src, struct clanq_ap *dst,
-			  u64 dst_off, struct clanq_region *from, u64 from_off,
-			  u64 len)
+/* The aperture is the importer's, so closing it fences writes too. */
+static int clanq_loop_rdma_write(struct clanq_nic *src,
+				 const struct clanq_wire_write *w)
 {
-	return clanq_region_deliver_write(dst->region, dst->off + dst_off, from,
-					  from_off, len, dst);
+	struct clanq_kap *ap = w->dst;
+
+	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
+			      w->src_off, w->len, ap);
 }
+
+const struct clanq_wire_ops clanq_wire_loop = {
+	.name		= "loop",
+	.reaches	= clanq_loop_reaches,
+	.send_oob	= clanq_loop_send_oob,
+	.import		= clanq_loop_import,
+	.rdma_write	= clanq_loop_rdma_write,
+};

@@ -6,7 +6,13 @@
  * every call returns >= 0 on success or a negative errno; the caller owns
  * every struct and passes it explicitly; the library has no global state.
  * Fast-path calls are static inline in this header and make no system
- * call; everything else is in lib/.
+ * call; everything else is in lib/. Taking from a queue (clanq_oob_recv,
+ * clanq_rdma_poll, clanq_evq_poll) returns 0 with the item, or -EAGAIN
+ * when there is none, as liburing's io_uring_peek_cqe() does.
+ *
+ * The ABI's ioctl arguments are struct clanq_ioc_<cmd> (uapi/clanq.h)
+ * and the driver's objects struct clanq_k<obj>: the names here are the
+ * library's alone.
  */
 #ifndef _CLANQ_H
 #define _CLANQ_H
@@ -14,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uapi/clanq.h>
 #include <clanq/queue.h>
@@ -55,7 +62,7 @@ int clanq_close(struct clanq_dev *dev);
  * \param q  filled in on success
  * \return 0 or -errno.
  */
-int clanq_query(const struct clanq_dev *dev, struct clanq_query *q);
+int clanq_query(const struct clanq_dev *dev, struct clanq_ioc_query *q);
 
 /*
  * Endpoints and out-of-band messages (paper section 3.1).
@@ -73,7 +80,8 @@ struct clanq_ep {
 	struct clanq_queue oob;		/**< consumer side, private */
 	struct clanq_queue rq;		/**< RDMA requests: producer side */
 	struct clanq_queue cq;		/**< RDMA completions: consumer side */
-	const __u32 *doorbell;		/**< engine's sleep flag (driver-written) */
+	const __u32 *need_wakeup;	/**< engine's sleep flag (driver-written) */
+	__u32 rq_batch;			/**< requests written, not yet pushed */
 	const struct clanq_ep_counters *counters; /**< driver-written */
 };
 
@@ -232,26 +240,60 @@ static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
  * unless the engine went idle.
  */
 
-/** \brief Ring the doorbell: make the engine look at ep's request queue. */
+/**
+ * \brief Ring the doorbell (a system call): make the engine look at ep's
+ * request queue. Needed only while *ep->need_wakeup is set; the post
+ * calls below ring it themselves.
+ */
 int clanq_rdma_kick(struct clanq_ep *ep);
 
 /**
- * \brief Queue one RDMA write. Makes a system call only when the engine
- * has gone idle on this endpoint (the doorbell is set).
- * \return 0; -EAGAIN if the request queue is full (poll completions);
- *         -errno from the doorbell, in which case the request is queued
- *         all the same (do not post it again; kick with clanq_rdma_kick()).
+ * \brief Write one RDMA request into the request queue without handing
+ * it to the engine yet (ef_vi's init/push split): a batch of them is
+ * handed over by one clanq_rdma_post_push().
+ * \return 0; -EAGAIN if the request queue has no free slot.
+ */
+static inline int clanq_rdma_post_init(struct clanq_ep *ep,
+				       const struct clanq_rdma_req *req)
+{
+	if (clanq_q_prod_space_for(&ep->rq, ep->rq_batch + 1) <= ep->rq_batch)
+		return -EAGAIN;
+	memcpy(clanq_q_prod_slot_at(&ep->rq, ep->rq_batch), req, sizeof(*req));
+	ep->rq_batch++;
+	return 0;
+}
+
+/**
+ * \brief Hand every request written since the last push to the engine.
+ * Makes a system call only when the engine has gone idle on this
+ * endpoint (*ep->need_wakeup is set).
+ * \return 0; -errno from the doorbell, in which case the requests are
+ *         queued all the same (do not post them again; kick with
+ *         clanq_rdma_kick()).
+ */
+static inline int clanq_rdma_post_push(struct clanq_ep *ep)
+{
+	if (!ep->rq_batch)
+		return 0;
+	clanq_q_prod_publish(&ep->rq, ep->rq_batch);
+	ep->rq_batch = 0;
+	/* [A] of queue.h: publish, barrier, look; pairs with the engine's */
+	clanq_q_mb();
+	if (__atomic_load_n(ep->need_wakeup, __ATOMIC_RELAXED))
+		return clanq_rdma_kick(ep);
+	return 0;
+}
+
+/**
+ * \brief Queue one RDMA write and hand it to the engine: init + push.
+ * \return as clanq_rdma_post_init() and clanq_rdma_post_push().
  */
 static inline int clanq_rdma_post(struct clanq_ep *ep,
 				  const struct clanq_rdma_req *req)
 {
-	if (!clanq_q_put(&ep->rq, req))
-		return -EAGAIN;
-	/* the sleep-flag pattern of queue.h: publish, barrier, look */
-	clanq_q_mb();
-	if (__atomic_load_n(ep->doorbell, __ATOMIC_RELAXED))
-		return clanq_rdma_kick(ep);
-	return 0;
+	int err = clanq_rdma_post_init(ep, req);
+
+	return err ? err : clanq_rdma_post_push(ep);
 }
 
 /**
@@ -259,18 +301,19 @@ static inline int clanq_rdma_post(struct clanq_ep *ep,
  * may make: if the engine stopped because the completion queue was full
  * and requests are waiting, freeing a slot rings the doorbell (should
  * that fail, the next post or poll rings it again).
- * \return 1 with *comp filled, or 0 if there is none.
+ * \return 0 with *comp filled, or -EAGAIN if there is none.
  */
 static inline int clanq_rdma_poll(struct clanq_ep *ep,
 				  struct clanq_rdma_comp *comp)
 {
 	if (!clanq_q_get(&ep->cq, comp))
-		return 0;
+		return -EAGAIN;
+	/* [B] of queue.h: free a slot, barrier, look; pairs with the engine's */
 	clanq_q_mb();
-	if (__atomic_load_n(ep->doorbell, __ATOMIC_RELAXED) &&
+	if (__atomic_load_n(ep->need_wakeup, __ATOMIC_RELAXED) &&
 	    clanq_q_prod_unread(&ep->rq))
 		(void)clanq_rdma_kick(ep);
-	return 1;
+	return 0;
 }
 
 /*
@@ -334,36 +377,62 @@ static inline void clanq_evq_set_spin(struct clanq_evq *evq, __u64 spin_ns)
  * Clears the registration's pending bit before returning, so the caller
  * must then drain every source of that registration: anything arriving
  * after the bit was cleared raises a new event.
- * \return 1 with *ev filled, or 0 if there is none.
+ * \return 0 with *ev filled, or -EAGAIN if there is none.
  */
 static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)
 {
 	__u32 reg;
 
 	if (!clanq_q_get(&evq->ring, ev))
-		return 0;
+		return -EAGAIN;
 	reg = ev->reg;
 	if (reg / 64 < evq->nr_words)
 		__atomic_fetch_and(&evq->pending[reg / 64],
 				   ~(1ull << (reg % 64)), __ATOMIC_SEQ_CST);
 	/*
-	 * The Dekker pairing of queue.h: our clear must be ordered before
-	 * the caller's next look at the source, against the driver's
-	 * publish + test_and_set_bit. A seq_cst RMW followed by an acquire
-	 * load is not enough in C11 (arm64 may hoist an LDAPR above it).
+	 * [C] of queue.h: our clear must be ordered before the caller's
+	 * next look at the source, against the driver's publish +
+	 * test_and_set_bit. A seq_cst RMW followed by an acquire load is
+	 * not enough in C11 (arm64 may hoist an LDAPR above it).
 	 */
 	clanq_q_mb();
-	return 1;
+	return 0;
 }
 
 /**
  * \brief Wait for the next event: poll, spin for spin_ns, then block in
  * the driver without losing a wake-up.
  * \param timeout_ns  -1: no timeout; 0: poll once.
- * \return 1 with *ev filled; 0 on timeout; -EINTR on a signal; -errno.
+ * \return 0 with *ev filled; -ETIMEDOUT when the time is up (at once
+ *         for timeout_ns 0 and no event); -EINTR on a signal; -errno.
  */
 int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		   int64_t timeout_ns);
+
+/*
+ * Spinning: what a polling loop needs beside the queues.
+ */
+
+/** \brief Tell the CPU we are spinning: a hint, no system call. */
+static inline void clanq_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/** \brief CLOCK_MONOTONIC in nanoseconds (vDSO: no system call on x86). */
+static inline __u64 clanq_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
 
 /*
  * Counters.

@@ -11,7 +11,7 @@
 
 #include <clanq.h>
 
-int clanq_query(const struct clanq_dev *dev, struct clanq_query *q)
+int clanq_query(const struct clanq_dev *dev, struct clanq_ioc_query *q)
 {
 	memset(q, 0, sizeof(*q));
 	if (ioctl(dev->fd, CLANQ_IOC_QUERY, q) < 0)
@@ -21,7 +21,7 @@ int clanq_query(const struct clanq_dev *dev, struct clanq_query *q)
 
 int clanq_open(struct clanq_dev *dev, const char *path)
 {
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 	int fd, err;
 
 	fd = open(path ? path : CLANQ_DEV_PREFIX "0", O_RDWR | O_CLOEXEC);
@@ -61,7 +61,7 @@ int clanq_close(struct clanq_dev *dev)
 
 int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
 {
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 	int err = clanq_query(dev, &q);
 
 	if (!err)

@@ -22,8 +22,8 @@ int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 			 const struct clanq_ep_attr *attr)
 {
-	struct clanq_ep_create c;
-	struct clanq_ep_destroy d;
+	struct clanq_ioc_ep_create c;
+	struct clanq_ioc_ep_destroy d;
 	void *seg;
 	int err;
 
@@ -50,17 +50,18 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	else
 		err = -EPROTO;
 	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size ||
-	    c.doorbell % 4 || c.doorbell + sizeof(__u32) > c.mmap_size) {
+	    c.need_wakeup % 4 || c.need_wakeup + sizeof(__u32) > c.mmap_size) {
 		err = -EPROTO;		/* the driver described nonsense */
 		munmap(seg, c.mmap_size);
 		goto destroy;
 	}
 	ep->fd = dev->fd;
+	ep->rq_batch = 0;
 	ep->addr = c.addr;
 	ep->seg = seg;
 	ep->seg_size = c.mmap_size;
 	ep->counters = (const struct clanq_ep_counters *)((char *)seg + c.counters);
-	ep->doorbell = (const __u32 *)((char *)seg + c.doorbell);
+	ep->need_wakeup = (const __u32 *)((char *)seg + c.need_wakeup);
 	return 0;
 
 destroy:
@@ -72,7 +73,7 @@ destroy:
 
 int clanq_ep_destroy(struct clanq_ep *ep)
 {
-	struct clanq_ep_destroy d;
+	struct clanq_ioc_ep_destroy d;
 	int err = 0;
 
 	memset(&d, 0, sizeof(d));
@@ -88,7 +89,7 @@ int clanq_ep_destroy(struct clanq_ep *ep)
 int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
 		   const void *payload, size_t len)
 {
-	struct clanq_oob_send s;
+	struct clanq_ioc_oob_send s;
 
 	if (len > CLANQ_OOB_PAYLOAD)
 		return -EMSGSIZE;
@@ -106,7 +107,7 @@ int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
 
 int clanq_rdma_kick(struct clanq_ep *ep)
 {
-	struct clanq_rdma_kick k;
+	struct clanq_ioc_rdma_kick k;
 
 	memset(&k, 0, sizeof(k));
 	k.ep = ep->addr.id;

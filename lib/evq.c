@@ -15,7 +15,7 @@
 int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 		     unsigned int max_regs)
 {
-	struct clanq_evq_create c;
+	struct clanq_ioc_evq_create c;
 	void *seg;
 	int err;
 
@@ -62,7 +62,7 @@ int clanq_evq_destroy(struct clanq_evq *evq)
 int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
 		       __u32 mask, __u64 cookie)
 {
-	struct clanq_evq_reg r;
+	struct clanq_ioc_evq_reg r;
 
 	memset(&r, 0, sizeof(r));
 	r.ep = ep->addr.id;
@@ -75,7 +75,7 @@ int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
 
 int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 {
-	struct clanq_evq_reg r;
+	struct clanq_ioc_evq_reg r;
 
 	if (reg < 0)
 		return -EINVAL;
@@ -84,26 +84,6 @@ int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 	if (ioctl(evq->fd, CLANQ_IOC_EVQ_UNREGISTER, &r) < 0)
 		return -errno;
 	return 0;
-}
-
-/* Tell the CPU we are spinning: a hint, no system call. */
-static inline void clanq_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
-static __u64 clanq_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
 /*
@@ -118,25 +98,25 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		   int64_t timeout_ns)
 {
 	__u64 start = clanq_now_ns(), now = start, deadline;
-	struct clanq_evq_wait w;
+	struct clanq_ioc_evq_wait w;
 
 	deadline = timeout_ns < 0 ? ~0ull : start + (__u64)timeout_ns;
 	for (;;) {
-		if (clanq_evq_poll(evq, ev))
-			return 1;
+		if (!clanq_evq_poll(evq, ev))
+			return 0;
 		if (now - start < evq->spin_ns && now < deadline) {
 			clanq_cpu_relax();
 			now = clanq_now_ns();
 			continue;
 		}
 		if (now >= deadline)
-			return 0;
+			return -ETIMEDOUT;
 		memset(&w, 0, sizeof(w));
 		w.read_i = evq->ring.own;
 		w.timeout_ns = timeout_ns < 0 ? ~0ull : deadline - now;
 		if (ioctl(evq->fd, CLANQ_IOC_EVQ_WAIT, &w) < 0) {
 			if (errno == ETIMEDOUT)
-				return clanq_evq_poll(evq, ev);
+				return clanq_evq_poll(evq, ev) ? -ETIMEDOUT : 0;
 			return -errno;
 		}
 		now = clanq_now_ns();

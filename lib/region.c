@@ -12,9 +12,9 @@
 #include <clanq.h>
 
 static int clanq_region_create(struct clanq_dev *dev, struct clanq_region *r,
-			       struct clanq_region_create *c)
+			       struct clanq_ioc_region_create *c)
 {
-	struct clanq_region_free f;
+	struct clanq_ioc_region_free f;
 	void *mem = (void *)(uintptr_t)c->addr;
 	int err;
 
@@ -43,7 +43,7 @@ static int clanq_region_create(struct clanq_dev *dev, struct clanq_region *r,
 int clanq_region_alloc(struct clanq_dev *dev, struct clanq_region *r,
 		       size_t size)
 {
-	struct clanq_region_create c;
+	struct clanq_ioc_region_create c;
 
 	memset(&c, 0, sizeof(c));
 	c.size = size;
@@ -53,7 +53,7 @@ int clanq_region_alloc(struct clanq_dev *dev, struct clanq_region *r,
 int clanq_region_register(struct clanq_dev *dev, struct clanq_region *r,
 			  void *addr, size_t size)
 {
-	struct clanq_region_create c;
+	struct clanq_ioc_region_create c;
 
 	memset(&c, 0, sizeof(c));
 	c.flags = CLANQ_REGION_REGISTER;
@@ -64,7 +64,7 @@ int clanq_region_register(struct clanq_dev *dev, struct clanq_region *r,
 
 int clanq_region_free(struct clanq_region *r)
 {
-	struct clanq_region_free f;
+	struct clanq_ioc_region_free f;
 	int err = 0;
 
 	memset(&f, 0, sizeof(f));
@@ -80,7 +80,7 @@ int clanq_region_free(struct clanq_region *r)
 
 int clanq_region_export(struct clanq_region *r, __u32 rights, __u64 *key)
 {
-	struct clanq_region_export e;
+	struct clanq_ioc_region_export e;
 
 	memset(&e, 0, sizeof(e));
 	e.id = r->addr.id;
@@ -95,7 +95,7 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 		    struct clanq_addr region, __u64 key, __u64 offset,
 		    __u64 len, __u32 rights)
 {
-	struct clanq_ap_import im;
+	struct clanq_ioc_ap_import im;
 
 	memset(&im, 0, sizeof(im));
 	im.region = region;
@@ -139,7 +139,7 @@ int clanq_ap_map(struct clanq_ap *ap)
 
 int clanq_ap_close(struct clanq_ap *ap)
 {
-	struct clanq_ap_close c;
+	struct clanq_ioc_ap_close c;
 	int err = 0;
 
 	if (ap->map)

@@ -44,7 +44,7 @@
  *	The kernel uses smp_load_acquire()/smp_store_release(); user space
  *	the C11 __atomic builtins with the same semantics.
  *
- *	Sleeping (doorbells, blocking waits) adds one more pairing, the
+ *	Sleeping (kicks, blocking waits) adds one more pairing, the
  *	store-buffer (Dekker) pattern. The sleeper stores "I sleep", issues
  *	clanq_q_mb(), then re-reads prod; the waker publishes prod (B),
  *	issues clanq_q_mb(), then reads the sleep flag. With a full barrier
@@ -203,17 +203,18 @@ static inline void *clanq_q_slot(const struct clanq_queue *q, __u32 i)
  */
 
 /**
- * clanq_q_prod_space() - free slots, as the producer can prove
+ * clanq_q_prod_space_for() - free slots, as the producer can prove
+ * @n: how many the caller needs
  *
- * Reads the consumer's index (A) only when the cached copy says full. A
- * consumer index outside [0, nr_slots) reads as "full".
+ * Reads the consumer's index (A) only when the cached copy shows fewer
+ * than @n free. A consumer index outside [0, nr_slots) reads as "full".
  */
-static inline __u32 clanq_q_prod_space(struct clanq_queue *q)
+static inline __u32 clanq_q_prod_space_for(struct clanq_queue *q, __u32 n)
 {
 	__u32 space = (q->peer - q->own - 1) & q->mask;
 	__u32 cons;
 
-	if (space)
+	if (space >= n)
 		return space;
 	cons = clanq_q_load_acquire(q->cons);		/* (A) */
 	if (cons & ~q->mask)
@@ -222,10 +223,25 @@ static inline __u32 clanq_q_prod_space(struct clanq_queue *q)
 	return (cons - q->own - 1) & q->mask;
 }
 
+/* Free slots, rereading the consumer's index only when the cache says full. */
+static inline __u32 clanq_q_prod_space(struct clanq_queue *q)
+{
+	return clanq_q_prod_space_for(q, 1);
+}
+
 /* The slot the next put will fill; valid only if clanq_q_prod_space() > 0. */
 static inline void *clanq_q_prod_slot(const struct clanq_queue *q)
 {
 	return clanq_q_slot(q, q->own);
+}
+
+/*
+ * The slot @i puts after the next one will fill, for a batch written in
+ * place and published at once; valid only if clanq_q_prod_space() > @i.
+ */
+static inline void *clanq_q_prod_slot_at(const struct clanq_queue *q, __u32 i)
+{
+	return clanq_q_slot(q, q->own + i);
 }
 
 /* Publish @n slots filled in place since the last publish. */

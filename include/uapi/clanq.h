@@ -5,9 +5,12 @@
  * One header, shared by the driver and by libclanq. Conventions:
  *  - fixed-width fields, explicit padding, no pointers (addresses travel
  *    as __u64), so 32- and 64-bit user space see one layout;
- *  - every ioctl is _IOWR on one struct; fields named "reserved" and
- *    flag bits not defined here must be zero, and are rejected with
- *    -EINVAL otherwise, so they can be given a meaning later;
+ *  - every ioctl CLANQ_IOC_<CMD> is _IOWR on one struct clanq_ioc_<cmd>
+ *    (the library's calls and the driver's objects have names of their
+ *    own, so each name has one definition); flag bits not defined here
+ *    and the fields named "reserved", which close every such struct,
+ *    must be zero, and are rejected with -EINVAL otherwise, so they can
+ *    be given a meaning later;
  *  - shared-memory layouts are never a struct to mirror: the kernel
  *    publishes offsets (struct clanq_queue_off) when it creates an object,
  *    as io_uring publishes sq_off/cq_off.
@@ -52,7 +55,7 @@ struct clanq_addr {
  * CLANQ_IOC_QUERY: what this device is. Any context may issue it; it is
  * how the library checks the ABI version before anything else.
  */
-struct clanq_query {
+struct clanq_ioc_query {
 	__u32 abi_version;	/* out: CLANQ_ABI_VERSION */
 	__u32 node;		/* out: this NIC's node id */
 	__u32 nr_nics;		/* out: soft NICs in this kernel */
@@ -93,7 +96,7 @@ struct clanq_ep_counters {
 	__u64 rdma_reqs;	/* RDMA requests the engine took */
 	__u64 rdma_bytes;	/* bytes those requests wrote */
 	__u64 rdma_errors;	/* requests completed with an error status */
-	__u64 rdma_doorbells;	/* CLANQ_IOC_RDMA_KICK calls (system calls) */
+	__u64 rdma_kicks;	/* CLANQ_IOC_RDMA_KICK calls (system calls) */
 };
 
 /*
@@ -104,12 +107,13 @@ struct clanq_ep_counters {
  * completion queues' consumer indices and the request queue's producer
  * index and slots; the driver trusts nothing in the segment.
  *
- * The doorbell word is the engine's "sleep flag" (DESIGN section 3):
- * non-zero while the engine is not looking at the request queue. After
- * publishing a request the application issues a full barrier and, only
- * if the word is set, calls CLANQ_IOC_RDMA_KICK.
+ * The need_wakeup word is the engine's "sleep flag" (DESIGN section 3,
+ * AF_XDP's XDP_RING_NEED_WAKEUP): non-zero while the engine is not
+ * looking at the request queue. After publishing a request the
+ * application issues a full barrier and, only if the word is set, rings
+ * the doorbell: CLANQ_IOC_RDMA_KICK.
  */
-struct clanq_ep_create {
+struct clanq_ioc_ep_create {
 	__u32 oob_slots;	/* in: power of two; 0 = driver default */
 	__u32 flags;		/* in: must be zero */
 	__u32 rq_slots;		/* in: power of two; 0 = driver default */
@@ -121,12 +125,12 @@ struct clanq_ep_create {
 	struct clanq_queue_off rq;	/* out: RDMA requests, application produces */
 	struct clanq_queue_off cq;	/* out: RDMA completions, driver produces */
 	__u32 counters;		/* out: offset of struct clanq_ep_counters */
-	__u32 doorbell;		/* out: offset of the engine's __u32 sleep flag */
+	__u32 need_wakeup;	/* out: offset of the engine's __u32 sleep flag */
 	__u64 reserved[4];
 };
 
 /* CLANQ_IOC_EP_DESTROY: by id; only the owning context may. */
-struct clanq_ep_destroy {
+struct clanq_ioc_ep_destroy {
 	__u32 id;
 	__u32 flags;
 	__u64 reserved[2];
@@ -137,7 +141,7 @@ struct clanq_ep_destroy {
  * NIC, the sender is not told whether the receiver's queue had room:
  * drops are counted at the receiver. An unknown node is -EHOSTUNREACH.
  */
-struct clanq_oob_send {
+struct clanq_ioc_oob_send {
 	__u32 ep;		/* in: sending endpoint, of this context */
 	__u32 flags;		/* in: must be zero */
 	struct clanq_addr dst;	/* in */
@@ -166,7 +170,7 @@ struct clanq_event {
 	__u64 cookie;		/* the registration's cookie */
 };
 
-struct clanq_evq_create {
+struct clanq_ioc_evq_create {
 	__u32 max_regs;		/* in: registrations it can hold */
 	__u32 flags;		/* in: must be zero */
 	__s32 fd;		/* out: the evq's file descriptor */
@@ -179,7 +183,7 @@ struct clanq_evq_create {
 };
 
 /* On the evq fd: watch sources of an endpoint of the evq's context. */
-struct clanq_evq_reg {
+struct clanq_ioc_evq_reg {
 	__u32 ep;		/* in: endpoint id */
 	__u32 events;		/* in: CLANQ_EV_* mask, non-zero */
 	__u64 cookie;		/* in: returned in each event */
@@ -194,7 +198,7 @@ struct clanq_evq_reg {
  * while its producer index still equals it, so an event posted between
  * the caller's last look and this call is never slept through.
  */
-struct clanq_evq_wait {
+struct clanq_ioc_evq_wait {
 	__u64 timeout_ns;	/* in: ~0 = no timeout */
 	__u32 read_i;		/* in */
 	__u32 flags;		/* in: must be zero */
@@ -218,7 +222,7 @@ struct clanq_evq_wait {
  */
 #define CLANQ_REGION_REGISTER	(1u << 0)
 
-struct clanq_region_create {
+struct clanq_ioc_region_create {
 	__u64 addr;		/* in: REGISTER: the memory; else 0 */
 	__u64 size;		/* in: bytes, > 0 */
 	__u32 flags;		/* in: CLANQ_REGION_* */
@@ -229,7 +233,7 @@ struct clanq_region_create {
 };
 
 /* CLANQ_IOC_REGION_FREE: by id; only the owning context may. */
-struct clanq_region_free {
+struct clanq_ioc_region_free {
 	__u32 id;
 	__u32 flags;		/* in: must be zero */
 	__u64 reserved[2];
@@ -245,7 +249,7 @@ struct clanq_region_free {
  * rights, if they name it with the returned key (64 random bits). A
  * region is exported once; its key lives as long as it does.
  */
-struct clanq_region_export {
+struct clanq_ioc_region_export {
 	__u32 id;		/* in */
 	__u32 rights;		/* in: non-empty subset of CLANQ_RIGHTS_ALL */
 	__u64 key;		/* out */
@@ -270,7 +274,7 @@ struct clanq_region_export {
  * write-only import is RDMA-only); PROT_WRITE (also by a later
  * mprotect) needs CLANQ_RIGHT_WRITE as well: -EACCES otherwise.
  */
-struct clanq_ap_import {
+struct clanq_ioc_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */
 	__u64 key;		/* in */
 	__u64 offset;		/* in: into the region */
@@ -285,7 +289,7 @@ struct clanq_ap_import {
 };
 
 /* CLANQ_IOC_AP_CLOSE: by id; its PIO mappings are zapped. */
-struct clanq_ap_close {
+struct clanq_ioc_ap_close {
 	__u32 id;
 	__u32 flags;		/* in: must be zero */
 	__u64 reserved[2];
@@ -334,28 +338,31 @@ struct clanq_rdma_comp {
 	__u64 reserved;
 };
 
-/* CLANQ_IOC_RDMA_KICK: the doorbell. The engine looks at ep's queue. */
-struct clanq_rdma_kick {
+/*
+ * CLANQ_IOC_RDMA_KICK: the doorbell. The engine looks at ep's queue.
+ * Needed only while the endpoint's need_wakeup word is set.
+ */
+struct clanq_ioc_rdma_kick {
 	__u32 ep;		/* in: an endpoint of this context */
 	__u32 flags;		/* in: must be zero */
 	__u64 reserved[2];
 };
 
 #define CLANQ_IOC_MAGIC		0xC1
-#define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_query)
-#define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ep_create)
-#define CLANQ_IOC_EP_DESTROY	_IOWR(CLANQ_IOC_MAGIC, 0x02, struct clanq_ep_destroy)
-#define CLANQ_IOC_OOB_SEND	_IOWR(CLANQ_IOC_MAGIC, 0x03, struct clanq_oob_send)
-#define CLANQ_IOC_EVQ_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x04, struct clanq_evq_create)
-#define CLANQ_IOC_REGION_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x05, struct clanq_region_create)
-#define CLANQ_IOC_REGION_FREE	_IOWR(CLANQ_IOC_MAGIC, 0x06, struct clanq_region_free)
-#define CLANQ_IOC_REGION_EXPORT	_IOWR(CLANQ_IOC_MAGIC, 0x07, struct clanq_region_export)
-#define CLANQ_IOC_AP_IMPORT	_IOWR(CLANQ_IOC_MAGIC, 0x08, struct clanq_ap_import)
-#define CLANQ_IOC_AP_CLOSE	_IOWR(CLANQ_IOC_MAGIC, 0x09, struct clanq_ap_close)
-#define CLANQ_IOC_RDMA_KICK	_IOWR(CLANQ_IOC_MAGIC, 0x0a, struct clanq_rdma_kick)
+#define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_ioc_query)
+#define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ioc_ep_create)
+#define CLANQ_IOC_EP_DESTROY	_IOWR(CLANQ_IOC_MAGIC, 0x02, struct clanq_ioc_ep_destroy)
+#define CLANQ_IOC_OOB_SEND	_IOWR(CLANQ_IOC_MAGIC, 0x03, struct clanq_ioc_oob_send)
+#define CLANQ_IOC_EVQ_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x04, struct clanq_ioc_evq_create)
+#define CLANQ_IOC_REGION_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x05, struct clanq_ioc_region_create)
+#define CLANQ_IOC_REGION_FREE	_IOWR(CLANQ_IOC_MAGIC, 0x06, struct clanq_ioc_region_free)
+#define CLANQ_IOC_REGION_EXPORT	_IOWR(CLANQ_IOC_MAGIC, 0x07, struct clanq_ioc_region_export)
+#define CLANQ_IOC_AP_IMPORT	_IOWR(CLANQ_IOC_MAGIC, 0x08, struct clanq_ioc_ap_import)
+#define CLANQ_IOC_AP_CLOSE	_IOWR(CLANQ_IOC_MAGIC, 0x09, struct clanq_ioc_ap_close)
+#define CLANQ_IOC_RDMA_KICK	_IOWR(CLANQ_IOC_MAGIC, 0x0a, struct clanq_ioc_rdma_kick)
 /* on the evq fd */
-#define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_evq_reg)
-#define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_evq_reg)
-#define CLANQ_IOC_EVQ_WAIT	_IOWR(CLANQ_IOC_MAGIC, 0x12, struct clanq_evq_wait)
+#define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_ioc_evq_reg)
+#define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_ioc_evq_reg)
+#define CLANQ_IOC_EVQ_WAIT	_IOWR(CLANQ_IOC_MAGIC, 0x12, struct clanq_ioc_evq_wait)
 
 #endif /* _UAPI_CLANQ_H */

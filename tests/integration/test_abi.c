@@ -62,7 +62,7 @@ static void every_nic_reports_the_abi_version_and_its_own_node(void **state)
 
 static void query_fills_every_output_field(void **state)
 {
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 
 	(void)state;
 	memset(&q, 0, sizeof(q));
@@ -77,13 +77,13 @@ static void query_fills_every_output_field(void **state)
 
 static void unknown_ioctl_numbers_are_enotty(void **state)
 {
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 
 	(void)state;
 	memset(&q, 0, sizeof(q));
-	assert_int_equal(ioctl_errno(_IOWR('x', 0, struct clanq_query), &q), ENOTTY);
-	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0x3f, struct clanq_query), &q), ENOTTY);
-	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0xff, struct clanq_query), &q), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOWR('x', 0, struct clanq_ioc_query), &q), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0x3f, struct clanq_ioc_query), &q), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0xff, struct clanq_ioc_query), &q), ENOTTY);
 	assert_int_equal(ioctl_errno(0, &q), ENOTTY);
 	assert_int_equal(ioctl_errno(0xffffffffu, &q), ENOTTY);
 }
@@ -95,15 +95,15 @@ static void query_with_another_size_or_direction_is_enotty(void **state)
 	(void)state;
 	memset(buf, 0, sizeof(buf));
 	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0, char[8]), buf), ENOTTY);
-	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0, char[sizeof(struct clanq_query) + 8]), buf), ENOTTY);
-	assert_int_equal(ioctl_errno(_IOR(CLANQ_IOC_MAGIC, 0, struct clanq_query), buf), ENOTTY);
-	assert_int_equal(ioctl_errno(_IOW(CLANQ_IOC_MAGIC, 0, struct clanq_query), buf), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOWR(CLANQ_IOC_MAGIC, 0, char[sizeof(struct clanq_ioc_query) + 8]), buf), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOR(CLANQ_IOC_MAGIC, 0, struct clanq_ioc_query), buf), ENOTTY);
+	assert_int_equal(ioctl_errno(_IOW(CLANQ_IOC_MAGIC, 0, struct clanq_ioc_query), buf), ENOTTY);
 	assert_int_equal(ioctl_errno(_IO(CLANQ_IOC_MAGIC, 0), buf), ENOTTY);
 }
 
 static void nonzero_reserved_fields_and_flags_are_einval(void **state)
 {
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 	unsigned int i;
 
 	(void)state;
@@ -179,7 +179,7 @@ static void many_contexts_open_and_close_independently(void **state)
 {
 	enum { N = 200 };
 	static struct clanq_dev devs[N];
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 	int i;
 
 	(void)state;
@@ -199,7 +199,7 @@ static void many_contexts_open_and_close_independently(void **state)
 static void a_forked_child_shares_the_context(void **state)
 {
 	struct clanq_dev dev;
-	struct clanq_query q;
+	struct clanq_ioc_query q;
 	int status;
 	pid_t pid;
 

@@ -679,7 +679,7 @@ static void a_1000_endpoint_server_gets_every_message_of_3_clients_exactly_once(
  * Malformed requests on the context fd (EVQ_CREATE) and the evq fd.
  */
 
-static int raw_evq_create(int fd, __u32 max_regs, struct clanq_evq_create *c)
+static int raw_evq_create(int fd, __u32 max_regs, struct clanq_ioc_evq_create *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->max_regs = max_regs;
@@ -690,7 +690,7 @@ static void evq_create_refuses_bad_max_regs_flags_and_reserved_fields(void **sta
 {
 	static const __u32 bad[] = { 0, 1u << 30, 0x80000000u, 0xffffffffu };
 	static const __u32 good[] = { 1, 64, 65, 1000 };
-	struct clanq_evq_create c;
+	struct clanq_ioc_evq_create c;
 	struct clanq_evq evq;
 	struct clanq_dev dev;
 	unsigned int i;
@@ -737,7 +737,7 @@ static void evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints
 	static const __u32 bad_events[] = {
 		0, 1u << 3, 1u << 31, CLANQ_EV_OOB | 1u << 7,
 	};
-	struct clanq_evq_reg good, r;
+	struct clanq_ioc_evq_reg good, r;
 	struct clanq_dev other_dev;
 	struct clanq_ep ep, other;
 	struct fix f;
@@ -798,7 +798,7 @@ static void evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints
 
 static int raw_unregister(int fd, __u32 reg, __u32 flags, __u64 reserved0)
 {
-	struct clanq_evq_reg r;
+	struct clanq_ioc_evq_reg r;
 
 	memset(&r, 0, sizeof(r));
 	r.reg = reg;
@@ -940,7 +940,7 @@ static void closing_an_evq_leaves_its_endpoints_working(void **state)
 
 static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
 {
-	struct clanq_evq_wait w, good;
+	struct clanq_ioc_evq_wait w, good;
 	struct clanq_ep ep;
 	struct fix f;
 	unsigned int i;
@@ -983,7 +983,7 @@ static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
 static void an_evq_maps_only_whole_and_from_offset_0(void **state)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	struct clanq_evq_create c;
+	struct clanq_ioc_evq_create c;
 	struct clanq_dev dev;
 	size_t size;
 	void *p;

@@ -58,7 +58,7 @@ static void segments_of_a_context_stop_at_max_ctx_bytes_with_enomem(void **state
 {
 	static struct clanq_ep eps[MAX_EPS];
 	unsigned long limit = itest_param("max_ctx_bytes");	/* SMALL_BUDGET */
-	struct clanq_ep_destroy destroy;
+	struct clanq_ioc_ep_destroy destroy;
 	struct clanq_dev dev, other;
 	struct clanq_ep extra;
 	struct clanq_evq evq;

@@ -80,7 +80,7 @@ static void send_seq(struct clanq_ep *ep, struct clanq_addr dst, __u32 seq)
 /* errno of a raw OOB_SEND of an 8-byte message on fd */
 static int raw_send(int fd, __u32 ep, struct clanq_addr dst)
 {
-	struct clanq_oob_send s;
+	struct clanq_ioc_oob_send s;
 
 	memset(&s, 0, sizeof(s));
 	s.ep = ep;
@@ -90,7 +90,7 @@ static int raw_send(int fd, __u32 ep, struct clanq_addr dst)
 	return itest_ioctl_err(fd, CLANQ_IOC_OOB_SEND, &s);
 }
 
-static int raw_ep_create(int fd, __u32 slots, struct clanq_ep_create *c)
+static int raw_ep_create(int fd, __u32 slots, struct clanq_ioc_ep_create *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->oob_slots = slots;
@@ -99,7 +99,7 @@ static int raw_ep_create(int fd, __u32 slots, struct clanq_ep_create *c)
 
 static int raw_ep_destroy(int fd, __u32 id)
 {
-	struct clanq_ep_destroy d;
+	struct clanq_ioc_ep_destroy d;
 
 	memset(&d, 0, sizeof(d));
 	d.id = id;
@@ -262,7 +262,7 @@ static void the_source_is_stamped_by_the_driver_and_cannot_be_forged(void **stat
 	struct clanq_dev other_dev;
 	struct clanq_oob_msg fake, m;
 	struct clanq_ep other, forged;
-	struct clanq_oob_send s;
+	struct clanq_ioc_oob_send s;
 	struct pair p;
 
 	(void)state;
@@ -387,7 +387,7 @@ static void a_payload_longer_than_48_bytes_is_emsgsize(void **state)
 {
 	static const size_t bad[] = { CLANQ_OOB_PAYLOAD + 1, 64, 1024 };
 	static const __u32 raw_bad[] = { CLANQ_OOB_PAYLOAD + 1, 4096, 0xffffffffu };
-	struct clanq_oob_send s;
+	struct clanq_ioc_oob_send s;
 	struct clanq_oob_msg m;
 	__u8 buf[1024];
 	struct pair p;
@@ -440,7 +440,7 @@ static void ep_create_refuses_flags_reserved_fields_and_bad_slot_counts(void **s
 		0xffffffffu,
 	};
 	static const __u32 good_slots[] = { 0, 2, 8, 4096 };
-	struct clanq_ep_create c;
+	struct clanq_ioc_ep_create c;
 	struct clanq_dev dev;
 	unsigned int i;
 
@@ -507,8 +507,8 @@ static void ep_create_refuses_flags_reserved_fields_and_bad_slot_counts(void **s
 
 static void ep_destroy_refuses_flags_reserved_fields_and_ids_it_does_not_own(void **state)
 {
-	struct clanq_ep_create x, y;
-	struct clanq_ep_destroy d;
+	struct clanq_ioc_ep_create x, y;
+	struct clanq_ioc_ep_destroy d;
 	struct clanq_dev a, b;
 	unsigned int i;
 
@@ -553,7 +553,7 @@ static void oob_send_refuses_flags_reserved_fields_and_ids_it_does_not_own(void 
 {
 	struct clanq_dev other_dev;
 	struct clanq_ep other;
-	struct clanq_oob_send s, good;
+	struct clanq_ioc_oob_send s, good;
 	struct clanq_oob_msg m;
 	struct pair p;
 	unsigned int i;
@@ -610,7 +610,7 @@ static void oob_send_refuses_flags_reserved_fields_and_ids_it_does_not_own(void 
 static void a_segment_maps_only_whole_shared_and_at_its_own_offset(void **state)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	struct clanq_ep_create c;
+	struct clanq_ioc_ep_create c;
 	struct clanq_dev a, b;
 	size_t size;
 	__u64 off;

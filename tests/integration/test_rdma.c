@@ -13,7 +13,7 @@
  *    completion exactly once, in order;
  *  - each malformed request completes with the status the ABI names and
  *    holds up nothing queued behind it;
- *  - doorbells are rare under a stream of posts, and exactly one wakes an
+ *  - kicks are rare under a stream of posts, and exactly one wakes an
  *    idle engine;
  *  - polling the completion queue makes no system call (entry counter and
  *    seccomp strict mode);
@@ -220,7 +220,7 @@ static bool wait_doorbell_set(const struct clanq_ep *ep)
 {
 	int64_t end = itest_now_ns() + COMP_TIMEOUT;
 
-	while (!__atomic_load_n(ep->doorbell, __ATOMIC_ACQUIRE)) {
+	while (!__atomic_load_n(ep->need_wakeup, __ATOMIC_ACQUIRE)) {
 		if (itest_now_ns() > end)
 			return false;
 		sched_yield();
@@ -1324,9 +1324,9 @@ static void a_stream_of_posts_rings_few_doorbells(void **state)
 	expect_no_comp(&p.ep);
 
 	reqs = itest_ctr(&p.ep.counters->rdma_reqs);
-	bells = itest_ctr(&p.ep.counters->rdma_doorbells);
+	bells = itest_ctr(&p.ep.counters->rdma_kicks);
 	calls = e1 - e0 - q;
-	printf("doorbells/requests = %.4f (%llu/%llu); system calls/requests = %.4f (%llu); "
+	printf("kicks/requests = %.4f (%llu/%llu); system calls/requests = %.4f (%llu); "
 	       "queue full %u times; %.0f requests/s (informal)\n",
 	       (double)bells / (double)reqs, (unsigned long long)bells,
 	       (unsigned long long)reqs, (double)calls / (double)reqs,
@@ -1356,8 +1356,8 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 	pair_open(&p, &attr);
 	q = itest_query_cost(&p.a);
 	/* a new endpoint: the engine is not looking at its queue */
-	assert_int_not_equal(__atomic_load_n(p.ep.doorbell, __ATOMIC_ACQUIRE), 0);
-	assert_int_equal(itest_ctr(&p.ep.counters->rdma_doorbells), 0);
+	assert_int_not_equal(__atomic_load_n(p.ep.need_wakeup, __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(itest_ctr(&p.ep.counters->rdma_kicks), 0);
 
 	for (i = 0; i < 3; i++) {
 		/* idle again once the last request is done */
@@ -1369,7 +1369,7 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 		/* exactly one system call: the doorbell */
 		assert_int_equal(e1 - e0, q + 1);
 		expect_comp(&p.ep, req.cookie, 0, STREAM_LEN);
-		assert_int_equal(itest_ctr(&p.ep.counters->rdma_doorbells), i + 1);
+		assert_int_equal(itest_ctr(&p.ep.counters->rdma_kicks), i + 1);
 		assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), i + 1);
 	}
 	stream_check(&p, 3);
@@ -1465,7 +1465,7 @@ static void rdma_completions_raise_evq_events(void **state)
 }
 
 /*
- * rdma_doorbells counts KICK calls, i.e. system calls (uapi header). A
+ * rdma_kicks counts KICK calls, i.e. system calls (uapi header). A
  * kick made while the engine is still working through the queue is
  * counted, but must not put the queue on the engine twice: every request
  * completes exactly once and nothing more arrives.
@@ -1501,14 +1501,14 @@ static void a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice(void **
 		req = itest_rdma_req(src.addr.id, ap.id, 0, 0, BUSY_LEN, i, REQ_DONE);
 		assert_int_equal(clanq_rdma_post(&ep, &req), 0);
 	}
-	bell_word = __atomic_load_n(ep.doorbell, __ATOMIC_ACQUIRE);
+	bell_word = __atomic_load_n(ep.need_wakeup, __ATOMIC_ACQUIRE);
 	assert_int_equal(clanq_rdma_kick(&ep), 0);
 	bytes = itest_ctr(&ep.counters->rdma_bytes);
 	for (i = 0; i < BUSY_REQS; i++)
 		expect_comp(&ep, i, 0, BUSY_LEN);
-	bells = itest_ctr(&ep.counters->rdma_doorbells);
+	bells = itest_ctr(&ep.counters->rdma_kicks);
 	printf("busy kick: doorbell word %u, %llu of %llu bytes done after it, "
-	       "rdma_doorbells %llu\n", bell_word, (unsigned long long)bytes,
+	       "rdma_kicks %llu\n", bell_word, (unsigned long long)bytes,
 	       (unsigned long long)BUSY_REQS * BUSY_LEN,
 	       (unsigned long long)bells);
 	/* the first post's kick and ours: both were system calls */
@@ -1659,7 +1659,7 @@ static void strict_child(void *arg)
 			   strerror(errno));
 
 	for (i = 0; i < STRICT_SMALL; i++) {
-		if (__atomic_load_n(ep.doorbell, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(ep.need_wakeup, __ATOMIC_ACQUIRE)) {
 			rep.engine_idle = 1;
 			break;
 		}
@@ -1829,8 +1829,8 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	e1 = itest_entries(&p.a);
 	expect_no_comp(&p.ep);
 	printf("cq full: %u completions through a 4-slot CQ, %llu system calls, "
-	       "%llu doorbells\n", got, (unsigned long long)(e1 - e0 - q),
-	       (unsigned long long)itest_ctr(&p.ep.counters->rdma_doorbells));
+	       "%llu kicks\n", got, (unsigned long long)(e1 - e0 - q),
+	       (unsigned long long)itest_ctr(&p.ep.counters->rdma_kicks));
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), CQFULL_REQS);
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_errors), 0);
 	/* the other endpoint's write landed at the end, all others in place */

@@ -273,8 +273,8 @@ static void good_finish(struct good_sh *sh, pid_t pid)
 
 static int create_err(int fd, __u64 addr, __u64 size, __u32 flags)
 {
-	struct clanq_region_create c;
-	struct clanq_region_free f;
+	struct clanq_ioc_region_create c;
+	struct clanq_ioc_region_free f;
 	int err;
 
 	memset(&c, 0, sizeof(c));
@@ -294,7 +294,7 @@ static void malformed_region_creation_is_refused(void **state)
 {
 	unsigned long max_region = itest_param("max_region_bytes");
 	unsigned long max_ctx = itest_param("max_ctx_bytes");
-	struct clanq_region_create c;
+	struct clanq_ioc_region_create c;
 	struct clanq_region r;
 	struct clanq_dev dev;
 	void *buf;
@@ -390,7 +390,7 @@ static void registering_memory_that_cannot_be_pinned_is_refused(void **state)
 
 static int free_err(int fd, __u32 id, __u32 flags, __u64 reserved)
 {
-	struct clanq_region_free f;
+	struct clanq_ioc_region_free f;
 
 	memset(&f, 0, sizeof(f));
 	f.id = id;
@@ -401,7 +401,7 @@ static int free_err(int fd, __u32 id, __u32 flags, __u64 reserved)
 
 static int export_err(int fd, __u32 id, __u32 rights, __u64 *key)
 {
-	struct clanq_region_export e;
+	struct clanq_ioc_region_export e;
 	int err;
 
 	memset(&e, 0, sizeof(e));
@@ -415,7 +415,7 @@ static int export_err(int fd, __u32 id, __u32 rights, __u64 *key)
 
 static void free_and_export_name_only_the_callers_own_regions(void **state)
 {
-	struct clanq_region_export e;
+	struct clanq_ioc_region_export e;
 	struct clanq_dev a, b, a1;
 	struct clanq_region r, s;
 	__u64 key, key2;
@@ -489,8 +489,8 @@ static void free_and_export_name_only_the_callers_own_regions(void **state)
 static int import_err(int fd, struct clanq_addr region, __u64 key,
 		      __u64 offset, __u64 len, __u32 rights)
 {
-	struct clanq_ap_import im;
-	struct clanq_ap_close c;
+	struct clanq_ioc_ap_import im;
+	struct clanq_ioc_ap_close c;
 	int err;
 
 	memset(&im, 0, sizeof(im));
@@ -512,7 +512,7 @@ static int import_err(int fd, struct clanq_addr region, __u64 key,
 
 static int close_err(int fd, __u32 id, __u32 flags)
 {
-	struct clanq_ap_close c;
+	struct clanq_ioc_ap_close c;
 
 	memset(&c, 0, sizeof(c));
 	c.id = id;
@@ -527,7 +527,7 @@ static void malformed_imports_and_closes_are_refused(void **state)
 	struct clanq_region rw, ro, wo, never;
 	struct clanq_addr a, bad;
 	struct clanq_dev exp, imp, other;
-	struct clanq_ap_import im;
+	struct clanq_ioc_ap_import im;
 	struct clanq_ap ap;
 	__u64 key, key_ro, key_wo;
 	unsigned int i;
@@ -680,7 +680,7 @@ static void mmap_variants_refused(int fd, __u64 off, size_t size, int prot)
 static void wrong_mappings_of_regions_and_apertures_are_refused(void **state)
 {
 	struct clanq_dev exp, imp, fresh;
-	struct clanq_region_create c;
+	struct clanq_ioc_region_create c;
 	struct clanq_ap ap, ap_ro, ap_wo, sub;
 	struct clanq_region r;
 	unsigned char *p, *mem;
@@ -790,7 +790,7 @@ static void wrong_mappings_of_regions_and_apertures_are_refused(void **state)
 
 static void kicks_name_only_the_callers_own_endpoints(void **state)
 {
-	struct clanq_rdma_kick k;
+	struct clanq_ioc_rdma_kick k;
 	struct clanq_dev a, b;
 	struct clanq_ep ep;
 	unsigned int i;
@@ -1352,7 +1352,7 @@ static void hostile(void *arg)
 	struct hostile_sh *sh = arg;
 	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 8 };
 	struct clanq_region src, dst;
-	struct clanq_rdma_kick k;
+	struct clanq_ioc_rdma_kick k;
 	struct clanq_rdma_comp c;
 	struct clanq_rdma_req q;
 	struct clanq_dev d0, d1;
@@ -1374,7 +1374,7 @@ static void hostile(void *arg)
 	CHILD_CHECK_INT(clanq_ap_import(&d1, &ap, dst.addr, key, 0,
 					HOSTILE_BYTES, CLANQ_RIGHT_WRITE), 0);
 	/* the segment is mapped read-write: the "const" is the library's */
-	doorbell = (__u32 *)(uintptr_t)ep.doorbell;
+	doorbell = (__u32 *)(uintptr_t)ep.need_wakeup;
 	ctrs = (__u64 *)(uintptr_t)ep.counters;
 	memset(&k, 0, sizeof(k));
 
@@ -1643,10 +1643,10 @@ struct owner_sh {
 static void owner_child(void *arg)
 {
 	struct owner_sh *sh = arg;
-	struct clanq_region_create cr;
-	struct clanq_region_free f;
+	struct clanq_ioc_region_create cr;
+	struct clanq_ioc_region_free f;
 	struct clanq_region others[4];
-	struct clanq_region_export e;
+	struct clanq_ioc_region_export e;
 	struct clanq_dev dev;
 	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
 	unsigned char *mem, *copy;

@@ -7,8 +7,8 @@
  *
  * Every test gets a NIC of its own, with no device, and a context on it.
  * The test plays the application: it attaches to the evq's segment with
- * the layout clanq_evq_create() publishes and dequeues as libclanq does
- * (clanq_evq_poll() in include/clanq.h): take the event, clear its bit
+ * the layout clanq_kevq_create() publishes and dequeues as libclanq does
+ * (clanq_kevq_poll() in include/clanq.h): take the event, clear its bit
  * with a fully ordered atomic, then drain the endpoint. It attaches to
  * endpoints the same way (see oob_kunit.c). What the driver did is judged
  * from the segments and the NIC's counters only.
@@ -54,23 +54,23 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 #define HOSTILE_EP_SLOTS	64
 #define WAIT_TIMEOUT		(60 * HZ)
 
-KUNIT_DEFINE_ACTION_WRAPPER(evq_destroy_action, clanq_evq_destroy,
-			    struct clanq_evq *);
+KUNIT_DEFINE_ACTION_WRAPPER(evq_destroy_action, clanq_kevq_destroy,
+			    struct clanq_kevq *);
 
 /* An endpoint as its application sees it. */
 struct uep {
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	u32 id;
-	struct clanq_ep_create c;
+	struct clanq_ioc_ep_create c;
 	struct clanq_queue q;		/* the OOB queue's consumer side */
 	struct clanq_ep_counters *counters;
 };
 
 /* An evq as its application sees it. */
 struct uevq {
-	struct clanq_evq *evq;
+	struct clanq_kevq *evq;
 	u32 max_regs;
-	struct clanq_evq_create c;	/* what EVQ_CREATE would return */
+	struct clanq_ioc_evq_create c;	/* what EVQ_CREATE would return */
 	u8 *seg;
 	size_t size;
 	struct clanq_queue ring;	/* the ring's consumer side */
@@ -120,18 +120,18 @@ static struct uevq *uevq_create(struct kunit *test, struct nic_fixture *f,
 				u32 max_regs)
 {
 	struct uevq *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
-	struct clanq_evq *evq;
+	struct clanq_kevq *evq;
 
 	KUNIT_ASSERT_NOT_NULL(test, q);
 	q->c.max_regs = max_regs;
-	evq = clanq_evq_create(f->ctx, max_regs, &q->c);
+	evq = clanq_kevq_create(f->ctx, max_regs, &q->c);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evq);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
 							evq_destroy_action,
 							evq), 0);
 	q->evq = evq;
 	q->max_regs = max_regs;
-	q->seg = clanq_evq_seg(evq);
+	q->seg = clanq_kevq_seg_for_kunit(evq);
 	q->size = q->c.mmap_size;
 	KUNIT_ASSERT_EQ(test, q->c.max_regs, max_regs);
 	KUNIT_ASSERT_EQ(test, clanq_q_init(&q->ring, q->seg, q->size,
@@ -157,7 +157,7 @@ static struct uevq *uevq_create(struct kunit *test, struct nic_fixture *f,
 static u32 reg_oob(struct kunit *test, struct uevq *q, struct uep *u,
 		   u64 cookie)
 {
-	int index = clanq_evq_register_ep(q->evq, u->id, CLANQ_EV_OOB,
+	int index = clanq_kevq_register_ep(q->evq, u->id, CLANQ_EV_OOB,
 					  cookie);
 
 	KUNIT_ASSERT_GE_MSG(test, index, 0, "register endpoint %u", u->id);
@@ -170,7 +170,7 @@ static int deliver(struct nic_fixture *f, u32 id, u32 seq)
 	struct clanq_oob_msg msg;
 
 	msg_fill(&msg, 0, seq);
-	return clanq_oob_deliver(&f->nic, id, &msg);
+	return clanq_rx_oob(&f->nic, id, &msg);
 }
 
 /* Deliver @n messages to @u, all of which must be queued. */
@@ -376,13 +376,13 @@ static void thousand_registrations_each_raise_exactly_one_event(struct kunit *te
 {
 	struct nic_fixture *f = test->priv;
 	struct uevq *q = uevq_create(test, f, MANY_REGS);
-	struct clanq_ep **ep = kunit_kcalloc(test, MANY_REGS, sizeof(*ep),
+	struct clanq_kep **ep = kunit_kcalloc(test, MANY_REGS, sizeof(*ep),
 					     GFP_KERNEL);
 	u32 *owner = kunit_kcalloc(test, MANY_REGS, sizeof(*owner),
 				   GFP_KERNEL);
 	unsigned long *seen = kunit_kcalloc(test, BITS_TO_LONGS(MANY_REGS),
 					    sizeof(long), GFP_KERNEL);
-	struct clanq_ep_create c;
+	struct clanq_ioc_ep_create c;
 	struct clanq_event ev;
 	u32 k, n;
 	int index;
@@ -392,7 +392,7 @@ static void thousand_registrations_each_raise_exactly_one_event(struct kunit *te
 	KUNIT_ASSERT_NOT_NULL(test, seen);
 	for (k = 0; k < MANY_REGS; k++) {
 		ep[k] = ep_create(test, f->ctx, 2, &c);
-		index = clanq_evq_register_ep(q->evq, ep[k]->id, CLANQ_EV_OOB,
+		index = clanq_kevq_register_ep(q->evq, ep[k]->id, CLANQ_EV_OOB,
 					      COOKIE(k));
 		KUNIT_ASSERT_GE_MSG(test, index, 0, "registration %u", k);
 		KUNIT_ASSERT_LT(test, index, MANY_REGS);
@@ -780,16 +780,16 @@ static void unregister_stops_events(struct kunit *test)
 	ack(q, ia);
 	KUNIT_EXPECT_EQ(test, drain(a), 1);
 
-	KUNIT_EXPECT_EQ(test, clanq_evq_unregister_index(q->evq, ia), 0);
+	KUNIT_EXPECT_EQ(test, clanq_kevq_unregister_index(q->evq, ia), 0);
 	KUNIT_EXPECT_EQ(test, refcount_read(&a->ep->ref), 1);
 	deliver_n(test, f, a, 1);
 	expect_no_event(test, q);
 	KUNIT_EXPECT_FALSE(test, test_bit(ia, q->pending));
 	KUNIT_EXPECT_EQ(test, nic_stat(&f->nic.stats.events), 1);
 
-	KUNIT_EXPECT_EQ(test, clanq_evq_unregister_index(q->evq, ia), -ENOENT);
-	KUNIT_EXPECT_EQ(test, clanq_evq_unregister_index(q->evq, 2), -ENOENT);
-	KUNIT_EXPECT_EQ(test, clanq_evq_unregister_index(q->evq, U32_MAX),
+	KUNIT_EXPECT_EQ(test, clanq_kevq_unregister_index(q->evq, ia), -ENOENT);
+	KUNIT_EXPECT_EQ(test, clanq_kevq_unregister_index(q->evq, 2), -ENOENT);
+	KUNIT_EXPECT_EQ(test, clanq_kevq_unregister_index(q->evq, U32_MAX),
 			-ENOENT);
 }
 
@@ -814,7 +814,7 @@ static void endpoint_destroy_removes_its_registration(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, deliver(f, old, 0), -ENOENT);
 	expect_no_event(test, q);
 	KUNIT_EXPECT_FALSE(test, test_bit(ia, q->pending));
-	KUNIT_EXPECT_EQ(test, clanq_evq_unregister_index(q->evq, ia), -ENOENT);
+	KUNIT_EXPECT_EQ(test, clanq_kevq_unregister_index(q->evq, ia), -ENOENT);
 
 	deliver_n(test, f, b, 1);
 	expect_event(test, q, ib, COOKIE(2));
@@ -845,12 +845,12 @@ static void an_index_with_an_untaken_event_is_not_reused_until_taken(struct kuni
 
 	deliver_n(test, f, a, 1);
 	KUNIT_ASSERT_TRUE(test, test_bit(ia, q->pending));
-	KUNIT_ASSERT_EQ(test, clanq_evq_unregister_index(q->evq, ia), 0);
+	KUNIT_ASSERT_EQ(test, clanq_kevq_unregister_index(q->evq, ia), 0);
 
 	/* an evq of two: b gets the other index, and c finds none free */
 	ib = reg_oob(test, q, b, COOKIE(2));
 	KUNIT_EXPECT_NE(test, ib, ia);
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, c->id, CLANQ_EV_OOB,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, c->id, CLANQ_EV_OOB,
 						    COOKIE(3)), -ENOSPC);
 
 	/* b is heard; the application takes the stale event, then b's */
@@ -920,25 +920,25 @@ static void register_refuses_bad_masks_foreign_endpoints_and_overfill(struct kun
 	struct clanq_ctx *other = ctx_add(test, &f->nic);
 	struct uep *foreign = uep_create(test, other, EP_SLOTS);
 
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, a->id, 0, 1),
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, a->id, 0, 1),
 			-EINVAL);
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, a->id,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, a->id,
 						    CLANQ_EV_ALL + 1, 1),
 			-EINVAL);
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, a->id,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, a->id,
 						    CLANQ_EV_OOB | (1u << 31),
 						    1),
 			-EINVAL);
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, foreign->id,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, foreign->id,
 						    CLANQ_EV_OOB, 1),
 			-ENOENT);
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, 0, CLANQ_EV_OOB,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, 0, CLANQ_EV_OOB,
 						    1),
 			-ENOENT);
 
 	reg_oob(test, q, a, COOKIE(1));
 	reg_oob(test, q, b, COOKIE(2));
-	KUNIT_EXPECT_EQ(test, clanq_evq_register_ep(q->evq, c->id,
+	KUNIT_EXPECT_EQ(test, clanq_kevq_register_ep(q->evq, c->id,
 						    CLANQ_EV_OOB, 3),
 			-ENOSPC);
 	KUNIT_EXPECT_EQ(test, refcount_read(&c->ep->ref), 1);

@@ -170,26 +170,26 @@ static inline int nic_fixture_init(struct kunit *test, unsigned int index,
  * An endpoint of @ctx with @slots OOB slots, described in @c as EP_CREATE
  * would. The context owns it: its last put destroys it.
  */
-static inline struct clanq_ep *ep_create(struct kunit *test,
+static inline struct clanq_kep *ep_create(struct kunit *test,
 					 struct clanq_ctx *ctx, u32 slots,
-					 struct clanq_ep_create *c)
+					 struct clanq_ioc_ep_create *c)
 {
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, slots, CLANQ_DEFAULT_RDMA_SLOTS,
+	ep = clanq_kep_create(ctx, slots, CLANQ_DEFAULT_RDMA_SLOTS,
 			     CLANQ_DEFAULT_RDMA_SLOTS);
 	if (!IS_ERR(ep))
-		clanq_ep_describe(ep, c);
+		clanq_kep_describe(ep, c);
 	mutex_unlock(&ctx->lock);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ep);
 	return ep;
 }
 
-static inline void ep_destroy(struct clanq_ctx *ctx, struct clanq_ep *ep)
+static inline void ep_destroy(struct clanq_ctx *ctx, struct clanq_kep *ep)
 {
 	mutex_lock(&ctx->lock);
-	clanq_ep_destroy(ep);
+	clanq_kep_destroy(ep);
 	mutex_unlock(&ctx->lock);
 }
 
@@ -269,7 +269,7 @@ static inline int sender_fn(void *data)
 			goto out;
 	for (seq = 0; seq < s->nr_msgs && !kthread_should_stop(); seq++) {
 		msg_fill(&msg, s->tag, seq);
-		r = clanq_oob_deliver(s->nic,
+		r = clanq_rx_oob(s->nic,
 				      s->dst[(s->tag + seq) % s->nr_dst], &msg);
 		if (!r)
 			s->delivered++;

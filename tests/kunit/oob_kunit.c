@@ -5,7 +5,7 @@
  *
  * Every test gets a NIC of its own, with no device, and a context on it.
  * The test plays the application: it attaches to an endpoint's segment
- * with the layout clanq_ep_describe() publishes, exactly as libclanq does
+ * with the layout clanq_kep_describe() publishes, exactly as libclanq does
  * with its mapping, and consumes with the consumer side of
  * include/clanq/queue.h. What the driver did is judged from the segment
  * and the NIC's counters only, never from its private queue state.
@@ -41,13 +41,13 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 #define NR_ID_EPS		8
 #define WAIT_TIMEOUT		(60 * HZ)
 
-KUNIT_DEFINE_ACTION_WRAPPER(ep_put_action, clanq_ep_put, struct clanq_ep *);
+KUNIT_DEFINE_ACTION_WRAPPER(ep_put_action, clanq_kep_put, struct clanq_kep *);
 
 /* An endpoint as its application sees it. */
 struct uep {
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	u32 id;
-	struct clanq_ep_create c;	/* what EP_CREATE would return */
+	struct clanq_ioc_ep_create c;	/* what EP_CREATE would return */
 	u8 *seg;
 	size_t size;
 	struct clanq_queue q;		/* the consumer's private state */
@@ -71,7 +71,7 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
 			      u32 slots)
 {
 	struct uep *u = kunit_kzalloc(test, sizeof(*u), GFP_KERNEL);
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 
 	KUNIT_ASSERT_NOT_NULL(test, u);
 	ep = ep_create(test, ctx, slots, &u->c);
@@ -100,7 +100,7 @@ static int deliver(struct nic_fixture *f, u32 id, u32 tag, u32 seq)
 	struct clanq_oob_msg msg;
 
 	msg_fill(&msg, tag, seq);
-	return clanq_oob_deliver(&f->nic, id, &msg);
+	return clanq_rx_oob(&f->nic, id, &msg);
 }
 
 /* The application takes the next message, which must be (@tag, @seq). */
@@ -254,7 +254,7 @@ static void delivery_to_unknown_or_destroyed_endpoint_is_enoent(struct kunit *te
 	KUNIT_EXPECT_EQ(test, deliver(f, old + 1, 0, 0), -ENOENT);
 	ep_destroy(f->ctx, u->ep);	/* and its segment with it */
 
-	KUNIT_EXPECT_NULL(test, clanq_ep_lookup(&f->nic, old));
+	KUNIT_EXPECT_NULL(test, clanq_kep_lookup(&f->nic, old));
 	KUNIT_EXPECT_EQ(test, deliver(f, old, 0, 1), -ENOENT);
 
 	next = uep_create(test, f->ctx, ORDER_SLOTS);
@@ -439,7 +439,7 @@ static void endpoint_ids_are_node_wide_and_distinct_across_contexts(struct kunit
 	struct clanq_ctx *ctx[2] = { f->ctx, ctx_add(test, &f->nic) };
 	struct uep *u[NR_ID_EPS];
 	struct clanq_oob_msg out;
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	u32 i, j;
 
 	for (i = 0; i < NR_ID_EPS; i++)
@@ -453,12 +453,12 @@ static void endpoint_ids_are_node_wide_and_distinct_across_contexts(struct kunit
 			KUNIT_EXPECT_NE_MSG(test, u[i]->id, u[j]->id,
 					    "endpoints %u and %u", j, i);
 
-		ep = clanq_ep_lookup(&f->nic, u[i]->id);
+		ep = clanq_kep_lookup(&f->nic, u[i]->id);
 		KUNIT_EXPECT_PTR_EQ(test, ep, u[i]->ep);
 		if (!ep)
 			continue;
 		KUNIT_EXPECT_EQ(test, refcount_read(&ep->ref), 2);
-		clanq_ep_put(ep);
+		clanq_kep_put(ep);
 		KUNIT_EXPECT_EQ(test, refcount_read(&ep->ref), 1);
 	}
 
@@ -480,9 +480,9 @@ static void destroy_while_pinned_by_lookup_is_safe(struct kunit *test)
 {
 	struct nic_fixture *f = test->priv;
 	struct uep *u = uep_create(test, f->ctx, ORDER_SLOTS);
-	struct clanq_ep *pinned;
+	struct clanq_kep *pinned;
 
-	pinned = clanq_ep_lookup(&f->nic, u->id);
+	pinned = clanq_kep_lookup(&f->nic, u->id);
 	KUNIT_ASSERT_PTR_EQ(test, pinned, u->ep);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ep_put_action,
 							pinned), 0);
@@ -491,21 +491,21 @@ static void destroy_while_pinned_by_lookup_is_safe(struct kunit *test)
 
 	ep_destroy(f->ctx, u->ep);
 
-	KUNIT_EXPECT_NULL(test, clanq_ep_lookup(&f->nic, u->id));
+	KUNIT_EXPECT_NULL(test, clanq_kep_lookup(&f->nic, u->id));
 	KUNIT_EXPECT_EQ(test, deliver(f, u->id, 0, 1), -ENOENT);
 	KUNIT_EXPECT_EQ(test, nic_stat(&f->nic.stats.oob_no_ep), 1);
 
 	/* the pin still holds the endpoint and its segment */
 	KUNIT_EXPECT_EQ(test, refcount_read(&pinned->ref), 1);
 	KUNIT_EXPECT_EQ(test, pinned->id, u->id);
-	KUNIT_EXPECT_TRUE(test, READ_ONCE(pinned->dead));
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(pinned->oob.dead));
 	KUNIT_EXPECT_PTR_EQ(test, pinned->shm->vaddr, (void *)u->seg);
 	KUNIT_EXPECT_EQ(test, ep_counter(&u->counters->oob_delivered), 1);
 	expect_get(test, u, 0, 0);
 
 	/* the last reference: frees the endpoint and its segment */
 	kunit_release_action(test, ep_put_action, pinned);
-	KUNIT_EXPECT_NULL(test, clanq_ep_lookup(&f->nic, u->id));
+	KUNIT_EXPECT_NULL(test, clanq_kep_lookup(&f->nic, u->id));
 }
 
 static struct kunit_case clanq_oob_cases[] = {

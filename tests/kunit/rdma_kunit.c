@@ -6,9 +6,9 @@
  * request is in progress.
  *
  * Every test gets a NIC of its own, with no engine thread: the test steps
- * the engine by hand (clanq_rdma_engine_step(), one turn per call), so
+ * the engine by hand (clanq_engine_step(), one turn per call), so
  * what each turn did is observed exactly. The test plays the application
- * on its endpoints' segments, attached with the layout clanq_ep_describe()
+ * on its endpoints' segments, attached with the layout clanq_kep_describe()
  * publishes: producer of the request queue, consumer of the completion
  * queue (include/clanq/queue.h), as libclanq is. What the engine did is
  * judged from the segment, the NIC's counters and the destination bytes.
@@ -53,11 +53,11 @@ MODULE_IMPORT_NS(CLANQ_KUNIT);
 #define COOKIE(i)	(0xc00c1e0000000000ull | (u64)(i))
 #define SIG_LAST	(CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST)
 
-KUNIT_DEFINE_ACTION_WRAPPER(region_put_action, clanq_region_put,
-			    struct clanq_region *);
-KUNIT_DEFINE_ACTION_WRAPPER(region_mem_put_action, clanq_region_mem_put,
-			    struct clanq_region *);
-KUNIT_DEFINE_ACTION_WRAPPER(ap_put_action, clanq_ap_put, struct clanq_ap *);
+KUNIT_DEFINE_ACTION_WRAPPER(region_put_action, clanq_kregion_put,
+			    struct clanq_kregion *);
+KUNIT_DEFINE_ACTION_WRAPPER(region_mem_put_action, clanq_kregion_mem_put,
+			    struct clanq_kregion *);
+KUNIT_DEFINE_ACTION_WRAPPER(ap_put_action, clanq_kap_put, struct clanq_kap *);
 KUNIT_DEFINE_ACTION_WRAPPER(vfree_action, vfree, const void *);
 
 /* The test NIC, its requester context, and the exporter on clanq0. */
@@ -137,7 +137,7 @@ static void pattern_fill(u8 *p, size_t len, u8 seed)
 /* An allocated region of @ctx; @ctx's release frees it if the test does not. */
 static u32 region_alloc(struct kunit *test, struct clanq_ctx *ctx, u64 size)
 {
-	struct clanq_region_create c = { .size = size };
+	struct clanq_ioc_region_create c = { .size = size };
 
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_create(ctx, &c), 0);
 	KUNIT_ASSERT_NE(test, c.id, 0);
@@ -146,7 +146,7 @@ static u32 region_alloc(struct kunit *test, struct clanq_ctx *ctx, u64 size)
 
 static void region_free(struct kunit *test, struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_region_free fr = { .id = id };
+	struct clanq_ioc_region_free fr = { .id = id };
 
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_free(ctx, &fr), 0);
 }
@@ -156,22 +156,22 @@ static void region_free(struct kunit *test, struct clanq_ctx *ctx, u32 id)
  * an owner's mapping would hold it: its pages stay readable after the
  * region is freed (importers hold no memory).
  */
-static struct clanq_region *region_pin(struct kunit *test,
+static struct clanq_kregion *region_pin(struct kunit *test,
 				       struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_region *r = clanq_region_lookup_owned(ctx, id);
+	struct clanq_kregion *r = clanq_kregion_lookup_owned(ctx, id);
 
 	KUNIT_ASSERT_NOT_NULL(test, r);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, region_put_action,
 							r), 0);
-	KUNIT_ASSERT_TRUE(test, clanq_region_mem_get(r));
+	KUNIT_ASSERT_TRUE(test, clanq_kregion_mem_get(r));
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, region_mem_put_action,
 							r), 0);
 	return r;
 }
 
 /* Copy @len bytes to (@write) or from region @r at @off. */
-static void region_io(struct kunit *test, struct clanq_region *r, u64 off,
+static void region_io(struct kunit *test, struct clanq_kregion *r, u64 off,
 		      u8 *buf, u64 len, bool write)
 {
 	u64 a, end;
@@ -200,7 +200,7 @@ static void region_io(struct kunit *test, struct clanq_region *r, u64 off,
  * Offset of the first byte where region @r differs from @want (r->len
  * bytes), or INTACT.
  */
-static long region_diff(struct kunit *test, struct clanq_region *r,
+static long region_diff(struct kunit *test, struct clanq_kregion *r,
 			const u8 *want)
 {
 	u8 *got = test_buf(test, r->len);
@@ -215,7 +215,7 @@ static long region_diff(struct kunit *test, struct clanq_region *r,
 /* A source region of the requester: @len bytes of pattern @seed. */
 struct src {
 	u32 id;
-	struct clanq_region *r;	/* pinned */
+	struct clanq_kregion *r;	/* pinned */
 	u8 *bytes;		/* what it holds */
 };
 
@@ -239,7 +239,7 @@ static struct src src_create(struct kunit *test, struct rdma_env *e, u64 len,
  */
 struct dst {
 	u32 region;		/* the exporter's id */
-	struct clanq_region *r;	/* pinned: its pages, even once freed */
+	struct clanq_kregion *r;	/* pinned: its pages, even once freed */
 	u64 key;		/* its export key */
 	u32 ap;			/* the requester's aperture */
 	u64 ap_off;
@@ -249,7 +249,7 @@ struct dst {
 static u32 ap_import(struct kunit *test, struct rdma_env *e, u32 region,
 		     u64 key, u64 off, u64 len, u32 rights)
 {
-	struct clanq_ap_import im = {
+	struct clanq_ioc_ap_import im = {
 		.region = { .node = e->peer->node, .id = region },
 		.key = key,
 		.offset = off,
@@ -265,7 +265,7 @@ static u32 ap_import(struct kunit *test, struct rdma_env *e, u32 region,
 static struct dst dst_create(struct kunit *test, struct rdma_env *e, u64 size,
 			     u64 ap_off, u64 ap_len, u32 rights)
 {
-	struct clanq_region_export ex = { .rights = CLANQ_RIGHTS_ALL };
+	struct clanq_ioc_region_export ex = { .rights = CLANQ_RIGHTS_ALL };
 	struct dst d;
 
 	d.region = region_alloc(test, e->exp, size);
@@ -288,7 +288,7 @@ static void dst_expect(struct dst *d, const struct src *s,
 
 static void ap_close(struct kunit *test, struct clanq_ctx *ctx, u32 id)
 {
-	struct clanq_ap_close c = { .id = id };
+	struct clanq_ioc_ap_close c = { .id = id };
 
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_close(ctx, &c), 0);
 }
@@ -297,8 +297,8 @@ static void ap_close(struct kunit *test, struct clanq_ctx *ctx, u32 id)
  * Endpoints, as the application sees them.
  */
 struct uep {
-	struct clanq_ep *ep;
-	struct clanq_ep_create c;	/* what EP_CREATE would return */
+	struct clanq_kep *ep;
+	struct clanq_ioc_ep_create c;	/* what EP_CREATE would return */
 	u8 *seg;
 	struct clanq_queue rq;		/* requests: the application produces */
 	struct clanq_queue cq;		/* completions: it consumes */
@@ -310,14 +310,14 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
 			      u32 rq_slots, u32 cq_slots)
 {
 	struct uep *u = kunit_kzalloc(test, sizeof(*u), GFP_KERNEL);
-	struct clanq_ep *ep;
+	struct clanq_kep *ep;
 	size_t size;
 
 	KUNIT_ASSERT_NOT_NULL(test, u);
 	mutex_lock(&ctx->lock);
-	ep = clanq_ep_create(ctx, 8, rq_slots, cq_slots);
+	ep = clanq_kep_create(ctx, 8, rq_slots, cq_slots);
 	if (!IS_ERR(ep))
-		clanq_ep_describe(ep, &u->c);
+		clanq_kep_describe(ep, &u->c);
 	mutex_unlock(&ctx->lock);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, ep);
 	u->ep = ep;
@@ -331,9 +331,9 @@ static struct uep *uep_create(struct kunit *test, struct clanq_ctx *ctx,
 			sizeof(struct clanq_rdma_comp));
 	KUNIT_ASSERT_EQ(test, clanq_q_init(&u->rq, u->seg, size, &u->c.rq), 0);
 	KUNIT_ASSERT_EQ(test, clanq_q_init(&u->cq, u->seg, size, &u->c.cq), 0);
-	KUNIT_ASSERT_LE(test, (size_t)u->c.doorbell + sizeof(u32), size);
+	KUNIT_ASSERT_LE(test, (size_t)u->c.need_wakeup + sizeof(u32), size);
 	KUNIT_ASSERT_LE(test, u->c.counters + sizeof(*u->counters), size);
-	u->doorbell = (u32 *)(u->seg + u->c.doorbell);
+	u->need_wakeup = (u32 *)(u->seg + u->c.need_wakeup);
 	u->counters = (struct clanq_ep_counters *)(u->seg + u->c.counters);
 	return u;
 }
@@ -357,7 +357,7 @@ static void post(struct kunit *test, struct uep *u,
 
 static void kick(struct kunit *test, struct uep *u)
 {
-	KUNIT_ASSERT_EQ(test, clanq_rdma_kick(u->ep), 0);
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(u->ep), 0);
 }
 
 /* Completions published and not yet taken (reads the engine's index). */
@@ -389,9 +389,9 @@ static u64 ctr(const __u64 *field)
 	return READ_ONCE(*field);
 }
 
-static struct clanq_ep *step(struct rdma_env *e)
+static struct clanq_kep *step(struct rdma_env *e)
 {
-	return clanq_rdma_engine_step(e->nic);
+	return clanq_engine_step(e->nic);
 }
 
 /*
@@ -438,16 +438,16 @@ struct vfix {
 	u32 ro;				/* CLANQ_RIGHT_READ only, onto w's region */
 	u32 revoked;			/* its exporter freed the region */
 	u32 closed;			/* closed by the requester */
-	struct clanq_ap *ap_w;
+	struct clanq_kap *ap_w;
 	struct kref *refs[V_NR];
 	struct clanq_rdma_req base;	/* valid */
 };
 
 /* Pin aperture @id of @ctx until cleanup. */
-static struct clanq_ap *ap_pin(struct kunit *test, struct clanq_ctx *ctx,
+static struct clanq_kap *ap_pin(struct kunit *test, struct clanq_ctx *ctx,
 			       u32 id)
 {
-	struct clanq_ap *ap = clanq_ap_lookup(ctx, id);
+	struct clanq_kap *ap = clanq_kap_lookup(ctx, id);
 
 	KUNIT_ASSERT_NOT_NULL(test, ap);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, ap_put_action,
@@ -529,9 +529,9 @@ static void vcheck(struct kunit *test, struct vfix *v,
 					    mem_before + 1, "%s", what);
 		}
 		/* the engine also holds the source's memory while it works */
-		clanq_region_mem_put(x.src);
-		clanq_region_put(x.src);
-		clanq_ap_put(x.dst);
+		clanq_kregion_mem_put(x.src);
+		clanq_kregion_put(x.src);
+		clanq_kap_put(x.dst);
 	} else {
 		KUNIT_EXPECT_NULL_MSG(test, x.src, "%s", what);
 		KUNIT_EXPECT_NULL_MSG(test, x.dst, "%s", what);
@@ -558,9 +558,9 @@ static void vcheck(struct kunit *test, struct vfix *v,
  * not an open one of the requester are -ENOENT; an aperture without
  * CLANQ_RIGHT_WRITE is -EACCES; [off, off + len) past the source region
  * or past the aperture (even when still inside the region behind it), or
- * overflowing u64, is -ERANGE; an aperture whose region was freed is
- * -ENXIO. Exact fits and len 0 at the very end are valid. No failure
- * holds a reference on anything (and kmemleak runs after the suite).
+ * overflowing u64, is -ERANGE. Exact fits and len 0 at the very end are
+ * valid. No failure holds a reference on anything (and kmemleak runs
+ * after the suite).
  */
 static void validation_checks_every_field_and_holds_nothing_on_failure(struct kunit *test)
 {
@@ -626,7 +626,13 @@ static void validation_checks_every_field_and_holds_nothing_on_failure(struct ku
 	VCASE(-ERANGE, "aperture: off U64_MAX - 1, len 2 (end wraps to 0)",
 	      (r_.dst_off = U64_MAX - 1, r_.len = 2));
 
-	VCASE(-ENXIO, "aperture onto a freed region", r_.dst_ap = v->revoked);
+	/*
+	 * Liveness is not a field: it is checked once per chunk, where the
+	 * write is delivered (clanq_rx_write()), and the next test sees
+	 * such a request complete with -ENXIO through the engine.
+	 */
+	VCASE(0, "aperture onto a freed region: checked at delivery",
+	      r_.dst_ap = v->revoked);
 }
 
 /*
@@ -714,7 +720,7 @@ static void active_queues_are_served_round_robin(struct kunit *test)
 	struct clanq_rdma_req (*req)[RR_MSGS];
 	struct uep *u[RR_EPS];
 	unsigned int i, j, t, n;
-	struct clanq_ep *got;
+	struct clanq_kep *got;
 
 	req = kunit_kcalloc(test, RR_EPS, sizeof(*req), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, req);
@@ -750,7 +756,7 @@ static void active_queues_are_served_round_robin(struct kunit *test)
 	KUNIT_EXPECT_LE(test, settle(test, e, RR_EPS), RR_EPS);
 	for (i = 0; i < RR_EPS; i++) {
 		KUNIT_EXPECT_EQ(test, unread(u[i]), 0);
-		KUNIT_EXPECT_EQ(test, READ_ONCE(*u[i]->doorbell), 1);
+		KUNIT_EXPECT_EQ(test, READ_ONCE(*u[i]->need_wakeup), 1);
 		KUNIT_EXPECT_EQ(test, ctr(&u[i]->counters->rdma_reqs), RR_MSGS);
 	}
 }
@@ -898,7 +904,7 @@ static void a_large_request_is_split_and_others_pass_it(struct kunit *test)
 	struct clanq_rdma_req ra, rb;
 	unsigned int a_turns = 0, turns = 0, b_done_at = 0;
 	s64 splits = nic_stat(&e->nic->stats.rdma_splits);
-	struct clanq_ep *got;
+	struct clanq_kep *got;
 
 	max_xfer_set(test, SPLIT_XFER);
 	ra = mkreq(s.id, d.ap, BIG_SRC_OFF, BIG_DST_OFF, BIG, COOKIE(1),
@@ -963,7 +969,7 @@ static void a_large_request_is_split_and_others_pass_it(struct kunit *test)
  * A post alone wakes nothing (the engine does not poll idle queues); a
  * kick clears the word and queues the endpoint. A kick of an active
  * endpoint does not queue it twice; every kick is a system call, and
- * counts in the endpoint's rdma_doorbells and the NIC's (uapi).
+ * counts in the endpoint's rdma_kicks and the NIC's (uapi).
  */
 static void doorbell_word_follows_the_engine_and_kicks_queue_once(struct kunit *test)
 {
@@ -976,27 +982,27 @@ static void doorbell_word_follows_the_engine_and_kicks_queue_once(struct kunit *
 	struct clanq_rdma_req req = mkreq(s.id, d.ap, 0, 0, 64, COOKIE(1),
 					  SIG_LAST);
 
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
 	KUNIT_EXPECT_NULL(test, step(e));
 
 	post(test, a, &req);
 	KUNIT_EXPECT_NULL_MSG(test, step(e), "the engine served a queue nobody kicked");
 	KUNIT_EXPECT_EQ(test, unread(a), 0);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
 
 	kick(test, a);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 0);
-	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_doorbells), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 0);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 1);
 	kick(test, a);		/* active already */
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 0);
-	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_doorbells), 2);
-	KUNIT_EXPECT_EQ(test, nic_stat(&e->nic->stats.rdma_doorbells), 2);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 0);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 2);
+	KUNIT_EXPECT_EQ(test, nic_stat(&e->nic->stats.rdma_kicks), 2);
 
 	KUNIT_EXPECT_PTR_EQ(test, step(e), a->ep);
 	expect_comp(test, a, COOKIE(1), 64, 0);
 	/* one more turn at most, finding the queue empty, then nothing */
 	KUNIT_EXPECT_LE(test, settle(test, e, 1), 1);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
 	KUNIT_EXPECT_EQ(test, unread(a), 0);
 
 	/* twice-kicked A and once-kicked B: each listed once */
@@ -1015,12 +1021,12 @@ static void doorbell_word_follows_the_engine_and_kicks_queue_once(struct kunit *
 	KUNIT_EXPECT_LE(test, settle(test, e, 2), 2);
 	KUNIT_EXPECT_EQ(test, unread(a), 0);
 	KUNIT_EXPECT_EQ(test, unread(b), 0);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->doorbell), 1);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*b->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*b->need_wakeup), 1);
 	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_reqs), 2);
 	KUNIT_EXPECT_EQ(test, ctr(&b->counters->rdma_reqs), 1);
-	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_doorbells), 4);
-	KUNIT_EXPECT_EQ(test, ctr(&b->counters->rdma_doorbells), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 4);
+	KUNIT_EXPECT_EQ(test, ctr(&b->counters->rdma_kicks), 1);
 }
 
 #define FULL_CQ_SLOTS	4	/* holds 3 */
@@ -1055,16 +1061,16 @@ static void full_completion_queue_stops_the_queue_until_kicked(struct kunit *tes
 	KUNIT_EXPECT_EQ(test, unread(u), 3);
 	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 3);
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->rq.cons), 3);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
 	KUNIT_EXPECT_NULL(test, step(e));
 
 	/* still full: a kick gets one look and nothing taken */
 	kick(test, u);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->doorbell), 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 0);
 	KUNIT_EXPECT_LE(test, settle(test, e, 1), 1);
 	KUNIT_EXPECT_EQ(test, unread(u), 3);
 	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 3);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
 
 	/* one consumed: nothing resumes without a kick */
 	expect_comp(test, u, COOKIE(next), 64, 0);
@@ -1074,7 +1080,7 @@ static void full_completion_queue_stops_the_queue_until_kicked(struct kunit *tes
 	settle(test, e, 4);
 	KUNIT_EXPECT_EQ(test, unread(u), 3);
 	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 4);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->doorbell), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
 
 	/* consume and kick until done; every completion once, in order */
 	for (i = 0; i < 8 && next < FULL_REQS; i++) {
@@ -1129,7 +1135,7 @@ static void out_of_range_request_producer_index_reads_as_empty(struct kunit *tes
 		KUNIT_EXPECT_EQ_MSG(test, unread(u), 0, "prod %#x", bad[v]);
 		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->rq.cons), 0,
 				    "prod %#x", bad[v]);
-		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->doorbell), 1,
+		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->need_wakeup), 1,
 				    "prod %#x", bad[v]);
 	}
 	/* nothing written: the destination is still all zero */
@@ -1184,7 +1190,7 @@ static void out_of_range_completion_consumer_index_reads_as_full(struct kunit *t
 				    FULL_CQ_SLOTS - 1, "cons %#x", bad[v]);
 		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->cq.prod), prod,
 				    "cons %#x", bad[v]);
-		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->doorbell), 1,
+		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(*u->need_wakeup), 1,
 				    "cons %#x", bad[v]);
 	}
 
@@ -1323,7 +1329,7 @@ static void destroying_an_endpoint_mid_request_drops_its_references(struct kunit
 	struct src s = src_create(test, e, 4 * SPLIT_XFER, 13);
 	struct dst d = dst_create(test, e, 4 * SPLIT_XFER, 0, 4 * SPLIT_XFER,
 				  CLANQ_RIGHT_WRITE);
-	struct clanq_ap *ap = ap_pin(test, e->ctx, d.ap);
+	struct clanq_kap *ap = ap_pin(test, e->ctx, d.ap);
 	struct uep *u = uep_create(test, e->ctx, 8, 8);
 	struct clanq_rdma_req req;
 	unsigned int src_refs, ap_refs;
