@@ -286,6 +286,7 @@ static int clanq_ioctl_evq_wait(void *obj, void *arg)
 	if (clanq_kevq_ready(evq, w->read_i))
 		return 0;
 	atomic64_inc(&evq->ctx->nic->stats.evq_blocks);
+	/* [D] wait_event's set_current_state() pairs with clanq_kevq_post() */
 	if (w->timeout_ns == U64_MAX)
 		ret = wait_event_interruptible(evq->wq,
 					       clanq_kevq_ready(evq, w->read_i));

@@ -53,6 +53,33 @@
  *	sleep. A release/acquire pair does not give this: it orders a store
  *	before a later store, never a store before a later load.
  *
+ * Every full-barrier pairing in clanq
+ *	Each is that store-barrier-load pattern, once on each side; each
+ *	call site carries its letter ("[A] pairs with ..."). Nothing else
+ *	in clanq relies on a full barrier.
+ *
+ *	[A] RDMA need-wakeup: a posted request is never left unseen.
+ *	    app	   clanq_rdma_post_push(): publish rq prod; mb; load need_wakeup
+ *	    engine clanq_rdma_requeue(): store need_wakeup; mb; load rq prod
+ *	[B] RDMA completion room: an engine stopped on a full completion
+ *	    queue is woken when a slot is freed.
+ *	    app	   clanq_rdma_poll(): release cq cons; mb; load need_wakeup
+ *	    engine clanq_rdma_requeue(): store need_wakeup; mb; load cq cons
+ *	[C] evq pending bit: what arrives after the application took an
+ *	    event is either drained by it or raises a new event.
+ *	    app	   clanq_evq_poll(): clear bit (RMW); mb; caller drains
+ *	    driver clanq_kevq_post(): source published; test_and_set_bit()
+ *	[D] evq sleepers: an event is never slept through.
+ *	    driver clanq_kevq_post(): publish ring prod; wq_has_sleeper()
+ *	    driver clanq_kevq_poll(): poll_wait(); smp_mb(); load prod, and
+ *		   EVQ_WAIT: wait_event's set_current_state(); load prod
+ *	[E] evq registration: a source raised while a registration is
+ *	    being hooked is either seen by the raise or by the registration.
+ *	    driver clanq_kep_raise(): source published; wq_has_sleeper()
+ *	    driver clanq_kevq_register_ep(): hook entry; smp_mb(); look
+ *	The doorbell itself (RDMA_KICK against the engine's last look) is
+ *	ordered by engine->lock, not by a barrier pair (driver/rdma.c).
+ *
  * Copy, then validate
  *	clanq_q_get() copies a slot out before the caller looks at it. The
  *	kernel validates only its private copy and never re-reads the slot,

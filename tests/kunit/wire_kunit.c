@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the wire seam (driver/wire.c): a second wire, beside
+ * the loop wire, is plugged in and carries OOB messages, imports and
+ * RDMA writes to the node it reaches, ending in the shared receive path
+ * (clanq_rx_oob(), clanq_rx_write()) as the loop wire does.
+ *
+ * The fake wire reaches FAKE_NODE, which is a KUnit NIC of the test's
+ * own (no device, not among the module's NICs, so the loop wire does not
+ * reach it). It counts what it was asked to carry and delivers it by
+ * direct calls, as a remote wire's receive side would on the other
+ * machine.
+ */
+#include <kunit/test.h>
+#include <linux/highmem.h>
+#include <linux/module.h>
+
+#include "../driver/clanq_drv.h"
+#include "kunit_util.h"
+
+MODULE_IMPORT_NS(CLANQ_KUNIT);
+
+#define LOCAL_INDEX	11
+#define LOCAL_NODE	0x3a10u
+#define FAKE_INDEX	12
+#define FAKE_NODE	0x3a11u		/* reached only by the fake wire */
+#define NOWHERE_NODE	0x3a12u		/* reached by no wire */
+#define REGION_LEN	8192u
+
+/* What the fake wire reaches and what it carried (one test at a time). */
+struct fake_wire {
+	struct clanq_wire wire;
+	struct clanq_nic *remote;	/* the NIC that is FAKE_NODE */
+	unsigned int oobs, imports, writes;
+	u64 bytes;
+};
+
+static struct fake_wire *fake;
+
+static bool fake_reaches(u32 node)
+{
+	return node == FAKE_NODE;
+}
+
+static int fake_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
+			 const struct clanq_oob_msg *msg)
+{
+	fake->oobs++;
+	clanq_rx_oob(fake->remote, dst->id, msg);
+	return 0;
+}
+
+static struct clanq_kregion *fake_import(struct clanq_nic *src,
+					 const struct clanq_addr *region,
+					 int *err)
+{
+	struct clanq_kregion *r = clanq_kregion_lookup(fake->remote, region->id);
+
+	fake->imports++;
+	*err = r ? 0 : -ENOENT;
+	return r;
+}
+
+static int fake_rdma_write(struct clanq_nic *src,
+			   const struct clanq_wire_write *w)
+{
+	struct clanq_kap *ap = w->dst;
+
+	fake->writes++;
+	fake->bytes += w->len;
+	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
+			      w->src_off, w->len, ap);
+}
+
+static const struct clanq_wire_ops fake_wire_ops = {
+	.name		= "kunit-fake",
+	.reaches	= fake_reaches,
+	.send_oob	= fake_send_oob,
+	.import		= fake_import,
+	.rdma_write	= fake_rdma_write,
+};
+
+static void fake_unregister(void *data)
+{
+	clanq_wire_unregister(&fake->wire);
+	fake = NULL;
+}
+
+/* The two NICs and their contexts. */
+struct wire_env {
+	struct clanq_nic *local;
+	struct clanq_ctx *ctx;		/* on local */
+	struct nic_fixture remote;	/* FAKE_NODE and a context on it */
+};
+
+/*
+ * Each test: the local NIC and a context (kunit_util.h), the remote NIC
+ * and a context, and the fake wire registered. Cleanup runs in reverse:
+ * the wire goes first, then the remote, then the local NIC.
+ */
+static int wire_test_init(struct kunit *test)
+{
+	struct wire_env *e = kunit_kzalloc(test, sizeof(*e), GFP_KERNEL);
+	struct nic_fixture *f;
+
+	KUNIT_ASSERT_NOT_NULL(test, e);
+	nic_fixture_init(test, LOCAL_INDEX, LOCAL_NODE);
+	f = test->priv;
+	e->local = &f->nic;
+	e->ctx = f->ctx;
+	KUNIT_ASSERT_EQ(test, clanq_nic_init(&e->remote.nic, FAKE_INDEX,
+					     FAKE_NODE), 0);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, nic_fini_action,
+							&e->remote.nic), 0);
+	e->remote.ctx = ctx_add(test, &e->remote.nic);
+
+	fake = kunit_kzalloc(test, sizeof(*fake), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, fake);
+	fake->remote = &e->remote.nic;
+	fake->wire.ops = &fake_wire_ops;
+	clanq_wire_register(&fake->wire);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, fake_unregister,
+							NULL), 0);
+	test->priv = e;
+	return 0;
+}
+
+/*
+ * Routing: a node of this kernel goes by the loop wire, the fake node by
+ * the fake wire, any other node by none; and once the wire is gone, its
+ * node is unreachable again.
+ */
+static void route_picks_the_wire_that_reaches_the_node(struct kunit *test)
+{
+	struct clanq_nic *nic0 = clanq_nic_by_node(0);
+
+	if (nic0)
+		KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(0), &clanq_wire_loop);
+	KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(FAKE_NODE), &fake_wire_ops);
+	KUNIT_EXPECT_NULL(test, clanq_wire_route(NOWHERE_NODE));
+	kunit_release_action(test, fake_unregister, NULL);
+	KUNIT_EXPECT_NULL(test, clanq_wire_route(FAKE_NODE));
+}
+
+/*
+ * OOB_SEND to the fake node: the fake wire carries it (once), it lands
+ * on the remote endpoint's queue with the source the sending driver
+ * stamped, and the sender's counter moves. A node no wire reaches is
+ * -EHOSTUNREACH, and nothing is carried.
+ */
+static void oob_send_goes_through_the_wire_of_the_destination(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_ioc_ep_create c_snd, c_rcv;
+	struct clanq_kep *snd = ep_create(test, e->ctx, 8, &c_snd);
+	struct clanq_kep *rcv = ep_create(test, e->remote.ctx, 8, &c_rcv);
+	struct clanq_ioc_oob_send s = {
+		.ep = snd->id,
+		.dst = { .node = FAKE_NODE, .id = rcv->id },
+		.type = CLANQ_OOB_TYPE_USER + 7,
+		.len = 5,
+		.payload = "hello",
+	};
+	struct clanq_oob_msg got;
+	struct clanq_queue q;
+
+	KUNIT_ASSERT_EQ(test, clanq_q_init(&q, rcv->shm->vaddr, rcv->shm->size,
+					   &c_rcv.oob), 0);
+	KUNIT_EXPECT_EQ(test, clanq_ioctl_oob_send(e->ctx, &s), 0);
+	KUNIT_EXPECT_EQ(test, fake->oobs, 1);
+	KUNIT_ASSERT_TRUE(test, clanq_q_get(&q, &got));
+	KUNIT_EXPECT_EQ(test, got.type, CLANQ_OOB_TYPE_USER + 7);
+	KUNIT_EXPECT_EQ(test, got.len, 5);
+	KUNIT_EXPECT_EQ(test, got.src.node, LOCAL_NODE);
+	KUNIT_EXPECT_EQ(test, got.src.id, snd->id);
+	KUNIT_EXPECT_EQ(test, memcmp(got.payload, "hello", 5), 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(snd->counters->oob_sent), 1);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&q, &got));
+
+	s.dst.node = NOWHERE_NODE;
+	KUNIT_EXPECT_EQ(test, clanq_ioctl_oob_send(e->ctx, &s), -EHOSTUNREACH);
+	KUNIT_EXPECT_EQ(test, fake->oobs, 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(snd->counters->oob_sent), 1);
+}
+
+/* Write @len bytes of @seed's pattern into region @r from offset 0. */
+static void region_fill(struct clanq_kregion *r, u32 len, u8 seed)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++) {
+		u8 *p = kmap_local_page(r->pages[i >> PAGE_SHIFT]);
+
+		p[offset_in_page(i)] = (u8)(i * 7 + seed);
+		kunmap_local(p);
+	}
+}
+
+static u8 region_byte(struct clanq_kregion *r, u32 at)
+{
+	u8 *p = kmap_local_page(r->pages[at >> PAGE_SHIFT]);
+	u8 b = p[offset_in_page(at)];
+
+	kunmap_local(p);
+	return b;
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(kregion_put_action, clanq_kregion_put,
+			    struct clanq_kregion *);
+
+static struct clanq_kregion *region_new(struct kunit *test,
+					struct clanq_ctx *ctx)
+{
+	struct clanq_ioc_region_create c = { .size = REGION_LEN };
+	struct clanq_kregion *r;
+
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_create(ctx, &c), 0);
+	r = clanq_kregion_lookup_owned(ctx, c.id);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, kregion_put_action,
+							r), 0);
+	return r;
+}
+
+static void max_xfer_restore(void *old)
+{
+	WRITE_ONCE(clanq_rdma_max_xfer, (unsigned int)(uintptr_t)old);
+}
+
+/*
+ * An import of a region on the fake node resolves through the fake wire
+ * and remembers it; the engine then writes every chunk (split at
+ * rdma_max_xfer) through that wire, and the bytes arrive through the
+ * shared receive path. Closing the aperture between two chunks fences
+ * the second there, as on the loop wire: the wire was asked, the receive
+ * path refused, nothing was written.
+ */
+static void rdma_write_goes_through_the_wire_of_the_import(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_kregion *dst = region_new(test, e->remote.ctx);
+	struct clanq_kregion *src = region_new(test, e->ctx);
+	struct clanq_ioc_region_export ex = {
+		.id = dst->id, .rights = CLANQ_RIGHTS_ALL,
+	};
+	struct clanq_ioc_ap_import im = {
+		.region = { .node = FAKE_NODE, .id = dst->id },
+		.len = REGION_LEN,
+		.rights = CLANQ_RIGHT_WRITE,
+	};
+	struct clanq_ioc_ep_create c;
+	struct clanq_kep *ep = ep_create(test, e->ctx, 8, &c);
+	struct clanq_ioc_ap_close cl = { };
+	struct clanq_rdma_req req = {
+		.src_region = src->id, .len = REGION_LEN, .cookie = 0xfa4e,
+		.flags = CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST,
+	};
+	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
+	struct clanq_queue rq, cq;
+	struct clanq_rdma_comp comp;
+	struct clanq_kap *ap;
+	u32 i;
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
+							old), 0);
+	WRITE_ONCE(clanq_rdma_max_xfer, REGION_LEN / 2);
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_export(e->remote.ctx, &ex), 0);
+	im.key = ex.key;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
+	KUNIT_EXPECT_EQ(test, fake->imports, 1);
+	ap = clanq_kap_lookup(e->ctx, im.id);
+	KUNIT_ASSERT_NOT_NULL(test, ap);
+	KUNIT_EXPECT_PTR_EQ(test, ap->wire, &fake_wire_ops);
+	KUNIT_EXPECT_PTR_EQ(test, ap->region, dst);
+	clanq_kap_put(ap);
+
+	KUNIT_ASSERT_EQ(test, clanq_q_init(&rq, ep->shm->vaddr, ep->shm->size,
+					   &c.rq), 0);
+	KUNIT_ASSERT_EQ(test, clanq_q_init(&cq, ep->shm->vaddr, ep->shm->size,
+					   &c.cq), 0);
+	req.dst_ap = im.id;
+
+	/* a whole request: two chunks, two turns */
+	region_fill(src, REGION_LEN, 3);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&rq, &req));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->writes, 2);
+	KUNIT_EXPECT_EQ(test, fake->bytes, REGION_LEN);
+	KUNIT_ASSERT_TRUE(test, clanq_q_get(&cq, &comp));
+	KUNIT_EXPECT_EQ(test, comp.cookie, 0xfa4e);
+	KUNIT_EXPECT_EQ(test, comp.status, 0);
+	KUNIT_EXPECT_EQ(test, comp.len, REGION_LEN);
+	for (i = 0; i < REGION_LEN; i++)
+		if (region_byte(dst, i) != (u8)(i * 7 + 3))
+			break;
+	KUNIT_EXPECT_EQ_MSG(test, i, REGION_LEN, "first wrong byte");
+
+	/* again, and the aperture closes after the first chunk */
+	region_fill(src, REGION_LEN, 9);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&rq, &req));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(ep), 0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), ep);
+	KUNIT_EXPECT_EQ(test, fake->writes, 3);
+	cl.id = im.id;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_close(e->ctx, &cl), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->writes, 4);
+	KUNIT_ASSERT_TRUE(test, clanq_q_get(&cq, &comp));
+	KUNIT_EXPECT_EQ(test, comp.status, -ENXIO);
+	KUNIT_EXPECT_EQ(test, comp.len, REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, region_byte(dst, 1), (u8)(1 * 7 + 9));
+	KUNIT_EXPECT_EQ(test, region_byte(dst, REGION_LEN / 2 + 1),
+			(u8)((REGION_LEN / 2 + 1) * 7 + 3));
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&cq, &comp));
+}
+
+static struct kunit_case clanq_wire_cases[] = {
+	KUNIT_CASE(route_picks_the_wire_that_reaches_the_node),
+	KUNIT_CASE(oob_send_goes_through_the_wire_of_the_destination),
+	KUNIT_CASE(rdma_write_goes_through_the_wire_of_the_import),
+	{}
+};
+
+static struct kunit_suite clanq_wire_suite = {
+	.name = "clanq_wire",
+	.init = wire_test_init,
+	.test_cases = clanq_wire_cases,
+};
+
+kunit_test_suites(&clanq_wire_suite);
