@@ -267,6 +267,10 @@ struct clanq_kep_rdma {
 	/* the engine has it: listed or in a turn (for good once detached) */
 	bool active;
 	bool busy;		/* cur is in progress (engine->serve) */
+	/* a chunk of cur is in flight on a wire: off the line until done */
+	bool parked;		/* engine->serve */
+	bool detached;		/* engine->serve: the endpoint is gone */
+	u64 in_flight;		/* bytes of that chunk */
 	struct clanq_rdma_xfer cur;
 	u64 reqs, bytes, errors;	/* mirrored; under engine->serve */
 	u64 kicks;			/* mirrored; under engine->lock */
@@ -420,6 +424,7 @@ int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
 struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
 int clanq_engine_kick(struct clanq_kep *ep);
+void clanq_engine_write_done(struct clanq_kep *ep, int status);
 void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */
@@ -444,6 +449,7 @@ void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
  * ends there, and so do the checks that come with it (tripwires, events).
  */
 struct clanq_wire_write {
+	struct clanq_kep *ep;		/* the requester */
 	struct clanq_kap *dst;		/* the aperture written through */
 	u64 dst_off;			/* into its window */
 	struct clanq_kregion *src;	/* the caller holds its memory */
@@ -465,6 +471,11 @@ struct clanq_wire_ops {
 	/*
 	 * One chunk of an RDMA write, at most rdma_max_xfer bytes, in the
 	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
+	 * A wire whose writes complete later (a remote one, on its send
+	 * completion) returns -EINPROGRESS instead, holding a reference on
+	 * w->ep (and whatever it reads of w->src until then), and calls
+	 * clanq_engine_write_done(w->ep, status) once, from process
+	 * context, when it knows; the endpoint's queue waits meanwhile.
 	 */
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
 };

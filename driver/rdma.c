@@ -44,6 +44,11 @@
  * compete with unrelated work items on a shared pool. KUnit's NICs have
  * no thread and step the engine by hand (clanq_engine_step()).
  *
+ * A wire may take a chunk and complete it later (-EINPROGRESS from its
+ * rdma_write): the queue is then parked, off the line and still
+ * "active", until clanq_engine_write_done() accounts the chunk and puts
+ * it back in line; other queues are served meanwhile.
+ *
  * Scheduling. Active queues are served round-robin, one turn each. A
  * turn serves one logical message (requests up to one flagged LAST), so
  * a message's requests stay together; it ends early after rdma_max_xfer
@@ -195,12 +200,40 @@ static bool clanq_rdma_take(struct clanq_kep *ep)
 }
 
 /*
- * One turn for @ep: one logical message, at most rdma_max_xfer bytes and
- * CLANQ_RDMA_TURN_REQS requests. Returns true if the queue may have more
- * work (it goes to the back of the line), false if it has none the
- * engine can take now.
+ * @n bytes of the request in progress were written, or failed with
+ * @status: account them, and finish the request if it is over. Returns
+ * true if it was, with *@last telling whether it ended a message.
  */
-static bool clanq_rdma_turn(struct clanq_kep *ep)
+static bool clanq_rdma_chunk_done(struct clanq_kep *ep, u64 n, int status,
+				  bool *last)
+{
+	struct clanq_kep_rdma *rd = &ep->rdma;
+	struct clanq_rdma_xfer *x = &rd->cur;
+
+	if (!status) {
+		x->done += n;
+		clanq_count(&rd->bytes, &ep->counters->rdma_bytes, n);
+		atomic64_add(n, &ep->nic->stats.rdma_bytes);
+		if (x->done != x->req.len)
+			return false;
+	}
+	*last = x->req.flags & CLANQ_RDMA_LAST;
+	clanq_rdma_finish(ep, status);
+	return true;
+}
+
+/* What a turn leaves its queue with. */
+enum clanq_rdma_turn {
+	CLANQ_TURN_IDLE,	/* nothing the engine can take now: let go */
+	CLANQ_TURN_MORE,	/* maybe more: the back of the line */
+	CLANQ_TURN_PARKED,	/* a chunk in flight on a wire: off the line */
+};
+
+/*
+ * One turn for @ep: one logical message, at most rdma_max_xfer bytes and
+ * CLANQ_RDMA_TURN_REQS requests.
+ */
+static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 {
 	struct clanq_kep_rdma *rd = &ep->rdma;
 	struct clanq_rdma_xfer *x = &rd->cur;
@@ -213,17 +246,18 @@ static bool clanq_rdma_turn(struct clanq_kep *ep)
 	for (;;) {
 		if (!rd->busy) {
 			if (taken == CLANQ_RDMA_TURN_REQS)
-				return true;
+				return CLANQ_TURN_MORE;
 			if (!clanq_rdma_take(ep))
-				return false;
+				return CLANQ_TURN_IDLE;
 			taken++;
 			if (!rd->busy) {	/* failed validation: completed */
 				if (x->req.flags & CLANQ_RDMA_LAST)
-					return true;
+					return CLANQ_TURN_MORE;
 				continue;
 			}
 		}
 		w = (struct clanq_wire_write){
+			.ep = ep,
 			.dst = x->dst,
 			.dst_off = x->req.dst_off + x->done,
 			.src = x->src,
@@ -231,22 +265,19 @@ static bool clanq_rdma_turn(struct clanq_kep *ep)
 			.len = min(x->req.len - x->done, budget),
 		};
 		status = x->dst->wire->rdma_write(ep->nic, &w);
-		if (!status) {
-			x->done += w.len;
+		if (status == -EINPROGRESS) {
+			rd->parked = true;
+			rd->in_flight = w.len;
+			return CLANQ_TURN_PARKED;
+		}
+		if (!status)
 			budget -= w.len;
-			clanq_count(&rd->bytes, &ep->counters->rdma_bytes, w.len);
-			atomic64_add(w.len, &ep->nic->stats.rdma_bytes);
-		}
-		if (status || x->done == x->req.len) {
-			last = x->req.flags & CLANQ_RDMA_LAST;
-			clanq_rdma_finish(ep, status);
-			if (last)
-				return true;
-		}
+		if (clanq_rdma_chunk_done(ep, w.len, status, &last) && last)
+			return CLANQ_TURN_MORE;
 		if (!budget) {
 			if (rd->busy)
 				atomic64_inc(&ep->nic->stats.rdma_splits);
-			return true;
+			return CLANQ_TURN_MORE;
 		}
 	}
 }
@@ -298,8 +329,12 @@ struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 		list_del_init(&ep->rdma.node);	/* still active: ours */
 	spin_unlock_irq(&eng->lock);
 	if (ep) {
+		enum clanq_rdma_turn turn = clanq_rdma_turn(ep);
+
 		atomic64_inc(&nic->stats.rdma_turns);
-		clanq_rdma_requeue(eng, ep, clanq_rdma_turn(ep));
+		/* parked: clanq_engine_write_done() puts it back in line */
+		if (turn != CLANQ_TURN_PARKED)
+			clanq_rdma_requeue(eng, ep, turn == CLANQ_TURN_MORE);
 	}
 	mutex_unlock(&eng->serve);
 	return ep;
@@ -329,10 +364,45 @@ int clanq_engine_kick(struct clanq_kep *ep)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_kick);
 
+/**
+ * clanq_engine_write_done() - a chunk a wire took is written, or failed
+ * @ep: the requester (clanq_wire_write.ep), referenced by the wire
+ * @status: 0 once written, or -errno
+ *
+ * For a wire whose rdma_write returned -EINPROGRESS; process context.
+ * Accounts the chunk, completes the request if it is over, and puts the
+ * queue back in line. An endpoint destroyed meanwhile only has its
+ * request dropped.
+ */
+void clanq_engine_write_done(struct clanq_kep *ep, int status)
+{
+	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_kep_rdma *rd = &ep->rdma;
+	bool last;
+
+	mutex_lock(&eng->serve);
+	if (WARN_ON_ONCE(!rd->parked))
+		goto out;
+	rd->parked = false;
+	if (rd->detached) {
+		/* detach left the request to us: the wire held its memory */
+		clanq_rdma_xfer_put(&rd->cur);
+		rd->busy = false;
+		goto out;
+	}
+	clanq_rdma_chunk_done(ep, rd->in_flight, status, &last);
+	clanq_rdma_requeue(eng, ep, true);
+out:
+	mutex_unlock(&eng->serve);
+	wake_up(&eng->wq);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_write_done);
+
 /*
  * The endpoint is going: wait for a turn in progress, take it off the
- * engine for good, drop the request it held. The engine never looks at
- * it again, so its context may go too.
+ * engine for good, drop the request it held (unless a wire still has a
+ * chunk of it: clanq_engine_write_done() drops it then). The engine
+ * never looks at it again, so its context may go too.
  */
 void clanq_engine_detach_ep(struct clanq_kep *ep)
 {
@@ -345,7 +415,8 @@ void clanq_engine_detach_ep(struct clanq_kep *ep)
 	/* never listed again, so it stays "active": a kick queues nothing */
 	rd->active = true;
 	spin_unlock_irq(&eng->lock);
-	if (rd->busy) {
+	rd->detached = true;
+	if (rd->busy && !rd->parked) {
 		clanq_rdma_xfer_put(&rd->cur);
 		rd->busy = false;
 	}

@@ -33,6 +33,9 @@ struct fake_wire {
 	struct clanq_nic *remote;	/* the NIC that is FAKE_NODE */
 	unsigned int oobs, imports, writes;
 	u64 bytes;
+	/* complete writes later: keep the chunk, hold its requester */
+	bool later;
+	struct clanq_wire_write held;
 };
 
 static struct fake_wire *fake;
@@ -68,8 +71,30 @@ static int fake_rdma_write(struct clanq_nic *src,
 
 	fake->writes++;
 	fake->bytes += w->len;
+	if (fake->later) {
+		refcount_inc(&w->ep->ref);
+		fake->held = *w;
+		return -EINPROGRESS;
+	}
 	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
 			      w->src_off, w->len, ap);
+}
+
+/*
+ * The held chunk's send completion: deliver it (unless @status says it
+ * failed on the way), tell the engine, let go of the requester.
+ */
+static void fake_complete(int status)
+{
+	struct clanq_wire_write *w = &fake->held;
+	struct clanq_kap *ap = w->dst;
+
+	if (!status)
+		status = clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
+					w->src_off, w->len, ap);
+	clanq_engine_write_done(w->ep, status);
+	clanq_kep_put(w->ep);
+	memset(w, 0, sizeof(*w));
 }
 
 static const struct clanq_wire_ops fake_wire_ops = {
@@ -228,6 +253,92 @@ static void max_xfer_restore(void *old)
 }
 
 /*
+ * The requester's side of an RDMA path to the fake node: a source region
+ * and an endpoint on the local NIC, an aperture onto a region exported
+ * on the remote one, and the queues as the application sees them.
+ * rdma_max_xfer is half the region, so a whole-region request is two
+ * chunks.
+ */
+struct rdma_path {
+	struct clanq_kregion *dst, *src;
+	struct clanq_kep *ep;
+	struct clanq_queue rq, cq;
+	struct clanq_rdma_req req;	/* the whole region, SIGNAL | LAST */
+	u32 ap;
+};
+
+static void rdma_path_init(struct kunit *test, struct wire_env *e,
+			   struct rdma_path *p)
+{
+	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
+	struct clanq_ioc_region_export ex = { .rights = CLANQ_RIGHTS_ALL };
+	struct clanq_ioc_ap_import im = {
+		.region = { .node = FAKE_NODE },
+		.len = REGION_LEN,
+		.rights = CLANQ_RIGHT_WRITE,
+	};
+	struct clanq_ioc_ep_create c;
+	struct clanq_kap *ap;
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
+							old), 0);
+	WRITE_ONCE(clanq_rdma_max_xfer, REGION_LEN / 2);
+	p->dst = region_new(test, e->remote.ctx);
+	p->src = region_new(test, e->ctx);
+	ex.id = p->dst->id;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_export(e->remote.ctx, &ex), 0);
+	im.region.id = p->dst->id;
+	im.key = ex.key;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
+	KUNIT_EXPECT_EQ(test, fake->imports, 1);
+	p->ap = im.id;
+	ap = clanq_kap_lookup(e->ctx, im.id);
+	KUNIT_ASSERT_NOT_NULL(test, ap);
+	KUNIT_EXPECT_PTR_EQ(test, ap->wire, &fake_wire_ops);
+	KUNIT_EXPECT_PTR_EQ(test, ap->region, p->dst);
+	clanq_kap_put(ap);
+
+	p->ep = ep_create(test, e->ctx, 8, &c);
+	KUNIT_ASSERT_EQ(test, clanq_q_init(&p->rq, p->ep->shm->vaddr,
+					   p->ep->shm->size, &c.rq), 0);
+	KUNIT_ASSERT_EQ(test, clanq_q_init(&p->cq, p->ep->shm->vaddr,
+					   p->ep->shm->size, &c.cq), 0);
+	p->req = (struct clanq_rdma_req){
+		.src_region = p->src->id, .dst_ap = im.id, .len = REGION_LEN,
+		.cookie = 0xfa4e, .flags = CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST,
+	};
+}
+
+/* Post the whole-region request, pattern @seed in the source, and kick. */
+static void rdma_path_post(struct kunit *test, struct rdma_path *p, u8 seed)
+{
+	region_fill(p->src, REGION_LEN, seed);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p->rq, &p->req));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p->ep), 0);
+}
+
+/* Take the next completion, which must be (@len, @status). */
+static void rdma_path_comp(struct kunit *test, struct rdma_path *p, u64 len,
+			   int status)
+{
+	struct clanq_rdma_comp comp;
+
+	KUNIT_ASSERT_TRUE(test, clanq_q_get(&p->cq, &comp));
+	KUNIT_EXPECT_EQ(test, comp.cookie, 0xfa4e);
+	KUNIT_EXPECT_EQ(test, comp.status, status);
+	KUNIT_EXPECT_EQ(test, comp.len, len);
+}
+
+/* Index of the first byte of [from, to) of @r not holding @seed's pattern. */
+static u32 region_check(struct clanq_kregion *r, u32 from, u32 to, u8 seed)
+{
+	for (; from < to; from++)
+		if (region_byte(r, from) != (u8)(from * 7 + seed))
+			break;
+	return from;
+}
+
+/*
  * An import of a region on the fake node resolves through the fake wire
  * and remembers it; the engine then writes every chunk (split at
  * rdma_max_xfer) through that wire, and the bytes arrive through the
@@ -238,89 +349,129 @@ static void max_xfer_restore(void *old)
 static void rdma_write_goes_through_the_wire_of_the_import(struct kunit *test)
 {
 	struct wire_env *e = test->priv;
-	struct clanq_kregion *dst = region_new(test, e->remote.ctx);
-	struct clanq_kregion *src = region_new(test, e->ctx);
-	struct clanq_ioc_region_export ex = {
-		.id = dst->id, .rights = CLANQ_RIGHTS_ALL,
-	};
-	struct clanq_ioc_ap_import im = {
-		.region = { .node = FAKE_NODE, .id = dst->id },
-		.len = REGION_LEN,
-		.rights = CLANQ_RIGHT_WRITE,
-	};
-	struct clanq_ioc_ep_create c;
-	struct clanq_kep *ep = ep_create(test, e->ctx, 8, &c);
 	struct clanq_ioc_ap_close cl = { };
-	struct clanq_rdma_req req = {
-		.src_region = src->id, .len = REGION_LEN, .cookie = 0xfa4e,
-		.flags = CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST,
-	};
-	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
-	struct clanq_queue rq, cq;
 	struct clanq_rdma_comp comp;
-	struct clanq_kap *ap;
-	u32 i;
+	struct rdma_path p;
 
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
-							old), 0);
-	WRITE_ONCE(clanq_rdma_max_xfer, REGION_LEN / 2);
-	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_export(e->remote.ctx, &ex), 0);
-	im.key = ex.key;
-	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
-	KUNIT_EXPECT_EQ(test, fake->imports, 1);
-	ap = clanq_kap_lookup(e->ctx, im.id);
-	KUNIT_ASSERT_NOT_NULL(test, ap);
-	KUNIT_EXPECT_PTR_EQ(test, ap->wire, &fake_wire_ops);
-	KUNIT_EXPECT_PTR_EQ(test, ap->region, dst);
-	clanq_kap_put(ap);
-
-	KUNIT_ASSERT_EQ(test, clanq_q_init(&rq, ep->shm->vaddr, ep->shm->size,
-					   &c.rq), 0);
-	KUNIT_ASSERT_EQ(test, clanq_q_init(&cq, ep->shm->vaddr, ep->shm->size,
-					   &c.cq), 0);
-	req.dst_ap = im.id;
-
-	/* a whole request: two chunks, two turns */
-	region_fill(src, REGION_LEN, 3);
-	KUNIT_ASSERT_TRUE(test, clanq_q_put(&rq, &req));
-	KUNIT_ASSERT_EQ(test, clanq_engine_kick(ep), 0);
+	rdma_path_init(test, e, &p);
+	rdma_path_post(test, &p, 3);
 	while (clanq_engine_step(e->local))
 		;
 	KUNIT_EXPECT_EQ(test, fake->writes, 2);
 	KUNIT_EXPECT_EQ(test, fake->bytes, REGION_LEN);
-	KUNIT_ASSERT_TRUE(test, clanq_q_get(&cq, &comp));
-	KUNIT_EXPECT_EQ(test, comp.cookie, 0xfa4e);
-	KUNIT_EXPECT_EQ(test, comp.status, 0);
-	KUNIT_EXPECT_EQ(test, comp.len, REGION_LEN);
-	for (i = 0; i < REGION_LEN; i++)
-		if (region_byte(dst, i) != (u8)(i * 7 + 3))
-			break;
-	KUNIT_EXPECT_EQ_MSG(test, i, REGION_LEN, "first wrong byte");
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 3), REGION_LEN);
 
 	/* again, and the aperture closes after the first chunk */
-	region_fill(src, REGION_LEN, 9);
-	KUNIT_ASSERT_TRUE(test, clanq_q_put(&rq, &req));
-	KUNIT_ASSERT_EQ(test, clanq_engine_kick(ep), 0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), ep);
+	rdma_path_post(test, &p, 9);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
 	KUNIT_EXPECT_EQ(test, fake->writes, 3);
-	cl.id = im.id;
+	cl.id = p.ap;
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_close(e->ctx, &cl), 0);
 	while (clanq_engine_step(e->local))
 		;
 	KUNIT_EXPECT_EQ(test, fake->writes, 4);
-	KUNIT_ASSERT_TRUE(test, clanq_q_get(&cq, &comp));
-	KUNIT_EXPECT_EQ(test, comp.status, -ENXIO);
-	KUNIT_EXPECT_EQ(test, comp.len, REGION_LEN / 2);
-	KUNIT_EXPECT_EQ(test, region_byte(dst, 1), (u8)(1 * 7 + 9));
-	KUNIT_EXPECT_EQ(test, region_byte(dst, REGION_LEN / 2 + 1),
-			(u8)((REGION_LEN / 2 + 1) * 7 + 3));
-	KUNIT_EXPECT_FALSE(test, clanq_q_get(&cq, &comp));
+	rdma_path_comp(test, &p, REGION_LEN / 2, -ENXIO);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 9),
+			REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, REGION_LEN / 2, REGION_LEN, 3),
+			REGION_LEN);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+}
+
+/*
+ * A wire that completes a write later (-EINPROGRESS) parks the queue:
+ * the engine serves nothing more of it, a kick does not put it back in
+ * line, the application is not asked to kick (need_wakeup stays clear)
+ * and no completion appears, until the wire reports the chunk; then the
+ * request goes on where it stopped. A chunk that fails on the wire
+ * completes the request with that status and the bytes written so far.
+ */
+static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_rdma_comp comp;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	fake->later = true;
+	rdma_path_post(test, &p, 5);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_EXPECT_EQ(test, fake->writes, 1);
+	KUNIT_EXPECT_PTR_EQ(test, fake->held.ep, p.ep);
+	KUNIT_EXPECT_EQ(test, fake->held.len, REGION_LEN / 2);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 1, 5), 0);
+
+	/* first chunk done: the queue is back, the second chunk parks */
+	fake_complete(0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_EXPECT_EQ(test, fake->writes, 2);
+	KUNIT_EXPECT_EQ(test, fake->held.dst_off, REGION_LEN / 2);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	fake_complete(0);
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
+	/* back in line once more, finds nothing, lets go: need_wakeup set */
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+
+	/* the first chunk is written, the second fails on the wire */
+	rdma_path_post(test, &p, 6);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	fake_complete(0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	fake_complete(-EIO);
+	rdma_path_comp(test, &p, REGION_LEN / 2, -EIO);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 1);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 6),
+			REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, REGION_LEN / 2, REGION_LEN, 5),
+			REGION_LEN);
+}
+
+/*
+ * The endpoint is destroyed while a chunk of its request is on the wire:
+ * the request stays with the engine until the wire reports, which then
+ * only drops it (no completion is posted into a segment nobody owns).
+ * The wire's reference kept the endpoint; kmemleak, after the suite,
+ * sees that nothing was left behind.
+ */
+static void an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_kregion *src;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	src = p.src;
+	fake->later = true;
+	rdma_path_post(test, &p, 7);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_ASSERT_PTR_EQ(test, fake->held.ep, p.ep);
+	/* the engine holds the source's memory for the request: 2 holds */
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 2);
+	ep_destroy(e->ctx, p.ep);
+	KUNIT_EXPECT_TRUE(test, p.ep->rdma.busy);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 2);
+	fake_complete(0);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 1);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 7),
+			REGION_LEN / 2);
 }
 
 static struct kunit_case clanq_wire_cases[] = {
 	KUNIT_CASE(route_picks_the_wire_that_reaches_the_node),
 	KUNIT_CASE(oob_send_goes_through_the_wire_of_the_destination),
 	KUNIT_CASE(rdma_write_goes_through_the_wire_of_the_import),
+	KUNIT_CASE(a_write_that_completes_later_parks_its_queue),
+	KUNIT_CASE(an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports),
 	{}
 };
 
