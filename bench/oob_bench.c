@@ -42,14 +42,6 @@
 static unsigned int rate_msgs = 200000;
 static unsigned int samples = 100, batch = 50;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void pin(int cpu)
 {
 	cpu_set_t set;
@@ -142,15 +134,15 @@ static double rate_clanq(uint64_t *dropped)
 
 		if (clanq_oob_recv(&ep, &msg) == 0) {
 			if (!got++)
-				t0 = now_ns();
+				t0 = clanq_now_ns();
 			last = 0;
 		} else if (!last) {
-			last = now_ns();
-		} else if (now_ns() - last > 5000000000ull) {
+			last = clanq_now_ns();
+		} else if (clanq_now_ns() - last > 5000000000ull) {
 			die("rate: messages stopped arriving", EIO);
 		}
 	}
-	t0 = now_ns() - t0;
+	t0 = clanq_now_ns() - t0;
 	*dropped = clanq_ep_dropped(&ep);
 	if (reap(pid))
 		die("rate: sender failed", EIO);
@@ -203,15 +195,15 @@ static double rate_udp(uint64_t *dropped)
 	while (got < rate_msgs) {
 		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
 			if (!got++)
-				t0 = now_ns();
+				t0 = clanq_now_ns();
 			idle = 0;
 		} else if (got && !idle) {
-			idle = now_ns();
-		} else if (idle && now_ns() - idle > 200000000ull) {
+			idle = clanq_now_ns();
+		} else if (idle && clanq_now_ns() - idle > 200000000ull) {
 			break;
 		}
 	}
-	t0 = (idle ? idle : now_ns()) - t0;
+	t0 = (idle ? idle : clanq_now_ns()) - t0;
 	*dropped = rate_msgs - got;
 	reap(pid);
 	close(fd);
@@ -253,7 +245,7 @@ static int clanq_side(struct shared *sh, int node, int initiator,
 	wait_ready(sh, 2);
 
 	for (unsigned int s = 0; s < samples; s++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = clanq_now_ns();
 
 		for (unsigned int i = 0; i < batch; i++) {
 			if (initiator) {
@@ -263,8 +255,8 @@ static int clanq_side(struct shared *sh, int node, int initiator,
 			}
 			do {
 				err = clanq_evq_wait(&evq, &ev, 5000000000ll);
-				if (err <= 0)
-					return err ? err : -ETIMEDOUT;
+				if (err)
+					return err;	/* -ETIMEDOUT, -EINTR, -errno */
 			} while (clanq_oob_recv(&ep, &msg) != 0);
 			if (!initiator) {
 				err = clanq_oob_send(&ep, sh->a, 1, NULL, 0);
@@ -273,7 +265,7 @@ static int clanq_side(struct shared *sh, int node, int initiator,
 			}
 		}
 		if (initiator)
-			v[s] = (now_ns() - t0) / 2.0 / batch;
+			v[s] = (clanq_now_ns() - t0) / 2.0 / batch;
 	}
 	clanq_evq_destroy(&evq);
 	clanq_ep_destroy(&ep);
@@ -332,12 +324,12 @@ static struct lat run_pingpong(const struct pingpong *pp)
 	}
 	pin(1);
 	for (unsigned int s = 0; s < samples; s++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = clanq_now_ns();
 
 		for (unsigned int i = 0; i < batch; i++)
 			if (pp->round_trip(pp->arg))
 				die(pp->name, errno);
-		v[s] = (now_ns() - t0) / 2.0 / batch;
+		v[s] = (clanq_now_ns() - t0) / 2.0 / batch;
 	}
 	if (reap(pid))
 		die(pp->name, EIO);

@@ -36,15 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <clanq.h>
 #include <clanq/queue.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax()	__builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax()	__asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax()	__asm__ __volatile__("" ::: "memory")
-#endif
 
 #define LINE		64u
 #define SAMPLE_RT	1000u	/* round trips per timed latency sample */
@@ -68,7 +61,7 @@
 static inline void spin(unsigned int *spins)
 {
 	if (++*spins < SPINS_BEFORE_YIELD)
-		cpu_relax();
+		clanq_cpu_relax();
 	else
 		sched_yield();
 }
@@ -81,14 +74,6 @@ struct line {
 static int cpu_a = -1, cpu_b = -1;
 static int pinned;
 static int failed;		/* atomic: a data check failed */
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 /* Reports the first failure only: a broken queue fails on every message. */
 static void fail(const char *what, uint64_t want, uint64_t got)
@@ -317,14 +302,14 @@ static struct stats lat_queue(uint64_t round_trips, double *samples)
 	for (i = 0; i < SAMPLE_RT * 10; i++)		/* warm up */
 		lat_queue_rt(&tx, &rx, seq++);
 	for (s = 0; s < n; s++) {
-		double t0 = now_ns();
+		uint64_t t0 = clanq_now_ns();
 
 		for (i = 0; i < SAMPLE_RT; i++)
 			lat_queue_rt(&tx, &rx, seq++);
-		samples[s] = (now_ns() - t0) / SAMPLE_RT;
+		samples[s] = (double)(clanq_now_ns() - t0) / SAMPLE_RT;
 	}
 	while (!clanq_q_put(&tx, msg))
-		cpu_relax();
+		clanq_cpu_relax();
 	pthread_join(t, NULL);
 	free(lq.seg);
 	return stats_of(samples, n);
@@ -388,11 +373,11 @@ static struct stats lat_line(uint64_t round_trips, double *samples)
 	for (i = 0; i < SAMPLE_RT * 10; i++)
 		lat_line_rt(ll, seq++);
 	for (s = 0; s < n; s++) {
-		double t0 = now_ns();
+		uint64_t t0 = clanq_now_ns();
 
 		for (i = 0; i < SAMPLE_RT; i++)
 			lat_line_rt(ll, seq++);
-		samples[s] = (now_ns() - t0) / SAMPLE_RT;
+		samples[s] = (double)(clanq_now_ns() - t0) / SAMPLE_RT;
 	}
 	__atomic_store_n(&ll->a.v, STOP, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
@@ -413,7 +398,7 @@ struct tput_queue {
 	size_t seg_size;
 	struct clanq_queue_off qo;
 	uint64_t msgs;
-	double t_end;		/* B: when the last message was read */
+	uint64_t t_end;		/* B: when the last message was read */
 	uint64_t sink;
 };
 
@@ -459,7 +444,7 @@ static void *tput_queue_b(void *arg)
 		clanq_q_cons_release(&q, n);
 		seq += n;
 	}
-	tq->t_end = now_ns();
+	tq->t_end = clanq_now_ns();
 	tq->sink = sum;
 	return NULL;
 }
@@ -474,7 +459,7 @@ static double tput_queue(uint64_t msgs)
 	unsigned int spins;
 	uint32_t n, i;
 	pthread_t t;
-	double t0;
+	uint64_t t0;
 
 	tq.seg_size = clanq_q_layout(&tq.qo, 0, TPUT_SLOTS, TPUT_SLOT_SIZE);
 	tq.seg = xalloc(tq.seg_size);
@@ -482,7 +467,7 @@ static double tput_queue(uint64_t msgs)
 		exit(1);
 	t = start_b(&p);
 
-	t0 = now_ns();
+	t0 = clanq_now_ns();
 	while (seq < msgs) {
 		spins = 0;
 		while (!(n = clanq_q_prod_space(&q)))
@@ -535,16 +520,16 @@ static void *tput_line_b(void *arg)
 	uint32_t i;
 
 	for (blk = 1; blk <= tl->blocks; blk++) {
-		double t0;
+		uint64_t t0;
 
 		spins = 0;
 		while (__atomic_load_n(&tl->ready.v, __ATOMIC_ACQUIRE) != blk)
 			spin(&spins);
-		t0 = now_ns();
+		t0 = clanq_now_ns();
 		for (i = 0; i < TPUT_SLOTS; i++)
 			sum += msg_read(tl->lines + i * (LINE / 8),
 					blk * TPUT_SLOTS + i);
-		tl->read_ns += now_ns() - t0;
+		tl->read_ns += clanq_now_ns() - t0;
 		__atomic_store_n(&tl->ack.v, blk, __ATOMIC_RELEASE);
 	}
 	tl->sink = sum;
@@ -567,17 +552,17 @@ static double tput_line(uint64_t msgs, double *write_rate, double *read_rate)
 	t = start_b(&p);
 
 	for (blk = 1; blk <= tl->blocks; blk++) {
-		double t0;
+		uint64_t t0;
 
 		spins = 0;
 		while (__atomic_load_n(&tl->ack.v, __ATOMIC_ACQUIRE) !=
 		       blk - 1)
 			spin(&spins);
-		t0 = now_ns();
+		t0 = clanq_now_ns();
 		for (i = 0; i < TPUT_SLOTS; i++)
 			msg_write(tl->lines + i * (LINE / 8),
 				  blk * TPUT_SLOTS + i);
-		tl->write_ns += now_ns() - t0;
+		tl->write_ns += clanq_now_ns() - t0;
 		__atomic_store_n(&tl->ready.v, blk, __ATOMIC_RELEASE);
 	}
 	pthread_join(t, NULL);

@@ -85,9 +85,9 @@ int main(void)
 		struct clanq_oob_msg msg;
 
 		err = clanq_evq_wait(&evq, &ev, 5000000000ll);
-		if (err <= 0) {
+		if (err) {
 			fprintf(stderr, "evq_demo: wait: %s\n",
-				err ? strerror(-err) : "timed out");
+				err == -ETIMEDOUT ? "timed out" : strerror(-err));
 			return 1;
 		}
 		events++;

@@ -58,14 +58,6 @@
 /* the message type itest_send() uses unless told otherwise */
 #define ITEST_TYPE		(CLANQ_OOB_TYPE_USER + 0x42)
 
-static inline int64_t itest_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * ITEST_NS_PER_S + ts.tv_nsec;
-}
-
 static inline void itest_sleep_ns(int64_t ns)
 {
 	struct timespec ts = {
@@ -75,15 +67,6 @@ static inline void itest_sleep_ns(int64_t ns)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-static inline void itest_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
 }
 
 /* A driver-written counter in a shared segment. */
@@ -219,7 +202,7 @@ static inline pid_t itest_fork(void (*fn)(void *arg), void *arg)
  */
 static inline int itest_wait(pid_t pid, int64_t timeout_ns)
 {
-	int64_t end = itest_now_ns() + timeout_ns;
+	__u64 end = clanq_now_ns() + timeout_ns;
 	int status;
 	pid_t r;
 
@@ -233,7 +216,7 @@ static inline int itest_wait(pid_t pid, int64_t timeout_ns)
 			itest_forget(pid);
 			return -1;
 		}
-		if (itest_now_ns() > end) {
+		if (clanq_now_ns() > end) {
 			fprintf(stderr, "child %d still running after %lld ms: killed\n",
 				(int)pid, (long long)(timeout_ns / ITEST_NS_PER_MS));
 			kill(pid, SIGKILL);
@@ -357,7 +340,7 @@ static inline __u64 itest_seed(const char *who)
 	if (env)
 		seed = strtoull(env, NULL, 0);
 	else
-		seed = (__u64)itest_now_ns() ^ ((__u64)getpid() << 32);
+		seed = (__u64)clanq_now_ns() ^ ((__u64)getpid() << 32);
 	if (!seed)
 		seed = 1;
 	printf("%s: CLANQ_TEST_SEED=%#llx\n", who, (unsigned long long)seed);
@@ -444,15 +427,15 @@ static inline const char *itest_check(const struct clanq_oob_msg *m,
 static inline int itest_recv(struct clanq_ep *ep, struct clanq_oob_msg *m,
 			     int64_t timeout_ns)
 {
-	int64_t end = 0;
+	__u64 end = 0;
 	unsigned int spins = 0;
 
 	while (clanq_oob_recv(ep, m) != 0) {
 		if (++spins % 256)
 			continue;
 		if (!end)
-			end = itest_now_ns() + timeout_ns;
-		else if (itest_now_ns() > end)
+			end = clanq_now_ns() + timeout_ns;
+		else if (clanq_now_ns() > end)
 			return -ETIMEDOUT;
 		sched_yield();
 	}
@@ -474,10 +457,10 @@ static inline bool itest_quiet(struct clanq_ep *ep)
 static inline bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n)
 {
 	const struct clanq_ep_counters *c = ep->counters;
-	int64_t end = itest_now_ns() + ITEST_RECV_TIMEOUT;
+	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
 
 	while (itest_ctr(&c->oob_delivered) + itest_ctr(&c->oob_dropped) < n) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			return false;
 		sched_yield();
 	}
@@ -487,10 +470,10 @@ static inline bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n)
 /* Wait until a driver-written counter reads want. */
 static inline bool itest_wait_ctr(const __u64 *ctr, __u64 want)
 {
-	int64_t end = itest_now_ns() + ITEST_RECV_TIMEOUT;
+	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
 
 	while (itest_ctr(ctr) != want) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			return false;
 		sched_yield();
 	}
@@ -523,17 +506,17 @@ static inline struct clanq_rdma_req itest_rdma_req(__u32 src, __u32 ap,
 static inline bool itest_wait_comp(struct clanq_ep *ep,
 				   struct clanq_rdma_comp *c, int64_t timeout_ns)
 {
-	int64_t end = 0;
+	__u64 end = 0;
 	unsigned int spins = 0;
 
-	while (!clanq_rdma_poll(ep, c)) {
+	while (clanq_rdma_poll(ep, c)) {
 		if (++spins % 256) {
-			itest_relax();
+			clanq_cpu_relax();
 			continue;
 		}
 		if (!end)
-			end = itest_now_ns() + timeout_ns;
-		else if (itest_now_ns() > end)
+			end = clanq_now_ns() + timeout_ns;
+		else if (clanq_now_ns() > end)
 			return false;
 		sched_yield();
 	}

@@ -87,12 +87,12 @@ static bool died_of(int status, int sig, const char *who)
 /* Wait until *w reaches want (a shared counter), while pid lives. */
 static void wait_for(const __u32 *w, __u32 want, pid_t pid, const char *who)
 {
-	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
+	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < want) {
 		if (!itest_still_running(pid, who))
 			fail_msg("%s ended early", who);
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			fail_msg("%s: %u of %u after 30 s", who,
 				 __atomic_load_n(w, __ATOMIC_ACQUIRE), want);
 		itest_sleep_ns(ITEST_NS_PER_MS);
@@ -158,7 +158,7 @@ static void good_worker(void *arg)
 	struct clanq_ep ep;
 	struct clanq_ap ap;
 	__u64 rnd = sh->seed, key, cookie = 0, reqs = 0, bytes = 0;
-	int64_t end = itest_now_ns() + CHILD_MAX_NS;
+	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
 	__u32 round;
 
 	default_signals();
@@ -178,7 +178,7 @@ static void good_worker(void *arg)
 		if (round >= GOOD_MIN_ROUNDS &&
 		    __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE))
 			break;
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("good: still running after %lld s",
 				   (long long)(CHILD_MAX_NS / ITEST_NS_PER_S));
 		/* a new pattern, a random window, split in 1..4 requests */
@@ -846,7 +846,7 @@ struct pio_sh {
 
 static void pio_store_loop(struct pio_sh *sh, volatile __u64 *w, int who)
 {
-	int64_t end = itest_now_ns() + 60 * ITEST_NS_PER_S;
+	__u64 end = clanq_now_ns() + 60 * ITEST_NS_PER_S;
 	__u64 seq = 0;
 	__u32 i;
 
@@ -857,7 +857,7 @@ static void pio_store_loop(struct pio_sh *sh, volatile __u64 *w, int who)
 				 __atomic_load_n(&sh->stores[who],
 						 __ATOMIC_RELAXED) + 1,
 				 __ATOMIC_RELEASE);
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("writer %c: stores still land 60 s on",
 				   'A' + who);
 	}
@@ -928,14 +928,14 @@ static void pio_writers_die_of_sigbus_when_the_exporter_frees_the_region(void **
 	for (i = 0; i < 2; i++)
 		assert_true(w[i * PIO_WORDS] > before[i]);
 
-	t_free = itest_now_ns();
+	t_free = clanq_now_ns();
 	assert_int_equal(clanq_region_free(&r), 0);
 	status = itest_wait(a, 10 * ITEST_NS_PER_S);
-	t_a = itest_now_ns();
+	t_a = clanq_now_ns();
 	assert_true(died_of(status, SIGBUS, "writer A"));
 	/* A is gone: B, orphaned, is ours now */
 	status = itest_wait(b, 10 * ITEST_NS_PER_S);
-	t_b = itest_now_ns();
+	t_b = clanq_now_ns();
 	assert_true(died_of(status, SIGBUS, "writer B (forked)"));
 	printf("region: PIO writers died of SIGBUS %.1f ms and %.1f ms after the free (%u and %u store loops)\n",
 	       (double)(t_a - t_free) / ITEST_NS_PER_MS,
@@ -1007,7 +1007,7 @@ static void streamer(void *arg)
 	struct clanq_ap ap;
 	__u32 posted = 0, done = 0, n_after = 0;
 	bool failing = false;
-	int64_t end = itest_now_ns() + CHILD_MAX_NS;
+	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
 	int r;
 
 	default_signals();
@@ -1019,7 +1019,7 @@ static void streamer(void *arg)
 					sh->key, 0, STREAM_BYTES,
 					CLANQ_RIGHT_WRITE), 0);
 	for (;;) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("streamer: %u posted, %u completed after %lld s",
 				   posted, done,
 				   (long long)(CHILD_MAX_NS / ITEST_NS_PER_S));
@@ -1042,7 +1042,7 @@ static void streamer(void *arg)
 		if (posted == STREAM_MAX)
 			CHILD_FAIL("streamer: %u requests, %u after the free",
 				   posted, n_after);
-		while (clanq_rdma_poll(&ep, &c)) {
+		while (!clanq_rdma_poll(&ep, &c)) {
 			if (c.cookie != done)
 				CHILD_FAIL("streamer: completion %llu, expected %u",
 					   (unsigned long long)c.cookie, done);
@@ -1090,12 +1090,12 @@ static void streamer(void *arg)
 
 static void wait_queued(struct stream_sh *sh, pid_t pid)
 {
-	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
+	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (load32(&sh->posted) - load32(&sh->completed) < STREAM_RQ / 4) {
 		if (!itest_still_running(pid, "streamer"))
 			fail_msg("streamer ended early");
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			fail_msg("streamer: its queue never filled");
 		sched_yield();
 	}
@@ -1199,7 +1199,7 @@ static void victim(void *arg)
 	struct clanq_dev d0, d1;
 	struct clanq_ep ep;
 	struct clanq_addr x = itest_addr_unpack(sh->region);
-	int64_t end = itest_now_ns() + CHILD_MAX_NS;
+	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
 	__u64 posted = 0, done = 0, key;
 	char *buf;
 	int r;
@@ -1228,7 +1228,7 @@ static void victim(void *arg)
 	__atomic_store_n(&sh->own, itest_addr_pack(own.addr), __ATOMIC_RELEASE);
 
 	for (;;) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("victim: not killed after %lld s",
 				   (long long)(CHILD_MAX_NS / ITEST_NS_PER_S));
 		for (;;) {
@@ -1245,7 +1245,7 @@ static void victim(void *arg)
 			CHILD_CHECK_INT(r, 0);
 			posted++;
 		}
-		while (clanq_rdma_poll(&ep, &c)) {
+		while (!clanq_rdma_poll(&ep, &c)) {
 			if (c.cookie != done || c.status || c.len != VICTIM_LEN)
 				CHILD_FAIL("victim: completion %llu: cookie %llu status %d len %llu",
 					   (unsigned long long)done,
@@ -1360,7 +1360,7 @@ static void hostile(void *arg)
 	struct clanq_ap ap;
 	__u64 rnd = sh->seed, key, *ctrs;
 	__u32 *doorbell, nr_ctrs = sizeof(struct clanq_ep_counters) / 8;
-	int64_t end;
+	__u64 end;
 	unsigned int n, i;
 	int r;
 
@@ -1379,12 +1379,12 @@ static void hostile(void *arg)
 	memset(&k, 0, sizeof(k));
 
 	store32(&sh->started, 1);
-	end = itest_now_ns() + HOSTILE_NS;
+	end = clanq_now_ns() + HOSTILE_NS;
 	for (n = 0;; n++) {
 		__u64 v = itest_rand(&rnd);
 		__u32 slot = (__u32)(v >> 32) & ep.rq.mask;
 
-		if (n % 64 == 0 && itest_now_ns() > end)
+		if (n % 64 == 0 && clanq_now_ns() > end)
 			break;
 		switch (v % 12) {
 		case 0:		/* a plausible producer index, or garbage */
@@ -1449,7 +1449,7 @@ static void hostile(void *arg)
 			sh->posts += r == 0;
 			break;
 		default:	/* whatever the engine made of it */
-			for (i = 0; i < 16 && clanq_rdma_poll(&ep, &c); i++) {
+			for (i = 0; i < 16 && !clanq_rdma_poll(&ep, &c); i++) {
 				if (!documented_status(c.status))
 					CHILD_FAIL("hostile: completion status %d",
 						   c.status);
@@ -1648,7 +1648,7 @@ static void owner_child(void *arg)
 	struct clanq_region others[4];
 	struct clanq_ioc_region_export e;
 	struct clanq_dev dev;
-	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
+	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 	unsigned char *mem, *copy;
 	unsigned int i;
 
@@ -1672,7 +1672,7 @@ static void owner_child(void *arg)
 	sh->key = e.key;
 	store32(&sh->published, 1);
 	while (!load32(&sh->reader_ok)) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("owner: the reader never mapped the region");
 		itest_sleep_ns(ITEST_NS_PER_MS);
 	}
@@ -1710,7 +1710,7 @@ static void owner_child(void *arg)
 static void reader_child(void *arg)
 {
 	struct owner_sh *sh = arg;
-	int64_t end = itest_now_ns() + 30 * ITEST_NS_PER_S;
+	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 	struct clanq_dev dev;
 	struct clanq_ap ap;
 	volatile __u64 *w;
@@ -1719,7 +1719,7 @@ static void reader_child(void *arg)
 
 	default_signals();
 	while (!load32(&sh->published)) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("reader: nothing published");
 		itest_sleep_ns(ITEST_NS_PER_MS);
 	}
@@ -1734,15 +1734,15 @@ static void reader_child(void *arg)
 	CHILD_CHECK(sum != 0);
 	store32(&sh->reader_ok, 1);
 	while (!load32(&sh->freed)) {
-		if (itest_now_ns() > end)
+		if (clanq_now_ns() > end)
 			CHILD_FAIL("reader: the owner never freed the region");
 		itest_sleep_ns(ITEST_NS_PER_MS);
 	}
 	/* zapped: this read faults, and the fault is SIGBUS */
-	end = itest_now_ns() + 5 * ITEST_NS_PER_S;
+	end = clanq_now_ns() + 5 * ITEST_NS_PER_S;
 	for (i = 0;; i++) {
 		sum += w[i % (OWNER_BYTES / 8)];
-		if (i % 1024 == 0 && itest_now_ns() > end)
+		if (i % 1024 == 0 && clanq_now_ns() > end)
 			CHILD_FAIL("reader: the freed region is still readable (%llx)",
 				   (unsigned long long)sum);
 	}

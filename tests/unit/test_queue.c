@@ -30,6 +30,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include <clanq.h>
 #include <clanq/queue.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -49,14 +50,6 @@
 #if __has_feature(thread_sanitizer)
 #define HAVE_TSAN 1
 #endif
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax()	__builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax()	__asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax()	__asm__ __volatile__("" ::: "memory")
 #endif
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -1741,7 +1734,7 @@ static bool stress_wait(struct stress *st, struct spinner *sp,
 		sp->spins = 0;
 	}
 	if (++sp->spins < SPINS_BEFORE_YIELD) {
-		cpu_relax();
+		clanq_cpu_relax();
 		return true;
 	}
 	sched_yield();
