@@ -302,7 +302,7 @@ struct uep {
 	u8 *seg;
 	struct clanq_queue rq;		/* requests: the application produces */
 	struct clanq_queue cq;		/* completions: it consumes */
-	u32 *doorbell;
+	u32 *need_wakeup;
 	struct clanq_ep_counters *counters;
 };
 
