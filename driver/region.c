@@ -111,6 +111,7 @@ struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id)
 	rcu_read_unlock();
 	return r;
 }
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_lookup);
 
 /* A live region of @ctx itself: other contexts' ids read as absent. */
 struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id)

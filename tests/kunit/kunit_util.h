@@ -171,14 +171,14 @@ static inline int nic_fixture_init(struct kunit *test, unsigned int index,
  * would. The context owns it: its last put destroys it.
  */
 static inline struct clanq_kep *ep_create(struct kunit *test,
-					 struct clanq_ctx *ctx, u32 slots,
-					 struct clanq_ioc_ep_create *c)
+					  struct clanq_ctx *ctx, u32 slots,
+					  struct clanq_ioc_ep_create *c)
 {
 	struct clanq_kep *ep;
 
 	mutex_lock(&ctx->lock);
 	ep = clanq_kep_create(ctx, slots, CLANQ_DEFAULT_RDMA_SLOTS,
-			     CLANQ_DEFAULT_RDMA_SLOTS);
+			      CLANQ_DEFAULT_RDMA_SLOTS);
 	if (!IS_ERR(ep))
 		clanq_kep_describe(ep, c);
 	mutex_unlock(&ctx->lock);
@@ -270,7 +270,7 @@ static inline int sender_fn(void *data)
 	for (seq = 0; seq < s->nr_msgs && !kthread_should_stop(); seq++) {
 		msg_fill(&msg, s->tag, seq);
 		r = clanq_rx_oob(s->nic,
-				      s->dst[(s->tag + seq) % s->nr_dst], &msg);
+				 s->dst[(s->tag + seq) % s->nr_dst], &msg);
 		if (!r)
 			s->delivered++;
 		else if (r == -ENOBUFS)

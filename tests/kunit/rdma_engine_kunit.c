@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the RDMA engine (driver/rdma.c), its turns: active
+ * queues are served round-robin, a turn serves one whole logical message
+ * (up to TURN_REQS requests), a large request is split at rdma_max_xfer
+ * and others pass it, and the doorbell protocol (the need_wakeup word,
+ * kicks, a full completion queue).
+ *
+ * The fixture, and how every test runs: rdma_fixture.h.
+ */
+#include <kunit/test.h>
+#include <linux/module.h>
+#include <linux/string.h>
+
+#include "../driver/clanq_drv.h"
+#include "kunit_util.h"
+#include "rdma_fixture.h"
+
+MODULE_IMPORT_NS(CLANQ_KUNIT);
+
+/* The engine's per-turn request cap (CLANQ_RDMA_TURN_REQS in rdma.c). */
+#define TURN_REQS	64
+
+/*
+ * Round-robin.
+ */
+
+#define RR_EPS		3
+#define RR_MSGS		6
+#define RR_LEN		64
+
+/*
+ * Three endpoints with RR_MSGS one-request messages each, kicked A, B, C:
+ * the turns go A, B, C, A, B, C, ..., each turn completes exactly one
+ * request, of the endpoint it served, in that endpoint's order, and
+ * writes exactly that request's bytes.
+ */
+static void active_queues_are_served_round_robin(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 2);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct clanq_rdma_req (*req)[RR_MSGS];
+	struct uep *u[RR_EPS];
+	unsigned int i, j, t, n;
+	struct clanq_kep *got;
+
+	req = kunit_kcalloc(test, RR_EPS, sizeof(*req), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, req);
+	for (i = 0; i < RR_EPS; i++) {
+		u[i] = rdma_uep_create(test, e->ctx, 8, 8);
+		for (j = 0; j < RR_MSGS; j++) {
+			n = (i * RR_MSGS + j) * RR_LEN;
+			req[i][j] = mkreq(s.id, d.ap, n, n, RR_LEN,
+					  COOKIE((i << 16) | j), SIG_LAST);
+			post(test, u[i], &req[i][j]);
+		}
+	}
+	for (i = 0; i < RR_EPS; i++)
+		kick(test, u[i]);
+
+	for (t = 0; t < RR_EPS * RR_MSGS; t++) {
+		i = t % RR_EPS;
+		j = t / RR_EPS;
+		got = step(e);
+		KUNIT_ASSERT_PTR_EQ_MSG(test, got, u[i]->ep,
+					"turn %u: expected endpoint %u", t, i);
+		for (n = 0; n < RR_EPS; n++)
+			KUNIT_ASSERT_EQ_MSG(test, unread(u[n]), (u32)(n == i),
+					    "turn %u: completions of endpoint %u",
+					    t, n);
+		expect_comp(test, u[i], COOKIE((i << 16) | j), RR_LEN, 0);
+		dst_expect(&d, &s, &req[i][j], RR_LEN);
+		KUNIT_ASSERT_EQ_MSG(test, region_diff(test, d.r, d.want),
+				    INTACT, "after turn %u", t);
+	}
+
+	/* each queue's last turn ended on LAST: one empty turn lets it go */
+	KUNIT_EXPECT_LE(test, settle(test, e, RR_EPS), RR_EPS);
+	for (i = 0; i < RR_EPS; i++) {
+		KUNIT_EXPECT_EQ(test, unread(u[i]), 0);
+		KUNIT_EXPECT_EQ(test, READ_ONCE(*u[i]->need_wakeup), 1);
+		KUNIT_EXPECT_EQ(test, ctr(&u[i]->counters->rdma_reqs), RR_MSGS);
+	}
+}
+
+/*
+ * Logical messages.
+ */
+
+/*
+ * A turn serves one logical message, all of it: A's three-request
+ * message completes in A's first turn, before B's turn; A's second
+ * message waits for A's next turn, after B.
+ */
+static void a_turn_serves_one_whole_logical_message(struct kunit *test)
+{
+	static const u32 flags[] = { CLANQ_RDMA_SIGNAL, CLANQ_RDMA_SIGNAL,
+				     SIG_LAST, CLANQ_RDMA_SIGNAL, SIG_LAST };
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 3);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct uep *a = rdma_uep_create(test, e->ctx, 8, 8);
+	struct uep *b = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_rdma_req ra[ARRAY_SIZE(flags)], rb;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(flags); i++) {
+		ra[i] = mkreq(s.id, d.ap, 100 * i, 100 * i, 100, COOKIE(i),
+			      flags[i]);
+		post(test, a, &ra[i]);
+	}
+	rb = mkreq(s.id, d.ap, 2000, 2000, 100, COOKIE(100), SIG_LAST);
+	post(test, b, &rb);
+	kick(test, a);
+	kick(test, b);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), 3);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	for (i = 0; i < 3; i++) {
+		expect_comp(test, a, COOKIE(i), 100, 0);
+		dst_expect(&d, &s, &ra[i], 100);
+	}
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), b->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	expect_comp(test, b, COOKIE(100), 100, 0);
+	dst_expect(&d, &s, &rb, 100);
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), 2);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	for (i = 3; i < ARRAY_SIZE(flags); i++) {
+		expect_comp(test, a, COOKIE(i), 100, 0);
+		dst_expect(&d, &s, &ra[i], 100);
+	}
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+
+	settle(test, e, 2);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+}
+
+#define CAP_MSG_REQS	100
+#define CAP_LEN		16
+
+/*
+ * A message longer than TURN_REQS requests (small ones: the byte budget
+ * is far away) yields after TURN_REQS of them; B is served; A's next
+ * turn finishes the message.
+ */
+static void a_turn_ends_after_64_requests_even_inside_a_message(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 4);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct uep *a = rdma_uep_create(test, e->ctx, 128, 128);
+	struct uep *b = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_rdma_req req;
+	unsigned int i;
+
+	for (i = 0; i < CAP_MSG_REQS; i++) {
+		req = mkreq(s.id, d.ap, CAP_LEN * i, CAP_LEN * i, CAP_LEN,
+			    COOKIE(i), i == CAP_MSG_REQS - 1 ? SIG_LAST :
+			    CLANQ_RDMA_SIGNAL);
+		post(test, a, &req);
+		dst_expect(&d, &s, &req, CAP_LEN);
+	}
+	req = mkreq(s.id, d.ap, 3000, 3000, 100, COOKIE(1000), SIG_LAST);
+	post(test, b, &req);
+	dst_expect(&d, &s, &req, 100);
+	kick(test, a);
+	kick(test, b);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), TURN_REQS);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	for (i = 0; i < TURN_REQS; i++)
+		expect_comp(test, a, COOKIE(i), CAP_LEN, 0);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), b->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	expect_comp(test, b, COOKIE(1000), 100, 0);
+
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a->ep);
+	KUNIT_EXPECT_EQ(test, unread(a), CAP_MSG_REQS - TURN_REQS);
+	for (i = TURN_REQS; i < CAP_MSG_REQS; i++)
+		expect_comp(test, a, COOKIE(i), CAP_LEN, 0);
+
+	settle(test, e, 2);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+}
+
+/*
+ * Splitting.
+ */
+
+#define BIG		(64u << 10)
+#define BIG_SRC_OFF	100u	/* not page aligned on either side */
+#define BIG_AP_OFF	1000u
+#define BIG_DST_OFF	37u
+
+/*
+ * With rdma_max_xfer = 4096, A's one 64 KiB request takes 16 turns of
+ * exactly 4096 bytes each (the destination shows each turn's progress,
+ * no more), while B's 100-byte request, kicked after A, completes in
+ * the turn right after A's first: long before A's. The bytes arrive
+ * intact across unaligned page boundaries.
+ */
+static void a_large_request_is_split_and_others_pass_it(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, BIG + PAGE_SIZE, 5);
+	struct dst d = dst_create(test, e, BIG + 2 * PAGE_SIZE, BIG_AP_OFF,
+				  BIG + PAGE_SIZE, CLANQ_RIGHT_WRITE);
+	struct dst db = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				   CLANQ_RIGHT_WRITE);
+	struct uep *a = rdma_uep_create(test, e->ctx, 8, 8);
+	struct uep *b = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_rdma_req ra, rb;
+	unsigned int a_turns = 0, turns = 0, b_done_at = 0;
+	s64 splits = nic_stat(&e->nic->stats.rdma_splits);
+	struct clanq_kep *got;
+
+	max_xfer_set(test, SPLIT_XFER);
+	ra = mkreq(s.id, d.ap, BIG_SRC_OFF, BIG_DST_OFF, BIG, COOKIE(1),
+		   SIG_LAST);
+	rb = mkreq(s.id, db.ap, 7, 9, 100, COOKIE(2), SIG_LAST);
+	post(test, a, &ra);
+	post(test, b, &rb);
+	kick(test, a);
+	kick(test, b);
+
+	while (!unread(a)) {
+		got = step(e);
+		turns++;
+		KUNIT_ASSERT_LE_MSG(test, turns, 64u,
+				    "A not complete after %u turns", turns);
+		KUNIT_ASSERT_TRUE_MSG(test, got == a->ep || got == b->ep,
+				      "turn %u served no queue", turns);
+		if (got == b->ep) {
+			if (unread(b)) {
+				KUNIT_EXPECT_EQ(test, b_done_at, 0);
+				b_done_at = turns;
+				expect_comp(test, b, COOKIE(2), 100, 0);
+			}
+			continue;
+		}
+		a_turns++;
+		if (unread(a))
+			break;
+		/* exactly a_turns * SPLIT_XFER bytes written so far */
+		memset(d.want, 0, d.r->len);
+		dst_expect(&d, &s, &ra, a_turns * SPLIT_XFER);
+		KUNIT_ASSERT_EQ_MSG(test, region_diff(test, d.r, d.want),
+				    INTACT, "after A's turn %u", a_turns);
+	}
+	expect_comp(test, a, COOKIE(1), BIG, 0);
+	KUNIT_EXPECT_EQ(test, a_turns, BIG / SPLIT_XFER);
+	KUNIT_EXPECT_EQ_MSG(test, b_done_at, 2,
+			    "B should complete in the turn after A's first");
+	dst_expect(&d, &s, &ra, BIG);
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+	dst_expect(&db, &s, &rb, 100);
+	KUNIT_EXPECT_EQ(test, region_diff(test, db.r, db.want), INTACT);
+
+	settle(test, e, 2);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_reqs), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_bytes), BIG);
+	KUNIT_EXPECT_EQ(test, nic_stat(&e->nic->stats.rdma_splits) - splits,
+			BIG / SPLIT_XFER - 1);
+	kunit_info(test, "A: %u turns; B done at turn %u of %u\n", a_turns,
+		   b_done_at, turns);
+}
+
+/*
+ * Doorbells.
+ */
+
+/*
+ * The doorbell word reads 1 while the engine is not looking at the
+ * queue: from creation, and again once a turn found the queue drained.
+ * A post alone wakes nothing (the engine does not poll idle queues); a
+ * kick clears the word and queues the endpoint. A kick of an active
+ * endpoint does not queue it twice; every kick is a system call, and
+ * counts in the endpoint's rdma_kicks and the NIC's (uapi).
+ */
+static void doorbell_word_follows_the_engine_and_kicks_queue_once(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 6);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct uep *a = rdma_uep_create(test, e->ctx, 8, 8);
+	struct uep *b = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_rdma_req req = mkreq(s.id, d.ap, 0, 0, 64, COOKIE(1),
+					  SIG_LAST);
+
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
+	KUNIT_EXPECT_NULL(test, step(e));
+
+	post(test, a, &req);
+	KUNIT_EXPECT_NULL_MSG(test, step(e), "the engine served a queue nobody kicked");
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
+
+	kick(test, a);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 0);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 1);
+	kick(test, a);		/* active already */
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 0);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 2);
+	KUNIT_EXPECT_EQ(test, nic_stat(&e->nic->stats.rdma_kicks), 2);
+
+	KUNIT_EXPECT_PTR_EQ(test, step(e), a->ep);
+	expect_comp(test, a, COOKIE(1), 64, 0);
+	/* one more turn at most, finding the queue empty, then nothing */
+	KUNIT_EXPECT_LE(test, settle(test, e, 1), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+
+	/* twice-kicked A and once-kicked B: each listed once */
+	req.cookie = COOKIE(2);
+	post(test, a, &req);
+	req.cookie = COOKIE(3);
+	post(test, b, &req);
+	kick(test, a);
+	kick(test, a);
+	kick(test, b);
+	KUNIT_EXPECT_PTR_EQ(test, step(e), a->ep);
+	KUNIT_EXPECT_PTR_EQ(test, step(e), b->ep);
+	expect_comp(test, a, COOKIE(2), 64, 0);
+	expect_comp(test, b, COOKIE(3), 64, 0);
+	/* at most the two empty turns that let them go */
+	KUNIT_EXPECT_LE(test, settle(test, e, 2), 2);
+	KUNIT_EXPECT_EQ(test, unread(a), 0);
+	KUNIT_EXPECT_EQ(test, unread(b), 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*a->need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*b->need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_reqs), 2);
+	KUNIT_EXPECT_EQ(test, ctr(&b->counters->rdma_reqs), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&a->counters->rdma_kicks), 4);
+	KUNIT_EXPECT_EQ(test, ctr(&b->counters->rdma_kicks), 1);
+}
+
+#define FULL_REQS	7
+
+/*
+ * A request is taken only while the completion queue has room: with a
+ * CQ of 4 slots (3 usable) and 7 signalled requests, the engine takes 3
+ * and lets the queue go (doorbell 1, not requeued: steps return NULL).
+ * A kick without room takes nothing. Consuming alone resumes nothing;
+ * consuming and kicking takes exactly as many requests as slots were
+ * freed. In the end every request completed once, in order.
+ */
+static void full_completion_queue_stops_the_queue_until_kicked(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 7);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct uep *u = rdma_uep_create(test, e->ctx, 8, FULL_CQ_SLOTS);
+	struct clanq_rdma_req req;
+	unsigned int i, next = 0;
+
+	for (i = 0; i < FULL_REQS; i++) {
+		req = mkreq(s.id, d.ap, 64 * i, 64 * i, 64, COOKIE(i),
+			    SIG_LAST);
+		post(test, u, &req);
+		dst_expect(&d, &s, &req, 64);
+	}
+	kick(test, u);
+	settle(test, e, 8);
+	KUNIT_EXPECT_EQ(test, unread(u), 3);
+	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 3);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->rq.cons), 3);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
+	KUNIT_EXPECT_NULL(test, step(e));
+
+	/* still full: a kick gets one look and nothing taken */
+	kick(test, u);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 0);
+	KUNIT_EXPECT_LE(test, settle(test, e, 1), 1);
+	KUNIT_EXPECT_EQ(test, unread(u), 3);
+	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 3);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
+
+	/* one consumed: nothing resumes without a kick */
+	expect_comp(test, u, COOKIE(next), 64, 0);
+	next++;
+	KUNIT_EXPECT_NULL(test, step(e));
+	kick(test, u);
+	settle(test, e, 4);
+	KUNIT_EXPECT_EQ(test, unread(u), 3);
+	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), 4);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*u->need_wakeup), 1);
+
+	/* consume and kick until done; every completion once, in order */
+	for (i = 0; i < 8 && next < FULL_REQS; i++) {
+		while (unread(u)) {
+			expect_comp(test, u, COOKIE(next), 64, 0);
+			next++;
+		}
+		kick(test, u);
+		settle(test, e, 8);
+	}
+	while (unread(u)) {
+		expect_comp(test, u, COOKIE(next), 64, 0);
+		next++;
+	}
+	KUNIT_EXPECT_EQ(test, next, FULL_REQS);
+	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_reqs), FULL_REQS);
+	KUNIT_EXPECT_EQ(test, ctr(&u->counters->rdma_errors), 0);
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+}
+
+static struct kunit_case clanq_rdma_engine_cases[] = {
+	KUNIT_CASE(active_queues_are_served_round_robin),
+	KUNIT_CASE(a_turn_serves_one_whole_logical_message),
+	KUNIT_CASE(a_turn_ends_after_64_requests_even_inside_a_message),
+	KUNIT_CASE(a_large_request_is_split_and_others_pass_it),
+	KUNIT_CASE(doorbell_word_follows_the_engine_and_kicks_queue_once),
+	KUNIT_CASE(full_completion_queue_stops_the_queue_until_kicked),
+	{}
+};
+
+static struct kunit_suite clanq_rdma_engine_suite = {
+	.name = "clanq_rdma_engine",
+	.init = rdma_test_init,
+	.test_cases = clanq_rdma_engine_cases,
+};
+
+kunit_test_suites(&clanq_rdma_engine_suite);
