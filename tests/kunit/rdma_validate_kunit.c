@@ -110,13 +110,17 @@ static void vcheck(struct kunit *test, struct vfix *v,
 	got = clanq_rdma_validate(v->ctx, req, &x);
 	KUNIT_EXPECT_EQ_MSG(test, got, want, "%s", what);
 	if (!got) {
+		/* the aperture the request names: the writable one, or revoked */
+		unsigned int ap = req->dst_ap == v->revoked ? V_AP_REVOKED : V_AP_W;
+
 		KUNIT_EXPECT_PTR_EQ_MSG(test, x.src, v->src.r, "%s", what);
-		KUNIT_EXPECT_PTR_EQ_MSG(test, x.dst, v->ap_w, "%s", what);
-		if (x.src == v->src.r && x.dst == v->ap_w) {
+		KUNIT_ASSERT_NOT_NULL_MSG(test, x.dst, "%s", what);
+		KUNIT_EXPECT_PTR_EQ_MSG(test, &x.dst->ref, v->refs[ap], "%s", what);
+		if (x.src == v->src.r && &x.dst->ref == v->refs[ap]) {
 			KUNIT_EXPECT_EQ_MSG(test, kref_read(&x.src->ref),
 					    before[V_SRC] + 1, "%s", what);
 			KUNIT_EXPECT_EQ_MSG(test, kref_read(&x.dst->ref),
-					    before[V_AP_W] + 1, "%s", what);
+					    before[ap] + 1, "%s", what);
 			KUNIT_EXPECT_EQ_MSG(test, refcount_read(&x.src->mem_ref),
 					    mem_before + 1, "%s", what);
 		}
