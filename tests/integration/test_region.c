@@ -418,7 +418,7 @@ static void free_and_export_name_only_the_callers_own_regions(void **state)
 	struct clanq_ioc_region_export e;
 	struct clanq_dev a, b, a1;
 	struct clanq_region r, s;
-	__u64 key, key2;
+	__u64 key = 0, key2 = 0;	/* set by export_err() on success */
 	struct clanq_ap ap;
 	unsigned int i;
 
