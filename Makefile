@@ -30,7 +30,9 @@ LIB_SO   := $(B)/lib/libclanq.so.1
 
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
-VM_TESTS := $(patsubst tests/integration/%.c,$(B)/vm/bin/%,$(wildcard tests/integration/*.c))
+# test programs are tests/integration/test_*.c; the other .c files there
+# (itest.c) are linked into each of them
+VM_TESTS := $(patsubst tests/integration/%.c,$(B)/vm/bin/%,$(wildcard tests/integration/test_*.c))
 
 KERNEL_SH := tests/vm/kernel.sh
 HOST_KDIR := /lib/modules/$(shell uname -r)/build
@@ -89,9 +91,15 @@ bench: $(BENCHES)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
-$(B)/vm/bin/%: tests/integration/%.c $(LIB_A) $(HDRS) $(wildcard tests/integration/*.h)
+ITEST_HDRS := $(wildcard tests/integration/*.h)
+
+$(B)/vm/itest.o: tests/integration/itest.c $(HDRS) $(ITEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lcmocka -lpthread -o $@
+	$(CC) $(USER_CFLAGS) -c $< -o $@
+
+$(B)/vm/bin/%: tests/integration/%.c $(B)/vm/itest.o $(LIB_A) $(HDRS) $(ITEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(B)/vm/itest.o $(LIB_A) -lcmocka -lpthread -o $@
 
 vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES)
 
