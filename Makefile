@@ -108,11 +108,11 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_ASAN := $(patsubst tests/unit/%.c,$(B)/unit/%-asan,$(UNIT_SRCS))
 UNIT_TSAN := $(patsubst tests/unit/%.c,$(B)/unit/%-tsan,$(UNIT_SRCS))
 
-$(B)/unit/%-asan: tests/unit/%.c $(LIB_SRCS) $(HDRS)
+$(B)/unit/%-asan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(SAN_ASAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
 
-$(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS)
+$(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(SAN_TSAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
 
