@@ -11,7 +11,9 @@
  * size and direction), so a caller built against a different struct size
  * gets -ENOTTY, never a short or long copy.
  */
+#include <linux/build_bug.h>
 #include <linux/nospec.h>
+#include <linux/stddef.h>
 #include <linux/uaccess.h>
 
 #include "clanq_drv.h"
@@ -32,6 +34,27 @@ union clanq_ioctl_arg {
 	struct clanq_ioc_ap_close ap_close;
 	struct clanq_ioc_rdma_kick rdma_kick;
 };
+
+/* The prologue relies on it: every clanq_ioc_* struct ends reserved. */
+#define CLANQ_IOC_ENDS_RESERVED(type)					\
+	static_assert(offsetofend(struct clanq_ioc_##type, reserved) ==	\
+		      sizeof(struct clanq_ioc_##type))
+CLANQ_IOC_ENDS_RESERVED(query);
+CLANQ_IOC_ENDS_RESERVED(ep_create);
+CLANQ_IOC_ENDS_RESERVED(ep_destroy);
+CLANQ_IOC_ENDS_RESERVED(oob_send);
+CLANQ_IOC_ENDS_RESERVED(evq_create);
+CLANQ_IOC_ENDS_RESERVED(evq_reg);
+CLANQ_IOC_ENDS_RESERVED(evq_wait);
+CLANQ_IOC_ENDS_RESERVED(region_create);
+CLANQ_IOC_ENDS_RESERVED(region_free);
+CLANQ_IOC_ENDS_RESERVED(region_export);
+CLANQ_IOC_ENDS_RESERVED(ap_import);
+CLANQ_IOC_ENDS_RESERVED(ap_close);
+CLANQ_IOC_ENDS_RESERVED(rdma_kick);
+/* EVQ_CREATE's reserved words start one earlier, at reserved0 */
+static_assert(offsetofend(struct clanq_ioc_evq_create, reserved0) ==
+	      offsetof(struct clanq_ioc_evq_create, reserved));
 
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
