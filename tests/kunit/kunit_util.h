@@ -216,6 +216,21 @@ static inline u32 msg_seq(const struct clanq_oob_msg *m)
 	return seq;
 }
 
+static inline void max_xfer_restore(void *old)
+{
+	WRITE_ONCE(clanq_rdma_max_xfer, (unsigned int)(uintptr_t)old);
+}
+
+/* Set the module parameter rdma_max_xfer until the test ends. */
+static inline void max_xfer_set(struct kunit *test, unsigned int bytes)
+{
+	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
+							old), 0);
+	WRITE_ONCE(clanq_rdma_max_xfer, bytes);
+}
+
 static inline s64 nic_stat(atomic64_t *counter)
 {
 	return atomic64_read(counter);

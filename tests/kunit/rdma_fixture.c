@@ -30,21 +30,6 @@ KUNIT_DEFINE_ACTION_WRAPPER(region_mem_put_action, clanq_kregion_mem_put,
 KUNIT_DEFINE_ACTION_WRAPPER(ap_put_action, clanq_kap_put, struct clanq_kap *);
 KUNIT_DEFINE_ACTION_WRAPPER(vfree_action, vfree, const void *);
 
-static void max_xfer_restore(void *old)
-{
-	WRITE_ONCE(clanq_rdma_max_xfer, (unsigned int)(uintptr_t)old);
-}
-
-/* Set the module parameter rdma_max_xfer until the test ends. */
-void max_xfer_set(struct kunit *test, unsigned int bytes)
-{
-	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
-
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
-							old), 0);
-	WRITE_ONCE(clanq_rdma_max_xfer, bytes);
-}
-
 /*
  * Each test: a fresh NIC and a context on it (kunit_util.h), an exporter
  * context on clanq0, and an rdma_max_xfer no test message reaches.

@@ -60,7 +60,6 @@ struct rdma_env {
  * Each test: rdma_test_init() is the suites' init.
  */
 int rdma_test_init(struct kunit *test);
-void max_xfer_set(struct kunit *test, unsigned int bytes);
 
 /*
  * Regions.

@@ -247,11 +247,6 @@ static struct clanq_kregion *region_new(struct kunit *test,
 	return r;
 }
 
-static void max_xfer_restore(void *old)
-{
-	WRITE_ONCE(clanq_rdma_max_xfer, (unsigned int)(uintptr_t)old);
-}
-
 /*
  * The requester's side of an RDMA path to the fake node: a source region
  * and an endpoint on the local NIC, an aperture onto a region exported
@@ -270,7 +265,6 @@ struct rdma_path {
 static void rdma_path_init(struct kunit *test, struct wire_env *e,
 			   struct rdma_path *p)
 {
-	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_max_xfer);
 	struct clanq_ioc_region_export ex = { .rights = CLANQ_RIGHTS_ALL };
 	struct clanq_ioc_ap_import im = {
 		.region = { .node = FAKE_NODE },
@@ -280,9 +274,7 @@ static void rdma_path_init(struct kunit *test, struct wire_env *e,
 	struct clanq_ioc_ep_create c;
 	struct clanq_kap *ap;
 
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, max_xfer_restore,
-							old), 0);
-	WRITE_ONCE(clanq_rdma_max_xfer, REGION_LEN / 2);
+	max_xfer_set(test, REGION_LEN / 2);
 	p->dst = region_new(test, e->remote.ctx);
 	p->src = region_new(test, e->ctx);
 	ex.id = p->dst->id;
