@@ -303,6 +303,55 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 }
 
 /*
+ * Batch posting (ef_vi's init/push split): requests written with
+ * clanq_rdma_post_init() make no system call and are invisible to the
+ * engine; the queue's last free slot refuses with -EAGAIN (one slot stays
+ * free); clanq_rdma_post_push() hands them all over with one doorbell,
+ * and they complete in order. A push with nothing written does nothing.
+ */
+static void a_batch_pushed_at_once_rings_one_doorbell(void **state)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct clanq_rdma_req req;
+	struct pair p;
+	__u64 q, e0, e1;
+	unsigned int i;
+
+	(void)state;
+	pair_open(&p, &attr);
+	q = itest_query_cost(&p.a);
+	assert_int_not_equal(__atomic_load_n(p.ep.need_wakeup, __ATOMIC_ACQUIRE), 0);
+
+	e0 = itest_entries(&p.a);
+	for (i = 0; i < 63; i++) {
+		req = stream_req(&p, i, REQ_DONE);
+		assert_int_equal(clanq_rdma_post_init(&p.ep, &req), 0);
+	}
+	req = stream_req(&p, 63, REQ_DONE);
+	assert_int_equal(clanq_rdma_post_init(&p.ep, &req), -EAGAIN);
+	e1 = itest_entries(&p.a);
+	assert_int_equal(e1 - e0, q);		/* no system call */
+	expect_no_comp(&p.ep);
+	assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), 0);
+
+	e0 = itest_entries(&p.a);
+	assert_int_equal(clanq_rdma_post_push(&p.ep), 0);
+	e1 = itest_entries(&p.a);
+	assert_int_equal(e1 - e0, q + 1);	/* the one doorbell */
+	for (i = 0; i < 63; i++)
+		expect_comp(&p.ep, 0xd00b000000000000ull | i, 0, STREAM_LEN);
+	assert_int_equal(itest_ctr(&p.ep.counters->rdma_kicks), 1);
+	assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), 63);
+	stream_check(&p, 63);
+
+	e0 = itest_entries(&p.a);
+	assert_int_equal(clanq_rdma_post_push(&p.ep), 0);
+	e1 = itest_entries(&p.a);
+	assert_int_equal(e1 - e0, q);
+	pair_close(&p);
+}
+
+/*
  * A region written through its own aperture, the two ranges overlapping
  * within a page: the result is memmove()'s, in both directions (a plain
  * forward copy would smear the pattern when the target is above).
@@ -558,6 +607,7 @@ int main(void)
 		T(each_bad_request_completes_with_its_status_and_stalls_nothing),
 		T(a_stream_of_posts_rings_few_doorbells),
 		T(an_idle_engine_is_woken_by_exactly_one_doorbell),
+		T(a_batch_pushed_at_once_rings_one_doorbell),
 		T(a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice),
 		T(rdma_completions_raise_evq_events),
 		T(an_overlapping_write_within_one_region_is_a_memmove),
