@@ -473,9 +473,10 @@ struct clanq_wire_ops {
 	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
 	 * A wire whose writes complete later (a remote one, on its send
 	 * completion) returns -EINPROGRESS instead, holding a reference on
-	 * w->ep (and whatever it reads of w->src until then), and calls
-	 * clanq_engine_write_done(w->ep, status) once, from process
-	 * context, when it knows; the endpoint's queue waits meanwhile.
+	 * w->ep, and calls clanq_engine_write_done(w->ep, status) once,
+	 * from process context, when it knows. The endpoint's queue waits
+	 * meanwhile, and the engine keeps the request's regions (the
+	 * source's memory too) until then, even if the endpoint goes.
 	 */
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
 };

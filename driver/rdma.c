@@ -385,7 +385,7 @@ void clanq_engine_write_done(struct clanq_kep *ep, int status)
 		goto out;
 	rd->parked = false;
 	if (rd->detached) {
-		/* detach left the request to us: the wire held its memory */
+		/* detach left the request, and its source memory, to us */
 		clanq_rdma_xfer_put(&rd->cur);
 		rd->busy = false;
 		goto out;
