@@ -716,7 +716,7 @@ static void kicks(void)
 	printf("# kicks: %llu back-to-back %llu-byte RDMA writes, SIGNAL on every %u-th;\n",
 	       (unsigned long long)n, STREAM_SIZE, STREAM_SIGNAL);
 	printf("# kicks = ep->counters->rdma_kicks, entries = the context's driver entries (clanq_ctx_entries)\n");
-	printf("#test\treqs\tdoorbells\tdoorbells/req\tentries/req\treqs/s\n");
+	printf("#test\treqs\tkicks\tkicks/req\tentries/req\treqs/s\n");
 	printf("rdma_stream\t%llu\t%llu\t%.4f\t%.4f\t%.0f\n",
 	       (unsigned long long)(c1.reqs - c0.reqs),
 	       (unsigned long long)(c1.kicks - c0.kicks),
