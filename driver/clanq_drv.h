@@ -77,6 +77,7 @@ struct clanq_wire_ops;
 extern unsigned int clanq_max_oob_slots;
 extern unsigned int clanq_max_eps;
 extern unsigned int clanq_max_evq_regs;
+extern unsigned int clanq_max_ep_regs;
 extern unsigned long clanq_max_ctx_bytes;
 extern unsigned int clanq_max_rdma_slots;
 extern unsigned int clanq_max_regions;
@@ -288,6 +289,7 @@ struct clanq_kep {
 
 	wait_queue_head_t wq;	/* evq registrations hang here */
 	struct list_head regs;	/* clanq_kevq_reg.ep_node, under ctx->lock */
+	unsigned int nr_regs;	/* on regs; at most max_ep_regs */
 	u64 events;		/* posted to evqs; under wq.lock */
 
 	struct clanq_kep_oob oob;
@@ -509,6 +511,17 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 	const struct clanq_ctx *__ctx = (ctx);				\
 	pr_debug_ratelimited("%s: pid %d: " fmt "\n",			\
 			     __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
+})
+
+/*
+ * A limit was reached: said at notice level (rate-limited), since the
+ * administrator may want to raise it, and the message names it.
+ */
+#define clanq_ulimit(ctx, fmt, ...)					\
+({									\
+	const struct clanq_ctx *__ctx = (ctx);				\
+	pr_notice_ratelimited("%s: pid %d: " fmt "\n",			\
+			      __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
 })
 
 /*

@@ -133,6 +133,7 @@ static void clanq_kevq_reg_remove(struct clanq_kevq_reg *reg)
 	lockdep_assert_held(&evq->ctx->lock);
 	remove_wait_queue(&reg->ep->wq, &reg->wait);
 	list_del(&reg->ep_node);
+	reg->ep->nr_regs--;
 	evq->regs[reg->index] = NULL;
 	if (test_bit(reg->index, evq->pending))
 		__set_bit(reg->index, evq->limbo);
@@ -165,6 +166,33 @@ void clanq_kevq_detach_ep(struct clanq_kep *ep)
 }
 
 /*
+ * What one wake-up may cost: every registration of an endpoint is an
+ * entry on its wait queue, walked with interrupts off by each delivery
+ * (in the RDMA engine's turn, too). So an endpoint is registered at most
+ * once per evq (-EEXIST) and on at most max_ep_regs evqs (-ENOSPC): one
+ * wake-up runs at most max_ep_regs callbacks, each posting at O(1).
+ */
+static int clanq_kevq_reg_check(struct clanq_kevq *evq, struct clanq_kep *ep)
+{
+	struct clanq_kevq_reg *reg;
+
+	lockdep_assert_held(&evq->ctx->lock);
+	list_for_each_entry(reg, &ep->regs, ep_node) {
+		if (reg->evq == evq) {
+			clanq_uerr(evq->ctx, "EVQ_REGISTER: endpoint %u is on this evq already (index %u)",
+				   ep->id, reg->index);
+			return -EEXIST;
+		}
+	}
+	if (ep->nr_regs >= READ_ONCE(clanq_max_ep_regs)) {
+		clanq_ulimit(evq->ctx, "endpoint %u is on %u evqs already: max_ep_regs",
+			     ep->id, ep->nr_regs);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/*
  * Watch @events of endpoint @ep_id (of the evq's context) on @evq.
  * Return: the registration index, or -errno.
  */
@@ -191,14 +219,19 @@ int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
 		kfree(reg);
 		return -ENOENT;
 	}
-	clanq_kevq_reclaim(evq);
-	index = ida_alloc_max(&evq->ida, evq->max_regs - 1, GFP_KERNEL_ACCOUNT);
+	index = clanq_kevq_reg_check(evq, ep);
+	if (!index) {
+		clanq_kevq_reclaim(evq);
+		index = ida_alloc_max(&evq->ida, evq->max_regs - 1,
+				      GFP_KERNEL_ACCOUNT);
+	}
 	if (index < 0) {
 		mutex_unlock(&ctx->lock);
 		clanq_kep_put(ep);
 		kfree(reg);
-		return index == -ENOSPC ? -ENOSPC : index;
+		return index;
 	}
+	ep->nr_regs++;
 	reg->evq = evq;
 	reg->ep = ep;			/* the lookup's reference */
 	reg->index = index;

@@ -28,6 +28,10 @@ unsigned int clanq_max_evq_regs = 16384;
 module_param_named(max_evq_regs, clanq_max_evq_regs, uint, 0644);
 MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold");
 
+unsigned int clanq_max_ep_regs = 16;
+module_param_named(max_ep_regs, clanq_max_ep_regs, uint, 0644);
+MODULE_PARM_DESC(max_ep_regs, "Event queues one endpoint may be registered on (bounds the cost of one wake-up)");
+
 unsigned long clanq_max_ctx_bytes = 64ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions) one context may hold");

@@ -18,9 +18,11 @@ static struct clanq_nic **clanq_nics;
 static unsigned int clanq_nics_nr;
 static struct dentry *clanq_debugfs;
 
+/* Published with release once every NIC is built (clanq_nics_create()). */
 unsigned int clanq_nr_nics(void)
 {
-	return clanq_nics_nr;
+	/* pairs with the release in clanq_nics_create() */
+	return smp_load_acquire(&clanq_nics_nr);
 }
 
 struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc)
@@ -28,12 +30,15 @@ struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc)
 	return container_of(misc, struct clanq_nic, misc);
 }
 
-/* The NICs are fixed from module load to unload: no lock needed. */
+/*
+ * The NICs are fixed from module load to unload: no lock needed. The
+ * acquire pairs with the release that publishes the table.
+ */
 struct clanq_nic *clanq_nic_by_node(u32 node)
 {
-	unsigned int i;
+	unsigned int i, n = clanq_nr_nics();
 
-	for (i = 0; i < clanq_nics_nr; i++)
+	for (i = 0; i < n; i++)
 		if (clanq_nics[i]->node == node)
 			return clanq_nics[i];
 	return NULL;
@@ -118,61 +123,103 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 		kfree(nic);
 		return ERR_PTR(err);
 	}
-	err = misc_register(&nic->misc);
-	if (err) {
-		pr_err("clanq: cannot register /dev/%s: %d\n", nic->name, err);
-		clanq_engine_stop(nic);
-		kfree(nic);
-		return ERR_PTR(err);
-	}
-	nic->debugfs = debugfs_create_dir(nic->name, clanq_debugfs);
-	debugfs_create_file("stats", 0444, nic->debugfs, nic,
-			    &clanq_nic_stats_fops);
-	pr_info("%s: soft NIC up, node %u\n", nic->name, node);
 	return nic;
 }
 
+/* Undo clanq_nic_create(); its device is not (or no longer) registered. */
 static void clanq_nic_destroy(struct clanq_nic *nic)
 {
-	/*
-	 * Runs from module exit only, and the module cannot be unloaded
-	 * while a file is open, so no context still points at this NIC.
-	 */
-	debugfs_remove_recursive(nic->debugfs);
-	misc_deregister(&nic->misc);
 	WARN_ON(atomic_read(&nic->nr_contexts));
 	clanq_engine_stop(nic);
 	clanq_nic_fini(nic);
 	kfree(nic);
 }
 
+/* The device and its counters: what makes a built NIC reachable. */
+static int clanq_nic_publish(struct clanq_nic *nic)
+{
+	int err = misc_register(&nic->misc);
+
+	if (err) {
+		pr_err("clanq: cannot register /dev/%s: %d\n", nic->name, err);
+		return err;
+	}
+	nic->debugfs = debugfs_create_dir(nic->name, clanq_debugfs);
+	debugfs_create_file("stats", 0444, nic->debugfs, nic,
+			    &clanq_nic_stats_fops);
+	pr_info("%s: soft NIC up, node %u\n", nic->name, nic->node);
+	return 0;
+}
+
+/*
+ * Runs from module exit (or a failed load) only, and the module cannot be
+ * unloaded while a file is open, so no context still points at this NIC.
+ */
+static void clanq_nic_unpublish(struct clanq_nic *nic)
+{
+	debugfs_remove_recursive(nic->debugfs);
+	nic->debugfs = NULL;
+	misc_deregister(&nic->misc);
+}
+
+/*
+ * Build every NIC, publish the table (release: a reader that sees the
+ * count sees the NICs), and only then register the devices, so nothing
+ * can be opened before every node it may address exists. A failure at
+ * any step unwinds everything: nothing stays openable.
+ */
 int clanq_nics_create(unsigned int nr, u32 node_base)
 {
-	unsigned int i;
+	struct clanq_nic **nics;
+	unsigned int i, built, published = 0;
+	int err = 0;
 
-	clanq_nics = kcalloc(nr, sizeof(*clanq_nics), GFP_KERNEL);
-	if (!clanq_nics)
+	nics = kcalloc(nr, sizeof(*nics), GFP_KERNEL);
+	if (!nics)
 		return -ENOMEM;
-	clanq_debugfs = debugfs_create_dir("clanq", NULL);
-	for (i = 0; i < nr; i++) {
-		struct clanq_nic *nic = clanq_nic_create(i, node_base + i);
-
-		if (IS_ERR(nic)) {
-			clanq_nics_destroy();
-			return PTR_ERR(nic);
+	for (built = 0; built < nr; built++) {
+		nics[built] = clanq_nic_create(built, node_base + built);
+		if (IS_ERR(nics[built])) {
+			err = PTR_ERR(nics[built]);
+			goto err_destroy;
 		}
-		clanq_nics[i] = nic;
-		clanq_nics_nr = i + 1;
+	}
+	clanq_nics = nics;
+	/* the table and the NICs before the count: clanq_nr_nics() */
+	smp_store_release(&clanq_nics_nr, nr);
+	clanq_debugfs = debugfs_create_dir("clanq", NULL);
+	for (; published < nr; published++) {
+		err = clanq_nic_publish(nics[published]);
+		if (err)
+			goto err_unpublish;
 	}
 	return 0;
+
+err_unpublish:
+	while (published)
+		clanq_nic_unpublish(nics[--published]);
+	debugfs_remove_recursive(clanq_debugfs);
+	clanq_debugfs = NULL;
+	WRITE_ONCE(clanq_nics_nr, 0);
+	clanq_nics = NULL;
+err_destroy:
+	for (i = 0; i < built; i++)
+		clanq_nic_destroy(nics[i]);
+	kfree(nics);
+	return err;
 }
 
 void clanq_nics_destroy(void)
 {
-	while (clanq_nics_nr)
-		clanq_nic_destroy(clanq_nics[--clanq_nics_nr]);
+	unsigned int i, n = clanq_nics_nr;
+
+	for (i = n; i--; )
+		clanq_nic_unpublish(clanq_nics[i]);
 	debugfs_remove_recursive(clanq_debugfs);
 	clanq_debugfs = NULL;
+	WRITE_ONCE(clanq_nics_nr, 0);
+	for (i = n; i--; )
+		clanq_nic_destroy(clanq_nics[i]);
 	kfree(clanq_nics);
 	clanq_nics = NULL;
 }
