@@ -179,8 +179,8 @@ static int clanq_kevq_reg_check(struct clanq_kevq *evq, struct clanq_kep *ep)
 	lockdep_assert_held(&evq->ctx->lock);
 	list_for_each_entry(reg, &ep->regs, ep_node) {
 		if (reg->evq == evq) {
-			clanq_uerr(evq->ctx, "EVQ_REGISTER: endpoint %u is on this evq already (index %u)",
-				   ep->id, reg->index);
+			clanq_uerr(evq->ctx, "EVQ_REGISTER: endpoint %u is on it already",
+				   ep->id);
 			return -EEXIST;
 		}
 	}
