@@ -66,11 +66,15 @@ static void clanq_kap_vm_open(struct vm_area_struct *vma)
 	struct clanq_kap *ap = vma->vm_private_data;
 
 	kref_get(&ap->ref);
+	clanq_map_vma_open(&ap->map);
 }
 
 static void clanq_kap_vm_close(struct vm_area_struct *vma)
 {
-	clanq_kap_put(vma->vm_private_data);
+	struct clanq_kap *ap = vma->vm_private_data;
+
+	clanq_map_vma_close(&ap->map);
+	clanq_kap_put(ap);
 }
 
 static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
@@ -112,7 +116,7 @@ static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &clanq_kap_vm_ops;
 	vma->vm_private_data = ap;
-	kref_get(&ap->ref);
+	clanq_kap_vm_open(vma);
 	return 0;
 }
 

@@ -72,6 +72,7 @@
 #define CLANQ_MAX_NICS	16
 
 struct clanq_wire_ops;
+struct clanq_user;
 
 /* Module parameters (main.c): the limits a context lives within. */
 extern unsigned int clanq_max_oob_slots;
@@ -79,6 +80,7 @@ extern unsigned int clanq_max_eps;
 extern unsigned int clanq_max_evq_regs;
 extern unsigned int clanq_max_ep_regs;
 extern unsigned long clanq_max_ctx_bytes;
+extern unsigned long clanq_max_user_bytes;
 extern unsigned int clanq_max_rdma_slots;
 extern unsigned int clanq_max_regions;
 extern unsigned int clanq_max_aps;
@@ -136,27 +138,47 @@ struct clanq_nic {
 };
 
 /*
- * What a context's segments may add up to (max_ctx_bytes). Each segment
- * holds a reference and gives its bytes back when it is freed, which may
- * be after its object and even its context are gone (it was still
- * mapped): memory counts for as long as it exists.
+ * What a context's segments and allocated regions may add up to
+ * (max_ctx_bytes), and, summed over the user's contexts, max_user_bytes
+ * (account.c). Each piece of memory holds a reference and gives its bytes
+ * back when it is freed, which may be after its object and even its
+ * context are gone (it was still mapped): memory counts for as long as
+ * it exists.
  */
 struct clanq_budget {
 	refcount_t ref;
 	atomic_long_t bytes;
+	struct clanq_user *user;	/* NULL: opened with CAP_IPC_LOCK */
+};
+
+/* A registered region's pins: the user's locked_vm, the mm's VmPin. */
+struct clanq_pin {
+	struct user_struct *user;	/* NULL: pinned with CAP_IPC_LOCK */
+	struct mm_struct *mm;		/* grabbed */
+	unsigned long pages;
 };
 
 /*
  * Something the application maps from its context fd: at page offset
  * key << CLANQ_MAP_SHIFT, so each object has a range of 2^CLANQ_MAP_SHIFT
- * pages to itself and a revocation can zap exactly that range of the
- * context's address space.
+ * pages (512 MiB) to itself and a revocation can zap exactly that range
+ * of the context's address space. Keys have CLANQ_MAP_KEY_BITS bits, so
+ * every offset fits the 32-bit page offset of a 32-bit process's mmap2.
+ *
+ * A key is not handed out again while any mapping of its old object
+ * lives (the object may be gone, its mapping legitimately not): the
+ * unpublished key stays in ctx->mmaps, retired, until the last VMA
+ * closes, so no later object's revocation can zap a stale mapping.
  */
-#define CLANQ_MAP_SHIFT		24
+#define CLANQ_MAP_SHIFT		17
+#define CLANQ_MAP_KEY_BITS	15
 
 struct clanq_map {
 	int (*mmap)(struct clanq_map *map, struct vm_area_struct *vma);
-	u32 key;		/* in ctx->mmaps while published */
+	struct clanq_ctx *ctx;	/* whose key it holds; NULL if none */
+	u32 key;		/* in ctx->mmaps while published or retired */
+	atomic_t vmas;		/* VMAs mapping it */
+	bool retired;		/* unpublished while mapped; under ctx->lock */
 };
 
 static inline u64 clanq_map_offset(const struct clanq_map *map)
@@ -188,7 +210,9 @@ struct clanq_ctx {
 /* A shared segment: memory both the driver and one application see. */
 struct clanq_shm {
 	refcount_t ref;
-	void *vaddr;
+	void *vaddr;		/* vmap() of pages */
+	struct page **pages;
+	unsigned long nr_pages;
 	size_t size;		/* page multiple */
 	struct clanq_budget *budget;	/* charged with size */
 	struct clanq_map map;
@@ -212,8 +236,8 @@ struct clanq_kregion {
 	unsigned long nr_pages;	/* filled entries of pages */
 	struct page **pages;
 	bool registered;	/* pinned user memory, not driver pages */
-	struct mm_struct *mm;	/* registered: whose pinned_vm we charged */
-	unsigned long charged;	/* pages charged there */
+	struct clanq_pin pin;	/* registered: the pins' charges */
+	unsigned long charged;	/* allocated: pages charged to budget */
 	struct clanq_budget *budget;	/* allocated: charged nr_pages */
 	struct clanq_map map;	/* allocated: the owner's mapping */
 	bool exported;		/* key and rights are set (release/acquire) */
@@ -307,10 +331,16 @@ static inline void clanq_count(u64 *count, __u64 *mirror, u64 n)
 	WRITE_ONCE(*mirror, *count);
 }
 
-/* shm.c */
-struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
+/* account.c: per-context, per-user and memlock accounting */
+struct clanq_budget *clanq_budget_create(void);
 struct clanq_budget *clanq_budget_charge(struct clanq_ctx *ctx, size_t bytes);
 void clanq_budget_put(struct clanq_budget *budget, size_t bytes);
+int clanq_pin_charge(struct clanq_ctx *ctx, struct clanq_pin *pin,
+		     unsigned long nr);
+void clanq_pin_uncharge(struct clanq_pin *pin);
+
+/* shm.c */
+struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
 void clanq_shm_put(struct clanq_shm *shm);
 int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma);
 
@@ -332,6 +362,8 @@ void clanq_ctx_count_entry(struct clanq_ctx *ctx);
 int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map);
+void clanq_map_vma_open(struct clanq_map *map);
+void clanq_map_vma_close(struct clanq_map *map);
 void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
 		   unsigned long pages);
 int clanq_fs_init(void);

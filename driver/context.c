@@ -30,7 +30,11 @@
 
 #include "clanq_drv.h"
 
-#define CLANQ_MMAP_KEYS		XA_LIMIT(1, (1u << 20) - 1)
+#define CLANQ_MMAP_KEYS		XA_LIMIT(1, (1u << CLANQ_MAP_KEY_BITS) - 1)
+/* a 32-bit process names every object: mmap2 takes a 32-bit page offset */
+static_assert(CLANQ_MAP_SHIFT + CLANQ_MAP_KEY_BITS <= 32);
+/* an unpublished key, kept until its old object's last mapping goes */
+#define CLANQ_MAP_RETIRED(map)	xa_tag_pointer(map, 1)
 #define CLANQ_FS_MAGIC		0xc1a9c1a9
 
 static struct vfsmount *clanq_mnt;
@@ -69,13 +73,12 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
 		return NULL;
-	ctx->budget = kzalloc(sizeof(*ctx->budget), GFP_KERNEL_ACCOUNT);
+	ctx->budget = clanq_budget_create();
 	if (!ctx->budget)
 		goto err_ctx;
 	ctx->inode = alloc_anon_inode(clanq_mnt->mnt_sb);
 	if (IS_ERR(ctx->inode))
 		goto err_budget;
-	refcount_set(&ctx->budget->ref, 1);
 	kref_init(&ctx->ref);
 	ctx->nic = nic;
 	ctx->tgid = task_tgid_vnr(current);
@@ -88,7 +91,7 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	return ctx;
 
 err_budget:
-	kfree(ctx->budget);
+	clanq_budget_put(ctx->budget, 0);
 err_ctx:
 	kfree(ctx);
 	return NULL;
@@ -141,14 +144,55 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
  */
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map)
 {
+	lockdep_assert_held(&ctx->lock);
+	map->ctx = ctx;
+	map->retired = false;
 	return xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
 			       &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT) < 0 ?
 	       -ENOSPC : 0;
 }
 
+/*
+ * Unpublish @map: mmap() finds it no more. Its key is freed at once if
+ * nothing maps it, else retired until clanq_map_vma_close() sees the
+ * last mapping go. No VMA can appear meanwhile: new mappings come from
+ * mmap(), which holds ctx->lock, and copies (fork, split) from a VMA.
+ */
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map)
 {
-	xa_erase(&ctx->mmaps, map->key);
+	lockdep_assert_held(&ctx->lock);
+	if (atomic_read(&map->vmas)) {
+		/* replacing an entry allocates nothing */
+		xa_store(&ctx->mmaps, map->key, CLANQ_MAP_RETIRED(map), GFP_KERNEL);
+		map->retired = true;
+	} else {
+		xa_erase(&ctx->mmaps, map->key);
+	}
+}
+
+/* A VMA of @map appeared (mmap, fork, split). */
+void clanq_map_vma_open(struct clanq_map *map)
+{
+	atomic_inc(&map->vmas);
+}
+
+/*
+ * A VMA of @map went; the last one frees a retired key. Its file holds
+ * the context, so ctx is alive; mmap_lock -> ctx->lock is the usual
+ * order. Call it before dropping the VMA's reference on the object.
+ */
+void clanq_map_vma_close(struct clanq_map *map)
+{
+	struct clanq_ctx *ctx = map->ctx;
+
+	if (!atomic_dec_and_test(&map->vmas) || !ctx)
+		return;
+	mutex_lock(&ctx->lock);
+	if (map->retired) {
+		xa_erase(&ctx->mmaps, map->key);
+		map->retired = false;
+	}
+	mutex_unlock(&ctx->lock);
 }
 
 /*
@@ -173,6 +217,8 @@ int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
 	/* a mapping starts at its object's first page */
 	if (!(vma->vm_pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1)) && key <= U32_MAX)
 		map = xa_load(&ctx->mmaps, key);
+	if (xa_pointer_tag(map))	/* retired: names nothing now */
+		map = NULL;
 	if (map)
 		err = map->mmap(map, vma);
 	mutex_unlock(&ctx->lock);

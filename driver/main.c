@@ -36,6 +36,10 @@ unsigned long clanq_max_ctx_bytes = 64ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions) one context may hold");
 
+unsigned long clanq_max_user_bytes = 256ul << 20;
+module_param_named(max_user_bytes, clanq_max_user_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_user_bytes, "Driver memory (segments, allocated regions) all contexts of one user may hold; CAP_IPC_LOCK is exempt");
+
 unsigned int clanq_max_rdma_slots = 4096;
 module_param_named(max_rdma_slots, clanq_max_rdma_slots, uint, 0644);
 MODULE_PARM_DESC(max_rdma_slots, "Longest RDMA request or completion queue an endpoint may ask for");

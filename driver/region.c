@@ -8,7 +8,7 @@
  *  - allocated: zeroed driver pages, charged to the context's budget
  *    (max_ctx_bytes), mapped by the owner from the context fd;
  *  - registered: the owner's own memory, pinned with FOLL_LONGTERM and
- *    charged to its RLIMIT_MEMLOCK (mm->pinned_vm, as ib_umem does) until
+ *    charged to the user's RLIMIT_MEMLOCK (account.c) until
  *    the last reference goes. Pinning happens before ctx->lock is taken,
  *    because mmap() takes ctx->lock under mmap_lock.
  *
@@ -38,7 +38,9 @@
 #include <linux/random.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/shmem_fs.h>
 #include <linux/slab.h>
+#include <linux/hugetlb.h>
 
 #include "clanq_drv.h"
 #include "compat.h"
@@ -48,11 +50,10 @@ static void clanq_kregion_release_mem(struct clanq_kregion *r)
 {
 	unsigned long i;
 
-	if (r->mm) {
+	if (r->registered) {
 		unpin_user_pages_dirty_lock(r->pages, r->nr_pages, true);
-		atomic64_sub(r->charged, &r->mm->pinned_vm);
-		mmdrop(r->mm);
-		r->mm = NULL;
+		r->nr_pages = 0;
+		clanq_pin_uncharge(&r->pin);
 	} else if (r->pages) {
 		for (i = 0; i < r->nr_pages; i++)
 			__free_page(r->pages[i]);
@@ -136,12 +137,14 @@ static void clanq_kregion_vm_open(struct vm_area_struct *vma)
 
 	kref_get(&r->ref);
 	refcount_inc(&r->mem_ref);
+	clanq_map_vma_open(&r->map);
 }
 
 static void clanq_kregion_vm_close(struct vm_area_struct *vma)
 {
 	struct clanq_kregion *r = vma->vm_private_data;
 
+	clanq_map_vma_close(&r->map);
 	clanq_kregion_mem_put(r);
 	clanq_kregion_put(r);
 }
@@ -192,27 +195,55 @@ static int clanq_kregion_alloc_pages(struct clanq_ctx *ctx,
 	return 0;
 }
 
+/*
+ * Long-term pins of a shared file mapping are unsafe: the file system
+ * may write the page back, or truncate it, under the pin. 6.5 and later
+ * refuse them in GUP (except shmem and hugetlb); 6.1 does not, so we say
+ * it ourselves, on every kernel, with a message that says why. Holes are
+ * left to the pin, which fails on them.
+ */
+static int clanq_kregion_check_vmas(struct clanq_ctx *ctx, unsigned long start,
+				    unsigned long end)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	unsigned long addr = start;
+	int err = 0;
+
+	mmap_read_lock(mm);
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start >= end)
+			break;
+		if (vma->vm_file && (vma->vm_flags & VM_SHARED) &&
+		    !shmem_file(vma->vm_file) && !is_vm_hugetlb_page(vma)) {
+			/* anonymous memory, shmem and memfd can be */
+			clanq_uerr(ctx, "REGION_CREATE: %#lx: a shared file mapping cannot be pinned",
+				   max(addr, vma->vm_start));
+			err = -EOPNOTSUPP;
+			break;
+		}
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return err;
+}
+
 /* Pin the caller's pages [start, start + nr pages), within RLIMIT_MEMLOCK. */
 static int clanq_kregion_pin(struct clanq_ctx *ctx, struct clanq_kregion *r,
 			     unsigned long start, unsigned long nr)
 {
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	struct mm_struct *mm = current->mm;
-	int got;
+	int got, err;
 
-	if (!mm)
+	if (!current->mm)
 		return -EFAULT;
-	if (atomic64_add_return(nr, &mm->pinned_vm) > limit &&
-	    !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(nr, &mm->pinned_vm);
-		clanq_uerr(ctx, "REGION_CREATE: %lu more pinned pages pass RLIMIT_MEMLOCK (%lu)",
-			   nr, limit);
-		return -ENOMEM;
-	}
-	mmgrab(mm);
-	r->mm = mm;
+	err = clanq_kregion_check_vmas(ctx, start, start + (nr << PAGE_SHIFT));
+	if (err)
+		return err;
+	err = clanq_pin_charge(ctx, &r->pin, nr);
+	if (err)
+		return err;
 	r->registered = true;
-	r->charged = nr;
 	while (r->nr_pages < nr) {
 		got = pin_user_pages_fast(start + (r->nr_pages << PAGE_SHIFT),
 					  min(nr - r->nr_pages, 1024ul),

@@ -2,9 +2,14 @@
 /*
  * Shared segments: memory the driver and one application both see.
  *
- * The driver writes through its vmalloc address, the application through
- * its mapping. The segment is freed only when its owner object and every
- * VMA mapping it have dropped their references: the VMA's open/close
+ * Pages of our own, allocated with __GFP_ACCOUNT so the caller's memory
+ * cgroup pays for them (vmalloc_user() memory is not accounted), vmap()ed
+ * for the driver and inserted into the application's mapping with
+ * vm_insert_pages(), as io_uring maps its rings since 6.10. The driver
+ * writes through its vmap address, the application through its mapping.
+ *
+ * The segment is freed only when its owner object and every VMA mapping
+ * it have dropped their references: the VMA's open/close
  * callbacks count fork and split copies, so a process still holding a
  * mapping after its endpoint is destroyed reads stale but valid memory,
  * never freed memory.
@@ -14,33 +19,7 @@
 #include <linux/vmalloc.h>
 
 #include "clanq_drv.h"
-
-/* Give back @bytes and one reference; the last reference frees it. */
-void clanq_budget_put(struct clanq_budget *budget, size_t bytes)
-{
-	atomic_long_sub(bytes, &budget->bytes);
-	if (refcount_dec_and_test(&budget->ref))
-		kfree(budget);
-}
-
-/*
- * Charge @bytes to @ctx's budget: the budget, with a reference the
- * caller gives back with clanq_budget_put(budget, bytes), or NULL if
- * that would pass max_ctx_bytes (logged).
- */
-struct clanq_budget *clanq_budget_charge(struct clanq_ctx *ctx, size_t bytes)
-{
-	struct clanq_budget *budget = ctx->budget;
-
-	if (atomic_long_add_return(bytes, &budget->bytes) > clanq_max_ctx_bytes) {
-		atomic_long_sub(bytes, &budget->bytes);
-		clanq_uerr(ctx, "%zu more bytes would pass max_ctx_bytes (%lu)",
-			   bytes, clanq_max_ctx_bytes);
-		return NULL;
-	}
-	refcount_inc(&budget->ref);
-	return budget;
-}
+#include "compat.h"
 
 static int clanq_shm_map(struct clanq_map *map, struct vm_area_struct *vma)
 {
@@ -52,28 +31,54 @@ static int clanq_shm_map(struct clanq_map *map, struct vm_area_struct *vma)
  * @ctx's budget: NULL if that would pass max_ctx_bytes or if memory is
  * short.
  */
+static void clanq_shm_free_pages(struct clanq_shm *shm)
+{
+	unsigned long i;
+
+	if (shm->vaddr)
+		vunmap(shm->vaddr);
+	for (i = 0; i < shm->nr_pages; i++)
+		__free_page(shm->pages[i]);
+	kvfree(shm->pages);
+}
+
 struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
 {
 	struct clanq_budget *budget;
 	struct clanq_shm *shm;
 	size_t bytes = PAGE_ALIGN(size);
+	unsigned long nr = bytes >> PAGE_SHIFT;
 
 	budget = clanq_budget_charge(ctx, bytes);
 	if (!budget)
 		return NULL;
 	shm = kzalloc(sizeof(*shm), GFP_KERNEL_ACCOUNT);
-	if (shm)
-		shm->vaddr = vmalloc_user(bytes);	/* zeroed, VM_USERMAP */
-	if (!shm || !shm->vaddr) {
-		kfree(shm);
-		clanq_budget_put(budget, bytes);
-		return NULL;
+	if (!shm)
+		goto err_budget;
+	shm->pages = kvcalloc(nr, sizeof(*shm->pages), GFP_KERNEL_ACCOUNT);
+	if (!shm->pages)
+		goto err_shm;
+	for (; shm->nr_pages < nr; shm->nr_pages++) {
+		shm->pages[shm->nr_pages] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!shm->pages[shm->nr_pages])
+			goto err_pages;
 	}
+	shm->vaddr = vmap(shm->pages, nr, VM_MAP, PAGE_KERNEL);
+	if (!shm->vaddr)
+		goto err_pages;
 	shm->size = bytes;
 	shm->budget = budget;
 	shm->map.mmap = clanq_shm_map;
 	refcount_set(&shm->ref, 1);
 	return shm;
+
+err_pages:
+	clanq_shm_free_pages(shm);
+err_shm:
+	kfree(shm);
+err_budget:
+	clanq_budget_put(budget, bytes);
+	return NULL;
 }
 
 static void clanq_shm_get(struct clanq_shm *shm)
@@ -84,7 +89,7 @@ static void clanq_shm_get(struct clanq_shm *shm)
 void clanq_shm_put(struct clanq_shm *shm)
 {
 	if (shm && refcount_dec_and_test(&shm->ref)) {
-		vfree(shm->vaddr);
+		clanq_shm_free_pages(shm);
 		clanq_budget_put(shm->budget, shm->size);
 		kfree(shm);
 	}
@@ -92,12 +97,18 @@ void clanq_shm_put(struct clanq_shm *shm)
 
 static void clanq_shm_vm_open(struct vm_area_struct *vma)
 {
-	clanq_shm_get(vma->vm_private_data);
+	struct clanq_shm *shm = vma->vm_private_data;
+
+	clanq_shm_get(shm);
+	clanq_map_vma_open(&shm->map);
 }
 
 static void clanq_shm_vm_close(struct vm_area_struct *vma)
 {
-	clanq_shm_put(vma->vm_private_data);
+	struct clanq_shm *shm = vma->vm_private_data;
+
+	clanq_map_vma_close(&shm->map);
+	clanq_shm_put(shm);
 }
 
 static const struct vm_operations_struct clanq_shm_vm_ops = {
@@ -112,6 +123,7 @@ static const struct vm_operations_struct clanq_shm_vm_ops = {
  */
 int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
 {
+	unsigned long n = shm->nr_pages;
 	int err;
 
 	if (vma->vm_end - vma->vm_start != shm->size)
@@ -119,11 +131,13 @@ int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
 	/* VM_MAYSHARE: MAP_SHARED asked for, even on a read-only file */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
-	err = remap_vmalloc_range(vma, shm->vaddr, 0);
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	/* our pages, refcounted by the page tables themselves */
+	err = vm_insert_pages(vma, vma->vm_start, shm->pages, &n);
 	if (err)
 		return err;
 	vma->vm_private_data = shm;
 	vma->vm_ops = &clanq_shm_vm_ops;
-	clanq_shm_get(shm);
+	clanq_shm_vm_open(vma);
 	return 0;
 }

@@ -512,6 +512,62 @@ static void an_owner_mapping_outlives_the_free_and_an_importers_does_not(void **
 	munmap(sh, sizeof(*sh));
 }
 
+/*
+ * 5. A stale mapping and key reuse.
+ *
+ * An endpoint destroyed while its segment stays mapped leaves a
+ * legitimate mapping behind. Its mmap key must not be handed to a new
+ * object while that mapping lives: the new object's revocation would zap
+ * the old mapping (SIGBUS). More imports and closes than there are keys
+ * (each close zaps its aperture's range) cycle through the whole key
+ * space; the stale mapping must still read what the endpoint's segment
+ * held, and the keys must still be enough for every new object.
+ */
+#define KEY_SPACE	(1u << 15)	/* CLANQ_MAP_KEY_BITS in the driver */
+
+static void a_stale_mapping_survives_the_reuse_of_every_key(void **state)
+{
+	struct clanq_ioc_ep_destroy d;
+	struct clanq_region exp;
+	struct clanq_dev a, b;
+	struct clanq_ap ap;
+	struct clanq_ep ep;
+	volatile const __u64 *stale;
+	__u64 key, delivered;
+	unsigned int i;
+
+	(void)state;
+	assert_int_equal(clanq_open_nic(&a, 0), 0);
+	assert_int_equal(clanq_open_nic(&b, 1), 0);
+	assert_int_equal(clanq_ep_create(&a, &ep, 0), 0);
+	/* something recognisable in the segment: one delivered message */
+	assert_int_equal(clanq_oob_send(&ep, ep.addr, CLANQ_OOB_TYPE_USER, "x", 1), 0);
+	stale = &ep.counters->oob_delivered;
+	delivered = *stale;
+	assert_int_equal(delivered, 1);
+	/* destroyed by hand: the library would unmap the segment too */
+	memset(&d, 0, sizeof(d));
+	d.id = ep.addr.id;
+	assert_int_equal(ioctl(a.fd, CLANQ_IOC_EP_DESTROY, &d), 0);
+
+	assert_int_equal(clanq_region_alloc(&b, &exp, 4096), 0);
+	assert_int_equal(clanq_region_export(&exp, CLANQ_RIGHTS_ALL, &key), 0);
+	for (i = 0; i < KEY_SPACE + 64; i++) {
+		assert_int_equal(clanq_ap_import(&a, &ap, exp.addr, key, 0, 4096,
+						 CLANQ_RIGHTS_ALL), 0);
+		/* mappable, so its close zaps its key's range */
+		assert_int_not_equal(ap.map_size, 0);
+		assert_int_equal(clanq_ap_close(&ap), 0);
+	}
+	/* a SIGBUS here means a new object was given the stale key */
+	assert_int_equal(*stale, delivered);
+
+	assert_int_equal(munmap(ep.seg, ep.seg_size), 0);
+	assert_int_equal(clanq_region_free(&exp), 0);
+	assert_int_equal(clanq_close(&b), 0);
+	assert_int_equal(clanq_close(&a), 0);
+}
+
 #define T(f)	cmocka_unit_test_teardown(f, itest_teardown)
 
 int main(void)
@@ -520,6 +576,7 @@ int main(void)
 		T(pio_writers_die_of_sigbus_when_the_exporter_frees_the_region),
 		T(rdma_in_flight_completes_with_enxio_when_the_region_is_freed),
 		T(an_owner_mapping_outlives_the_free_and_an_importers_does_not),
+		T(a_stale_mapping_survives_the_reuse_of_every_key),
 	};
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
