@@ -218,7 +218,7 @@ static int clanq_kregion_check_vmas(struct clanq_ctx *ctx, unsigned long start,
 		if (vma->vm_file && (vma->vm_flags & VM_SHARED) &&
 		    !shmem_file(vma->vm_file) && !is_vm_hugetlb_page(vma)) {
 			/* anonymous memory, shmem and memfd can be */
-			clanq_uerr(ctx, "REGION_CREATE: %#lx: a shared file mapping cannot be pinned",
+			clanq_uerr(ctx, "REGION_CREATE: %#lx: shared file mapping: no pin",
 				   max(addr, vma->vm_start));
 			err = -EOPNOTSUPP;
 			break;
