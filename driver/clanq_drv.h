@@ -151,6 +151,13 @@ struct clanq_budget {
 	struct clanq_user *user;	/* NULL: opened with CAP_IPC_LOCK */
 };
 
+/*
+ * Pages a user's call makes the driver hold (segments, allocated regions):
+ * charged to the caller's memory cgroup, zeroed, and failed with -ENOMEM
+ * rather than by an OOM kill when the cgroup or the machine is full.
+ */
+#define CLANQ_GFP_USER_PAGES	(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_RETRY_MAYFAIL)
+
 /* A registered region's pins: the user's locked_vm, the mm's VmPin. */
 struct clanq_pin {
 	struct user_struct *user;	/* NULL: pinned with CAP_IPC_LOCK */

@@ -8,11 +8,29 @@
  * The NIC's counters are in debugfs: clanq/clanqN/stats.
  */
 #include <linux/debugfs.h>
+#include <linux/fault-inject.h>
 #include <linux/module.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 
 #include "clanq_drv.h"
+
+/*
+ * fail_load=<interval>,<probability>,<space>,<times>, the kernel's fault
+ * injection syntax (as fail_make_request=), on kernels built with
+ * CONFIG_FAULT_INJECTION: fails steps of bringing the NICs up, in order
+ * (build NIC 0 .. N-1, then register each), so that a test can show that
+ * a load failing at any step leaves nothing behind.
+ */
+static char *fail_load;
+module_param(fail_load, charp, 0400);
+MODULE_PARM_DESC(fail_load, "Testing: fail NIC bring-up steps (interval,probability,space,times)");
+static DECLARE_FAULT_ATTR(clanq_fail_load);
+
+static int clanq_load_step(void)
+{
+	return fail_load && should_fail(&clanq_fail_load, 1) ? -ENOMEM : 0;
+}
 
 static struct clanq_nic **clanq_nics;
 static unsigned int clanq_nics_nr;
@@ -174,11 +192,19 @@ int clanq_nics_create(unsigned int nr, u32 node_base)
 	unsigned int i, built, published = 0;
 	int err = 0;
 
+	if (fail_load) {
+		setup_fault_attr(&clanq_fail_load, fail_load);
+#ifdef CONFIG_FAULT_INJECTION
+		clanq_fail_load.verbose = 0;	/* a stack dump would read as a splat */
+#endif
+	}
 	nics = kcalloc(nr, sizeof(*nics), GFP_KERNEL);
 	if (!nics)
 		return -ENOMEM;
 	for (built = 0; built < nr; built++) {
-		nics[built] = clanq_nic_create(built, node_base + built);
+		err = clanq_load_step();
+		nics[built] = err ? ERR_PTR(err) :
+			      clanq_nic_create(built, node_base + built);
 		if (IS_ERR(nics[built])) {
 			err = PTR_ERR(nics[built]);
 			goto err_destroy;
@@ -189,7 +215,9 @@ int clanq_nics_create(unsigned int nr, u32 node_base)
 	smp_store_release(&clanq_nics_nr, nr);
 	clanq_debugfs = debugfs_create_dir("clanq", NULL);
 	for (; published < nr; published++) {
-		err = clanq_nic_publish(nics[published]);
+		err = clanq_load_step();
+		if (!err)
+			err = clanq_nic_publish(nics[published]);
 		if (err)
 			goto err_unpublish;
 	}

@@ -186,8 +186,8 @@ static int clanq_kregion_alloc_pages(struct clanq_ctx *ctx,
 		return -ENOMEM;
 	r->charged = nr;
 	for (; r->nr_pages < nr; r->nr_pages++) {
-		r->pages[r->nr_pages] = alloc_page(GFP_HIGHUSER | __GFP_ZERO |
-						   __GFP_ACCOUNT);
+		r->pages[r->nr_pages] = alloc_page(CLANQ_GFP_USER_PAGES |
+						   __GFP_HIGHMEM);
 		if (!r->pages[r->nr_pages])
 			return -ENOMEM;
 	}

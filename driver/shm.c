@@ -59,7 +59,7 @@ struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
 	if (!shm->pages)
 		goto err_shm;
 	for (; shm->nr_pages < nr; shm->nr_pages++) {
-		shm->pages[shm->nr_pages] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		shm->pages[shm->nr_pages] = alloc_page(CLANQ_GFP_USER_PAGES);
 		if (!shm->pages[shm->nr_pages])
 			goto err_pages;
 	}

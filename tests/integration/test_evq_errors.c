@@ -234,6 +234,53 @@ static void an_evq_holds_max_regs_registrations_then_refuses_with_enospc(void **
 	fix_close(&f);
 }
 
+/*
+ * What one wake-up costs is bounded: an endpoint is registered at most
+ * once per evq (-EEXIST; unregistering makes room again) and on at most
+ * max_ep_regs evqs in all (-ENOSPC), so a delivery walks at most
+ * max_ep_regs registrations.
+ */
+static void an_endpoint_is_registered_once_per_evq_and_on_max_ep_regs_evqs(void **state)
+{
+	unsigned long cap = itest_param("max_ep_regs");
+	static struct clanq_evq evqs[64];
+	struct clanq_ep ep;
+	struct fix f;
+	unsigned int i;
+	int reg;
+
+	(void)state;
+	assert_true(cap >= 1 && cap < 64);
+	fix_open(&f, 4);
+	assert_int_equal(clanq_ep_create(&f.dev, &ep, 16), 0);
+	reg = do_register(&f.evq, &ep, 1);
+	assert_int_equal(clanq_evq_register(&f.evq, &ep, CLANQ_EV_OOB, 2), -EEXIST);
+	assert_int_equal(clanq_evq_register(&f.evq, &ep, CLANQ_EV_RDMA, 3), -EEXIST);
+	assert_int_equal(clanq_evq_unregister(&f.evq, reg), 0);
+	reg = do_register(&f.evq, &ep, 4);
+
+	/* f.evq holds one; cap - 1 more evqs fit, the next is refused */
+	for (i = 0; i < cap - 1; i++) {
+		assert_int_equal(clanq_evq_create(&f.dev, &evqs[i], 1), 0);
+		do_register(&evqs[i], &ep, 10 + i);
+	}
+	assert_int_equal(clanq_evq_create(&f.dev, &evqs[i], 1), 0);
+	assert_int_equal(clanq_evq_register(&evqs[i], &ep, CLANQ_EV_OOB, 99), -ENOSPC);
+	/* one wake-up reaches every registration, once */
+	send_seq(&f.tx, ep.addr, 0);
+	take_event_of(&f.evq, reg, 4);
+	for (i = 0; i < cap - 1; i++)
+		take_event_of(&evqs[i], 0, 10 + i);
+	expect_no_event(&evqs[cap - 1]);
+	/* closing an evq gives its registration back */
+	assert_int_equal(clanq_evq_destroy(&evqs[0]), 0);
+	assert_true(clanq_evq_register(&evqs[cap - 1], &ep, CLANQ_EV_OOB, 99) >= 0);
+	for (i = 1; i < cap; i++)
+		assert_int_equal(clanq_evq_destroy(&evqs[i]), 0);
+	drain(&ep, f.tx.addr, 0, 1);
+	fix_close_ep(&f, &ep);
+}
+
 static void destroying_an_endpoint_removes_its_registration(void **state)
 {
 	struct clanq_ep gone, kept;
@@ -447,6 +494,7 @@ int main(void)
 		T(evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints),
 		T(evq_unregister_refuses_indexes_that_are_not_registered),
 		T(an_evq_holds_max_regs_registrations_then_refuses_with_enospc),
+		T(an_endpoint_is_registered_once_per_evq_and_on_max_ep_regs_evqs),
 		T(destroying_an_endpoint_removes_its_registration),
 		T(closing_an_evq_leaves_its_endpoints_working),
 		T(evq_wait_refuses_a_read_index_outside_the_ring),
