@@ -175,6 +175,7 @@ void clanq_map_vma_open(struct clanq_map *map)
 {
 	atomic_inc(&map->vmas);
 }
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_open);
 
 /*
  * A VMA of @map went; the last one frees a retired key. Its file holds
@@ -194,6 +195,7 @@ void clanq_map_vma_close(struct clanq_map *map)
 	}
 	mutex_unlock(&ctx->lock);
 }
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_close);
 
 /*
  * Remove every page of @map's first @pages pages from every process
