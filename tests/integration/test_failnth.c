@@ -1018,6 +1018,32 @@ static void run_point(void **state)
 	fflush(stdout);
 }
 
+/*
+ * What the counters above cannot see: a failure path that kept its
+ * charge against the context's budget (max_ctx_bytes). Context a took
+ * most of the failures; it holds an endpoint segment, an evq segment
+ * and a one-page region, so exactly the rest of its budget must still
+ * be there to allocate, and not a page more.
+ */
+static void budget_is_intact(void **state)
+{
+	unsigned long max_ctx = itest_param("max_ctx_bytes");
+	__u64 held = fx.ep_a.mmap_size + fx.evq.mmap_size + fx.reg.mmap_size;
+	struct clanq_ioc_region_create c;
+
+	(void)state;
+	assert_true(held < max_ctx);
+	memset(&c, 0, sizeof(c));
+	c.size = max_ctx - held + page;
+	assert_int_equal(xioctl(fx.a, CLANQ_IOC_REGION_CREATE, &c), -ENOMEM);
+	memset(&c, 0, sizeof(c));
+	c.size = max_ctx - held;
+	assert_int_equal(xioctl(fx.a, CLANQ_IOC_REGION_CREATE, &c), 0);
+	region_free(fx.a, c.id);
+	printf("failnth: context budget intact (%llu of %lu bytes held)\n",
+	       (unsigned long long)held, max_ctx);
+}
+
 static int group_setup(void **state)
 {
 	if (access("/proc/thread-self/fail-nth", W_OK) ||
@@ -1049,7 +1075,7 @@ static int group_teardown(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[ARRAY_SIZE(points)];
+	struct CMUnitTest tests[ARRAY_SIZE(points) + 1];
 	unsigned int i;
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
@@ -1060,6 +1086,9 @@ int main(void)
 		tests[i].test_func = run_point;
 		tests[i].initial_state = (void *)&points[i];
 	}
+	memset(&tests[i], 0, sizeof(tests[i]));
+	tests[i].name = "the budget of the context that took the failures is intact";
+	tests[i].test_func = budget_is_intact;
 	return _cmocka_run_group_tests("failnth", tests, ARRAY_SIZE(tests),
 				       group_setup, group_teardown);
 }
