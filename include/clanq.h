@@ -13,6 +13,28 @@
  * The ABI's ioctl arguments are struct clanq_ioc_<cmd> (uapi/clanq.h)
  * and the driver's objects struct clanq_k<obj>: the names here are the
  * library's alone.
+ *
+ * Threads. The library takes no lock; each side of each queue is owned
+ * by exactly one thread at a time (the queues are single-producer,
+ * single-consumer, and each side's index is private state). On one
+ * endpoint, these may run concurrently, each in one thread:
+ *  - the poster: clanq_rdma_post_init(), clanq_rdma_post_push(),
+ *    clanq_rdma_post() (the request queue's producer side, and
+ *    ep->rq_batch);
+ *  - the poller: clanq_rdma_poll() (the completion queue's consumer
+ *    side; it reads only the request queue's shared index words, never
+ *    the poster's private state, see clanq_rdma_rq_unread());
+ *  - the OOB receiver: clanq_oob_recv() (the OOB queue's consumer side).
+ * Any of them may be the same thread; two threads must never call the
+ * same one of these on one endpoint at once (two posters, two pollers:
+ * serialise them yourself). clanq_oob_send(), clanq_rdma_kick() and
+ * clanq_ep_dropped() are system calls or atomic reads and may be called
+ * from any thread. An event queue has one consumer thread:
+ * clanq_evq_poll() and clanq_evq_wait() must not run concurrently on
+ * one evq; clanq_evq_register()/unregister() are system calls and may.
+ * Creating and destroying an object (clanq_ep_create(), _destroy(),
+ * clanq_evq_create(), _destroy(), clanq_close()) must not overlap any
+ * other call on that object.
  */
 #ifndef _CLANQ_H
 #define _CLANQ_H
@@ -71,6 +93,8 @@ int clanq_query(const struct clanq_dev *dev, struct clanq_ioc_query *q);
 /**
  * An endpoint: an OOB receive queue the application reads directly, and
  * the RDMA request and completion queues it shares with the engine.
+ * One poster, one poller and one OOB receiver thread may use it at once
+ * (see "Threads" at the top of this file).
  */
 struct clanq_ep {
 	int fd;				/**< the context it lives in */
@@ -127,7 +151,8 @@ int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
 
 /**
  * \brief Take the next OOB message, entirely at user level (no system
- * call): the paper's oob_q_get without blocking.
+ * call): the paper's oob_q_get without blocking. One receiver thread per
+ * endpoint (it owns the OOB queue's consumer side).
  * \return 0 with *msg filled, or -EAGAIN if the queue is empty.
  */
 static inline int clanq_oob_recv(struct clanq_ep *ep, struct clanq_oob_msg *msg)
@@ -250,7 +275,8 @@ int clanq_rdma_kick(struct clanq_ep *ep);
 /**
  * \brief Write one RDMA request into the request queue without handing
  * it to the engine yet (ef_vi's init/push split): a batch of them is
- * handed over by one clanq_rdma_post_push().
+ * handed over by one clanq_rdma_post_push(). Poster thread only: the
+ * post calls own the request queue's producer side.
  * \return 0; -EAGAIN if the request queue has no free slot.
  */
 static inline int clanq_rdma_post_init(struct clanq_ep *ep,
@@ -296,11 +322,35 @@ static inline int clanq_rdma_post(struct clanq_ep *ep,
 	return err ? err : clanq_rdma_post_push(ep);
 }
 
+/*
+ * Are requests waiting in ep's request queue? For the poller thread
+ * (clanq_rdma_poll), which must not touch the poster's private state:
+ * ep->rq.own, rq.peer and rq_batch are written by the poster with plain
+ * stores, so reading them here would be a data race (queue.h's
+ * clanq_q_prod_unread() reads own). Instead both index words are read
+ * from the shared segment with atomic loads: prod is what the poster
+ * last published (its release store, (B) of queue.h), cons what the
+ * engine last consumed. Requests written but not yet pushed are not
+ * counted, rightly: the engine cannot see them either, and the push
+ * rings the doorbell itself. Only the immutable geometry (the word
+ * pointers, mask) of ep->rq is used, set once by clanq_ep_create().
+ * A word with bits outside the mask reads as "nothing unread".
+ */
+static inline bool clanq_rdma_rq_unread(const struct clanq_ep *ep)
+{
+	__u32 prod = clanq_q_load_acquire(ep->rq.prod);
+	__u32 cons = clanq_q_load_acquire(ep->rq.cons);
+
+	return !((prod | cons) & ~ep->rq.mask) && prod != cons;
+}
+
 /**
  * \brief Take the next completion, at user level. The one system call it
  * may make: if the engine stopped because the completion queue was full
  * and requests are waiting, freeing a slot rings the doorbell (should
- * that fail, the next post or poll rings it again).
+ * that fail, the next post or poll rings it again). Poller thread only
+ * (it owns the completion queue's consumer side); it may run beside the
+ * poster thread's post calls on the same endpoint.
  * \return 0 with *comp filled, or -EAGAIN if there is none.
  */
 static inline int clanq_rdma_poll(struct clanq_ep *ep,
@@ -311,7 +361,7 @@ static inline int clanq_rdma_poll(struct clanq_ep *ep,
 	/* [B] of queue.h: free a slot, barrier, look; pairs with the engine's */
 	clanq_q_mb();
 	if (__atomic_load_n(ep->need_wakeup, __ATOMIC_RELAXED) &&
-	    clanq_q_prod_unread(&ep->rq))
+	    clanq_rdma_rq_unread(ep))
 		(void)clanq_rdma_kick(ep);
 	return 0;
 }
@@ -376,7 +426,8 @@ static inline void clanq_evq_set_spin(struct clanq_evq *evq, __u64 spin_ns)
  *
  * Clears the registration's pending bit before returning, so the caller
  * must then drain every source of that registration: anything arriving
- * after the bit was cleared raises a new event.
+ * after the bit was cleared raises a new event. One consumer thread per
+ * evq: clanq_evq_poll() and clanq_evq_wait() own the ring's consumer side.
  * \return 0 with *ev filled, or -EAGAIN if there is none.
  */
 static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)

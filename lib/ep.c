@@ -39,8 +39,11 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 		err = -errno;
 		goto destroy;
 	}
-	err = clanq_q_init(&ep->oob, seg, c.mmap_size, &c.oob);
-	/* the inline post/poll copy whole slots into fixed-size structs */
+	/* the inline recv/post/poll copy whole slots into fixed-size structs */
+	if (c.oob.slot_size == sizeof(struct clanq_oob_msg))
+		err = clanq_q_init(&ep->oob, seg, c.mmap_size, &c.oob);
+	else
+		err = -EPROTO;
 	if (!err && c.rq.slot_size == sizeof(struct clanq_rdma_req))
 		err = clanq_q_init(&ep->rq, seg, c.mmap_size, &c.rq);
 	else

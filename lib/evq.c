@@ -30,7 +30,9 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 		close(c.fd);
 		return err;
 	}
-	if (clanq_q_init(&evq->ring, seg, c.mmap_size, &c.ring) ||
+	/* clanq_evq_poll() copies whole slots into a struct clanq_event */
+	if (c.ring.slot_size != sizeof(struct clanq_event) ||
+	    clanq_q_init(&evq->ring, seg, c.mmap_size, &c.ring) ||
 	    c.pending % 8 ||
 	    (__u64)c.pending + (__u64)c.nr_words * 8 > c.mmap_size) {
 		munmap(seg, c.mmap_size);
