@@ -144,12 +144,15 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
  */
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map)
 {
+	int err;
+
 	lockdep_assert_held(&ctx->lock);
 	map->ctx = ctx;
 	map->retired = false;
-	return xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
-			       &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT) < 0 ?
-	       -ENOSPC : 0;
+	err = xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
+			      &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT);
+	/* -EBUSY: every key is taken; -ENOMEM stays what it is */
+	return err == -EBUSY ? -ENOSPC : min(err, 0);
 }
 
 /*
