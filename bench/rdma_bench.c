@@ -11,6 +11,8 @@
  *   main      node 1 (/dev/clanq1): an aperture onto that region, mapped
  *             for PIO; a 4 MiB source region for the engine; one endpoint.
  *   flood     node 1, started for the starvation test only.
+ *   fair flood node 1, a context of its own with many endpoints, started
+ *             for the fairness test only.
  *
  *   bandwidth  for each size, 64 B .. 4 MiB:
  *                memcpy     one core copies between two private buffers
@@ -42,6 +44,16 @@
  *              request queue full of 1 MiB writes. The engine serves queues round-robin
  *              and splits transfers (rdma_max_xfer, 64 KiB), so the victim
  *              should wait for at most one chunk, not for whole requests.
+ *   fairness  the same victim, alone (half before, half after), and
+ *              beside a flood process whose one context keeps cfg.fair_eps
+ *              endpoints (1,000; -q: 200) busy with 4 KiB writes, each
+ *              queue refilled every FAIR_SCAN_US. The engine serves
+ *              contexts round-robin, then each context's queues, so the
+ *              victim should wait for about one flood turn per write, not
+ *              for one turn of every flood endpoint. Besides latency: the
+ *              engine's turns while flooded (rdma_turns in debugfs,
+ *              clanq/clanq1/stats) against the victim's requests
+ *              (ep->counters->rdma_reqs): its share, and turns per write.
  *
  * Output follows perftest: '#' lines describe, tab-separated rows give
  * numbers (bandwidth in MiB/s; latency in us as t_min t_typical(median)
@@ -83,6 +95,11 @@
 #define PING_SIZE	64ull
 #define FLOOD_OFF	(2 * MiB)	/* flood's window in the region */
 #define FLOOD_SIZE	(1 * MiB)
+#define FAIR_OFF	(3 * MiB)	/* the fair flood's window in the region */
+#define FAIR_SIZE	(4 * KiB)	/* each of its writes */
+#define FAIR_SLOTS	8u		/* its endpoints' queues (hold 7) */
+#define FAIR_SIG	4u		/* SIGNAL on every 4th of its writes */
+#define FAIR_SCAN_US	500		/* it refills every queue this often */
 #define RQ_SLOTS	256u
 #define CQ_SLOTS	256u
 #define ROUNDS		3u		/* bandwidth: best of, interleaved */
@@ -112,6 +129,7 @@ static struct {
 	unsigned int stream_reqs;
 	unsigned int pings;
 	unsigned int flood_slots;
+	unsigned int fair_eps;		/* the fair flood's endpoints */
 } cfg = {
 	.size_shift = 1,
 	.max_size = REGION_BYTES,
@@ -119,6 +137,7 @@ static struct {
 	.stream_reqs = 10000,
 	.pings = 1000,
 	.flood_slots = 64,
+	.fair_eps = 1000,
 };
 
 /* everything main owns */
@@ -131,7 +150,7 @@ static struct {
 	struct clanq_addr exp_addr;	/* the exporter's region ... */
 	__u64 exp_key;			/* ... and its key */
 	int cmd_fd, ans_fd;		/* pipes to and from the exporter */
-	pid_t exp_pid, flood_pid;
+	pid_t exp_pid, flood_pid;	/* the fairness test's flood too */
 	uint64_t seed;			/* a fresh pattern for each run */
 	uint64_t run;			/* cookies carry it in their top half */
 	__u64 entry_cost;		/* what a QUERY adds to the next one */
@@ -979,6 +998,211 @@ static void starvation(double engine_mibs)
 	free(v);
 }
 
+/* ---- fairness ---- */
+
+/* A page shared by main and the fair flood. */
+struct fair_shared {
+	int stop;		/* main -> flood: leave */
+	int measuring;		/* main -> flood: the victim is pinging */
+	int ready;		/* flood -> main: every queue full and kicked */
+	unsigned int eps;	/* flood -> main: endpoints it keeps busy */
+	uint64_t sum;		/* flood -> main: checksum of what it writes */
+	/* flood -> main, while measuring */
+	uint64_t scans;		/* refills of every queue */
+	uint64_t dry;		/* queues found empty at a refill */
+};
+
+/*
+ * The fair flood: one context on node 1 with cfg.fair_eps endpoints
+ * (fewer if the context's limits say so), each request queue kept full
+ * of FAIR_SIZE writes into [FAIR_OFF, FAIR_OFF + FAIR_SIZE), SIGNAL on
+ * every FAIR_SIG-th. It refills every queue, then sleeps FAIR_SCAN_US:
+ * little CPU, and a queue holds 7 writes, so it runs dry only if the
+ * engine gets round all of them 7 times within one sleep (counted).
+ * It leaves by exiting: the context's release detaches what is queued.
+ */
+static int fair_flood(struct fair_shared *sh)
+{
+	struct clanq_ep_attr attr = {
+		.oob_slots = 2, .rq_slots = FAIR_SLOTS, .cq_slots = FAIR_SLOTS,
+	};
+	static const struct timespec nap = { .tv_nsec = FAIR_SCAN_US * 1000 };
+	uint64_t deadline = clanq_now_ns() + 10 * TIMEOUT_NS;
+	unsigned int n = cfg.fair_eps, i;
+	struct clanq_rdma_req req;
+	struct clanq_rdma_comp c;
+	struct clanq_region src;
+	struct clanq_dev dev;
+	struct clanq_ap ap;
+	struct clanq_ep *ep = calloc(n, sizeof(*ep));
+	uint64_t *posted = calloc(n, sizeof(*posted));
+	uint64_t *done = calloc(n, sizeof(*done));
+	int err;
+
+	if (!ep || !posted || !done)
+		return flood_fail("fair: out of memory");
+	err = clanq_open_nic(&dev, 1);
+	if (!err)
+		err = clanq_region_alloc(&dev, &src, FAIR_SIZE);
+	if (!err)
+		err = clanq_ap_import(&dev, &ap, b.exp_addr, b.exp_key, FAIR_OFF,
+				      FAIR_SIZE, CLANQ_RIGHT_WRITE);
+	if (err < 0)
+		return flood_fail("fair: set-up: %s", strerror(-err));
+	for (i = 0; i < n; i++) {
+		err = clanq_ep_create_attr(&dev, &ep[i], &attr);
+		if (err == -ENOSPC || err == -ENOMEM)
+			break;		/* the context's limit: as many as it allows */
+		if (err)
+			return flood_fail("fair: endpoint %u: %s", i, strerror(-err));
+	}
+	if (i < 2)
+		return flood_fail("fair: only %u endpoints", i);
+	n = i;
+	sh->eps = n;
+	fill(src.mem, FAIR_SIZE, 0xfa1e);
+	sh->sum = csum(src.mem, FAIR_SIZE);
+	req = rdma_req(&src, &ap, 0, FAIR_SIZE);
+
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		int measuring = __atomic_load_n(&sh->measuring, __ATOMIC_ACQUIRE);
+
+		for (i = 0; i < n; i++) {
+			while (!clanq_rdma_poll(&ep[i], &c)) {
+				if (c.status || c.len != FAIR_SIZE ||
+				    c.cookie != (done[i] | (FAIR_SIG - 1)))
+					return flood_fail("fair: endpoint %u: completion cookie %llu len %llu status %d, want cookie %llu",
+							  i, (unsigned long long)c.cookie,
+							  (unsigned long long)c.len, c.status,
+							  (unsigned long long)(done[i] | (FAIR_SIG - 1)));
+				done[i] = c.cookie + 1;
+			}
+			if (measuring && clanq_q_prod_space(&ep[i].rq) == ep[i].rq.mask)
+				sh->dry++;
+			for (;;) {
+				req.cookie = posted[i];
+				req.flags = CLANQ_RDMA_LAST;
+				if (posted[i] % FAIR_SIG == FAIR_SIG - 1)
+					req.flags |= CLANQ_RDMA_SIGNAL;
+				err = clanq_rdma_post(&ep[i], &req);
+				if (err == -EAGAIN)
+					break;
+				if (err)
+					return flood_fail("fair: post: %s", strerror(-err));
+				posted[i]++;
+			}
+		}
+		if (measuring)
+			sh->scans++;
+		__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+		if (clanq_now_ns() > deadline)
+			return flood_fail("fair: still running after %llu s",
+					  (unsigned long long)(10 * TIMEOUT_NS / NS_PER_S));
+		nanosleep(&nap, NULL);
+	}
+	for (i = 0; i < n; i++)
+		if (__atomic_load_n(&ep[i].counters->rdma_errors, __ATOMIC_ACQUIRE))
+			return flood_fail("fair: endpoint %u counted errors", i);
+	return 0;
+}
+
+/* A counter of node 1's NIC from debugfs, or -1 if it cannot be read. */
+static int64_t nic_stat(const char *name)
+{
+	FILE *f = fopen("/sys/kernel/debug/clanq/clanq1/stats", "r");
+	char key[64];
+	long long v;
+	int64_t r = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", key, &v) == 2)
+		if (!strcmp(key, name))
+			r = v;
+	fclose(f);
+	return r;
+}
+
+static void fairness(void)
+{
+	unsigned int half = cfg.pings / 2;
+	double *v = calloc(2 * cfg.pings, sizeof(*v)), *w = v + cfg.pings;
+	struct ctrs c0 = ctrs_read(&b.ep), c1, c2;
+	struct lat alone, flooded;
+	struct fair_shared *sh;
+	int64_t t1, t2, turns;
+	uint64_t deadline, reqs;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		  -1, 0);
+	if (!v || sh == MAP_FAILED)
+		fail("out of memory");
+	memset(sh, 0, sizeof(*sh));
+
+	victim(v, half);
+
+	b.flood_pid = fork();
+	if (b.flood_pid < 0)
+		fail("fork: %s", strerror(errno));
+	if (b.flood_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(fair_flood(sh));
+	}
+	deadline = clanq_now_ns() + TIMEOUT_NS;
+	while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) {
+		if (clanq_now_ns() > deadline || waitpid(b.flood_pid, NULL, WNOHANG))
+			fail("the fair flood did not get going");
+		usleep(1000);
+	}
+	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
+	c1 = ctrs_read(&b.ep);
+	t1 = nic_stat("rdma_turns");
+	victim(w, cfg.pings);
+	t2 = nic_stat("rdma_turns");
+	c2 = ctrs_read(&b.ep);
+	__atomic_store_n(&sh->measuring, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+	if (reap(b.flood_pid, "fair flood"))
+		fail("the fair flood failed");
+	b.flood_pid = 0;
+	victim(v + half, cfg.pings - half);
+	alone = lat_stats(v, cfg.pings);
+	flooded = lat_stats(w, cfg.pings);
+	ctrs_expect(&b.ep, &c0, 2ull * cfg.pings, 2ull * cfg.pings * PING_SIZE, "victim");
+	if (exp_csum(FAIR_OFF, FAIR_SIZE) != sh->sum)
+		fail("fair flood: data at the exporter differ from the source");
+
+	printf("# fairness: the victim's single %llu-byte RDMA writes with SIGNAL, post -> completion, us (%u each),\n",
+	       PING_SIZE, cfg.pings);
+	printf("# alone (half before, half after), and beside a flood process (a context of its own) keeping %u endpoints busy\n",
+	       sh->eps);
+	printf("# with %llu KiB writes (%u queued on each, refilled every %u us); turns = rdma_turns of clanq1 while flooded\n",
+	       FAIR_SIZE / KiB, FAIR_SLOTS - 1, FAIR_SCAN_US);
+	printf("#test\t\t\tt_min\tt_typical\tt_avg\tt_99%%\n");
+	lat_row("fair_alone", alone);
+	lat_row("fair_flooded", flooded);
+	printf("fair_ratio\t%.2f\t%.2f\t# flooded / alone: median, 99%%\n",
+	       flooded.med / alone.med, flooded.p99 / alone.p99);
+	reqs = c2.reqs - c1.reqs;
+	turns = t1 >= 0 && t2 >= 0 ? t2 - t1 : -1;
+	if (turns > 0) {
+		printf("#test\t\tvictim_reqs\tturns\tshare\tturns/req\n");
+		printf("fair_turns\t%llu\t%lld\t%.2f%%\t%.1f\t# the victim's requests / the engine's turns; %u flood endpoints\n",
+		       (unsigned long long)reqs, (long long)turns,
+		       100.0 * (double)reqs / (double)turns,
+		       (double)turns / (double)reqs, sh->eps);
+	} else {
+		printf("fair_turns\t%llu\t?\t# no debugfs: the engine's turns unknown\n",
+		       (unsigned long long)reqs);
+	}
+	if (sh->scans)
+		printf("fair_dry\t%llu\t# flood queues found empty at a refill (%llu refills of %u queues)%s\n",
+		       (unsigned long long)sh->dry, (unsigned long long)sh->scans, sh->eps,
+		       sh->dry ? ": the flood ran dry at times, the flooded numbers are optimistic" : "");
+	munmap(sh, sizeof(*sh));
+	free(v);
+}
+
 /* ---- set-up ---- */
 
 static void *xalloc(size_t size)
@@ -1065,6 +1289,7 @@ int main(int argc, char **argv)
 		cfg.stream_reqs = 1000;
 		cfg.pings = 20;
 		cfg.flood_slots = 8;
+		cfg.fair_eps = 200;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	t0 = clanq_now_ns();
@@ -1082,6 +1307,7 @@ int main(int argc, char **argv)
 	crossover(rows, nr);
 	kicks();
 	starvation(rows[nr - 1].bw[M_PIPE]);
+	fairness();
 	teardown();
 	printf("# rdma_bench: %.1f s\n", (clanq_now_ns() - t0) / 1e9);
 	return 0;
