@@ -61,12 +61,14 @@
  * first queue, and sends that queue to the back of its context's line
  * and the context to the back of the engine's. A kick lines a queue up
  * behind its context's others; a context already in line keeps its
- * place. So with C contexts in line, a newly kicked queue is served
- * within C turns: it waits for at most C - 1 turns of others, each at
- * most rdma_max_xfer bytes and CLANQ_RDMA_TURN_REQS requests, however
- * many endpoints the other contexts keep busy. Round-robin over queues
- * alone gave a process with a thousand busy endpoints a thousand turns
- * for its neighbour's one.
+ * place. So with C contexts in line, a victim whose one queue is kicked
+ * waits for the turn in progress and at most C - 1 more turns, one per
+ * other context, each at most rdma_max_xfer bytes and
+ * CLANQ_RDMA_TURN_REQS requests, however many endpoints the other
+ * contexts keep busy. (A context with k queues in line serves each of
+ * them once in k of its turns.) Round-robin over queues alone gave a
+ * process with a thousand busy endpoints a thousand turns for its
+ * neighbour's one.
  *
  * Why contexts and not users: a context is what the driver already has
  * (one open() of the device, owner of its endpoints), and its line
