@@ -53,7 +53,9 @@
  *              for one turn of every flood endpoint. Besides latency: the
  *              engine's turns while flooded (rdma_turns in debugfs,
  *              clanq/clanq1/stats) against the victim's requests
- *              (ep->counters->rdma_reqs): its share, and turns per write.
+ *              (ep->counters->rdma_reqs): its share, and turns per write;
+ *              and per write, the turns from just before its post to just
+ *              after its completion was seen (the victim's wait, in turns).
  *
  * Output follows perftest: '#' lines describe, tab-separated rows give
  * numbers (bandwidth in MiB/s; latency in us as t_min t_typical(median)
@@ -65,6 +67,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -150,13 +153,14 @@ static struct {
 	struct clanq_addr exp_addr;	/* the exporter's region ... */
 	__u64 exp_key;			/* ... and its key */
 	int cmd_fd, ans_fd;		/* pipes to and from the exporter */
+	int stats_fd;			/* clanq1's stats in debugfs, or -1 */
 	pid_t exp_pid, flood_pid;	/* the fairness test's flood too */
 	uint64_t seed;			/* a fresh pattern for each run */
 	uint64_t run;			/* cookies carry it in their top half */
 	__u64 entry_cost;		/* what a QUERY adds to the next one */
 	double *lat_us;			/* single-shot RDMA: each transfer's us */
 	uint64_t lat_nr, lat_cap;
-} b = { .cmd_fd = -1, .ans_fd = -1 };
+} b = { .cmd_fd = -1, .ans_fd = -1, .stats_fd = -1 };
 
 static __attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...)
 {
@@ -896,9 +900,12 @@ static int flood(struct flood_shared *sh)
  * its own sequence number in the payload. Latency = post -> completion,
  * in us. After each completion the payload must already be in the
  * exporter's memory (read here through the aperture's mapping, which is
- * those very pages).
+ * those very pages). With @turns, also the engine's turns (rdma_turns)
+ * from just before each post to just after its completion was seen.
  */
-static void victim(double *v, unsigned int n)
+static int64_t nic_turns(void);
+
+static void victim(double *v, double *turns, unsigned int n)
 {
 	struct clanq_rdma_req req = rdma_req(&b.src, &b.ap, 0, PING_SIZE);
 	uint64_t *payload = b.src.mem;
@@ -906,12 +913,16 @@ static void victim(double *v, unsigned int n)
 	b.run++;
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t t0;
+		int64_t t;
 
 		for (unsigned int w = 0; w < PING_SIZE / 8; w++)
 			payload[w] = b.run << 32 | (uint64_t)i << 8 | w;
+		t = turns ? nic_turns() : 0;
 		t0 = clanq_now_ns();
 		rdma_one(&req, b.run << 32 | i, "victim");
 		v[i] = (clanq_now_ns() - t0) / 1000.0;
+		if (turns)
+			turns[i] = (double)(nic_turns() - t);
 		if (memcmp(b.ap.base, payload, PING_SIZE))
 			fail("victim: ping %u completed, but its data are not at the exporter", i);
 	}
@@ -940,7 +951,7 @@ static void starvation(double engine_mibs)
 	memset(sh, 0, sizeof(*sh));
 
 	/* alone before and after the flood: a change of load hits both */
-	victim(v, half);
+	victim(v, NULL, half);
 
 	b.flood_pid = fork();
 	if (b.flood_pid < 0)
@@ -957,13 +968,13 @@ static void starvation(double engine_mibs)
 		usleep(1000);
 	}
 	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
-	victim(w, cfg.pings);
+	victim(w, NULL, cfg.pings);
 	__atomic_store_n(&sh->measuring, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 	if (reap(b.flood_pid, "flood"))
 		fail("the flood failed");
 	b.flood_pid = 0;
-	victim(v + half, cfg.pings - half);
+	victim(v + half, NULL, cfg.pings - half);
 	alone = lat_stats(v, cfg.pings);
 	flooded = lat_stats(w, cfg.pings);
 	ctrs_expect(&b.ep, &c0, 2ull * cfg.pings, 2ull * cfg.pings * PING_SIZE, "victim");
@@ -1109,29 +1120,32 @@ static int fair_flood(struct fair_shared *sh)
 	return 0;
 }
 
-/* A counter of node 1's NIC from debugfs, or -1 if it cannot be read. */
-static int64_t nic_stat(const char *name)
+/*
+ * rdma_turns of node 1's NIC, from debugfs (b.stats_fd, opened once), or
+ * -1 if it cannot be read.
+ */
+static int64_t nic_turns(void)
 {
-	FILE *f = fopen("/sys/kernel/debug/clanq/clanq1/stats", "r");
-	char key[64];
-	long long v;
-	int64_t r = -1;
+	char buf[2048], *p;
+	ssize_t n;
 
-	if (!f)
+	if (b.stats_fd < 0)
 		return -1;
-	while (fscanf(f, "%63s %lld", key, &v) == 2)
-		if (!strcmp(key, name))
-			r = v;
-	fclose(f);
-	return r;
+	n = pread(b.stats_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "rdma_turns ");
+	return p ? strtoll(p + strlen("rdma_turns "), NULL, 10) : -1;
 }
 
 static void fairness(void)
 {
 	unsigned int half = cfg.pings / 2;
-	double *v = calloc(2 * cfg.pings, sizeof(*v)), *w = v + cfg.pings;
+	double *v = calloc(3 * cfg.pings, sizeof(*v)), *w = v + cfg.pings;
+	double *wt = w + cfg.pings;
 	struct ctrs c0 = ctrs_read(&b.ep), c1, c2;
-	struct lat alone, flooded;
+	struct lat alone, flooded, waited;
 	struct fair_shared *sh;
 	int64_t t1, t2, turns;
 	uint64_t deadline, reqs;
@@ -1142,7 +1156,7 @@ static void fairness(void)
 		fail("out of memory");
 	memset(sh, 0, sizeof(*sh));
 
-	victim(v, half);
+	victim(v, NULL, half);
 
 	b.flood_pid = fork();
 	if (b.flood_pid < 0)
@@ -1159,16 +1173,17 @@ static void fairness(void)
 	}
 	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
 	c1 = ctrs_read(&b.ep);
-	t1 = nic_stat("rdma_turns");
-	victim(w, cfg.pings);
-	t2 = nic_stat("rdma_turns");
+	b.stats_fd = open("/sys/kernel/debug/clanq/clanq1/stats", O_RDONLY);
+	t1 = nic_turns();
+	victim(w, t1 >= 0 ? wt : NULL, cfg.pings);
+	t2 = nic_turns();
 	c2 = ctrs_read(&b.ep);
 	__atomic_store_n(&sh->measuring, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 	if (reap(b.flood_pid, "fair flood"))
 		fail("the fair flood failed");
 	b.flood_pid = 0;
-	victim(v + half, cfg.pings - half);
+	victim(v + half, NULL, cfg.pings - half);
 	alone = lat_stats(v, cfg.pings);
 	flooded = lat_stats(w, cfg.pings);
 	ctrs_expect(&b.ep, &c0, 2ull * cfg.pings, 2ull * cfg.pings * PING_SIZE, "victim");
@@ -1194,6 +1209,10 @@ static void fairness(void)
 		       (unsigned long long)reqs, (long long)turns,
 		       100.0 * (double)reqs / (double)turns,
 		       (double)turns / (double)reqs, sh->eps);
+		waited = lat_stats(wt, cfg.pings);
+		printf("#test\t\t\tmin\ttypical\tavg\t99%%\n");
+		printf("fair_wait_turns \t%.0f\t%.0f\t%.1f\t%.0f\t# engine turns from just before a victim post to just after its completion was seen\n",
+		       waited.min, waited.med, waited.avg, waited.p99);
 	} else {
 		printf("fair_turns\t%llu\t?\t# no debugfs: the engine's turns unknown\n",
 		       (unsigned long long)reqs);
@@ -1202,6 +1221,9 @@ static void fairness(void)
 		printf("fair_dry\t%llu\t# flood queues found empty at a refill (%llu refills of %u queues)%s\n",
 		       (unsigned long long)sh->dry, (unsigned long long)sh->scans, sh->eps,
 		       sh->dry ? ": the flood ran dry at times, the flooded numbers are optimistic" : "");
+	if (b.stats_fd >= 0)
+		close(b.stats_fd);
+	b.stats_fd = -1;
 	munmap(sh, sizeof(*sh));
 	free(v);
 }
