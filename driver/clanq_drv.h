@@ -110,15 +110,26 @@ struct clanq_nic_stats {
 };
 
 /*
- * The RDMA engine: one per NIC, beside the CPUs. It serves the active
- * request queues round-robin, one turn each (rdma.c).
+ * The RDMA engine: one per NIC, beside the CPUs. It serves the contexts
+ * with active request queues round-robin, and each context's active
+ * queues round-robin, one turn at a time (rdma.c).
  */
 struct clanq_engine {
-	spinlock_t lock;		/* active, and each clanq_kep_rdma.active */
-	struct list_head active;	/* clanq_kep_rdma.node: queues with work */
+	spinlock_t lock;		/* the lines, each clanq_kep_rdma.active */
+	struct list_head active;	/* clanq_engine_ctx.node: contexts with work */
 	wait_queue_head_t wq;		/* the engine thread sleeps here */
 	struct mutex serve;		/* held for one turn */
 	struct task_struct *task;	/* NULL for KUnit's NICs: stepped by hand */
+};
+
+/*
+ * A context's line at its NIC's engine (rdma.c), under engine->lock:
+ * listed on engine->active exactly while its queues line is not empty.
+ * Zeroed with the context; rdma.c initialises it with the first endpoint.
+ */
+struct clanq_engine_ctx {
+	struct list_head node;		/* on engine->active */
+	struct list_head queues;	/* clanq_kep_rdma.node: its queues in line */
 };
 
 /* A soft NIC: one node of the clanq network, exposed as /dev/clanqN. */
@@ -212,6 +223,7 @@ struct clanq_ctx {
 	u32 next_ap_id;
 	unsigned int nr_aps;
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
+	struct clanq_engine_ctx engine;	/* its line at the engine (rdma.c) */
 };
 
 /* A shared segment: memory both the driver and one application see. */
@@ -295,7 +307,7 @@ struct clanq_kep_rdma {
 	struct clanq_queue rq;	/* consumer side; geometry private */
 	struct clanq_queue cq;	/* producer side; geometry private */
 	u32 *need_wakeup;	/* in shm: the engine's sleep flag; written only */
-	struct list_head node;	/* on engine->active */
+	struct list_head node;	/* on ctx->engine.queues */
 	/* the engine has it: listed or in a turn (for good once detached) */
 	bool active;
 	bool busy;		/* cur is in progress (engine->serve) */

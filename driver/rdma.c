@@ -49,12 +49,34 @@
  * "active", until clanq_engine_write_done() accounts the chunk and puts
  * it back in line; other queues are served meanwhile.
  *
- * Scheduling. Active queues are served round-robin, one turn each. A
- * turn serves one logical message (requests up to one flagged LAST), so
- * a message's requests stay together; it ends early after rdma_max_xfer
- * bytes (the rest of the request waits for the queue's next turn, so
- * one large transfer cannot monopolise the engine) or after
- * CLANQ_RDMA_TURN_REQS requests.
+ * Scheduling. A turn serves one logical message (requests up to one
+ * flagged LAST), so a message's requests stay together; it ends early
+ * after rdma_max_xfer bytes (the rest of the request waits for the
+ * queue's next turn, so one large transfer cannot monopolise the engine)
+ * or after CLANQ_RDMA_TURN_REQS requests.
+ *
+ * Turns go round-robin at two levels: over the contexts with active
+ * queues (engine->active), then over each context's active queues
+ * (clanq_engine_ctx.queues). A turn takes the first context, serves its
+ * first queue, and sends that queue to the back of its context's line
+ * and the context to the back of the engine's. A kick lines a queue up
+ * behind its context's others; a context already in line keeps its
+ * place. So with C contexts in line, a victim whose one queue is kicked
+ * waits for the turn in progress and at most C - 1 more turns, one per
+ * other context, each at most rdma_max_xfer bytes and
+ * CLANQ_RDMA_TURN_REQS requests, however many endpoints the other
+ * contexts keep busy. (A context with k queues in line serves each of
+ * them once in k of its turns.) Round-robin over queues alone gave a
+ * process with a thousand busy endpoints a thousand turns for its
+ * neighbour's one.
+ *
+ * Why contexts and not users: a context is what the driver already has
+ * (one open() of the device, owner of its endpoints), and its line
+ * lives and dies with it. A user who opens many contexts gets a turn
+ * for each, as a process with many endpoints used to; what bounds that
+ * is max_eps per context and the files a user may open, not this
+ * scheduler. Fairness between users would need state keyed by uid
+ * (ucounts) that outlives any one context: not done.
  */
 #include <linux/kthread.h>
 #include <linux/overflow.h>
@@ -71,6 +93,8 @@
 void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 		     const struct clanq_queue_off *cq, u32 need_wakeup)
 {
+	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_engine_ctx *ec = &ep->ctx->engine;
 	struct clanq_kep_rdma *rd = &ep->rdma;
 	void *seg = ep->shm->vaddr;
 
@@ -80,6 +104,13 @@ void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 	rd->need_wakeup = (u32 *)((char *)seg + need_wakeup);
 	WRITE_ONCE(*rd->need_wakeup, 1);	/* idle: the first post rings */
 	INIT_LIST_HEAD(&rd->node);
+	/* the context's line, with its first endpoint (the context is zeroed) */
+	spin_lock_irq(&eng->lock);
+	if (!ec->queues.next) {
+		INIT_LIST_HEAD(&ec->node);
+		INIT_LIST_HEAD(&ec->queues);
+	}
+	spin_unlock_irq(&eng->lock);
 }
 
 /* Unread completions? For evq registrations (CLANQ_EV_RDMA). */
@@ -283,6 +314,21 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 }
 
 /*
+ * Line @ep's queue up at the back of its context's line, and the context
+ * at the back of the engine's if it was not in line: one already in line
+ * keeps its place. The endpoint is not detached, so its context is live.
+ */
+static void clanq_engine_line_up(struct clanq_engine *eng, struct clanq_kep *ep)
+{
+	struct clanq_engine_ctx *ec = &ep->ctx->engine;
+
+	lockdep_assert_held(&eng->lock);
+	list_add_tail(&ep->rdma.node, &ec->queues);
+	if (list_empty(&ec->node))
+		list_add_tail(&ec->node, &eng->active);
+}
+
+/*
  * After a turn: back of the line, or let go. Letting go is the engine's
  * half of the sleep-flag pattern: set the flag, full barrier, look again.
  */
@@ -304,15 +350,19 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
 			WRITE_ONCE(*rd->need_wakeup, 0);
 	}
 	if (more)
-		list_add_tail(&rd->node, &eng->active);
+		clanq_engine_line_up(eng, ep);
 	else
 		rd->active = false;
 	spin_unlock_irq(&eng->lock);
 }
 
 /**
- * clanq_engine_step() - serve one turn of the first active queue
+ * clanq_engine_step() - serve one turn of the first queue in line
  * @nic: whose engine
+ *
+ * The first context in line, its first queue: the queue leaves its
+ * context's line for the turn, the context goes to the back of the
+ * engine's (or out of it, with no queue left in line).
  *
  * Return: the endpoint served (for its identity only: no reference), or
  * NULL if no queue was active.
@@ -320,13 +370,20 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
 struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 {
 	struct clanq_engine *eng = &nic->engine;
-	struct clanq_kep *ep;
+	struct clanq_engine_ctx *ec;
+	struct clanq_kep *ep = NULL;
 
 	mutex_lock(&eng->serve);
 	spin_lock_irq(&eng->lock);
-	ep = list_first_entry_or_null(&eng->active, struct clanq_kep, rdma.node);
-	if (ep)
+	ec = list_first_entry_or_null(&eng->active, struct clanq_engine_ctx, node);
+	if (ec) {
+		ep = list_first_entry(&ec->queues, struct clanq_kep, rdma.node);
 		list_del_init(&ep->rdma.node);	/* still active: ours */
+		if (list_empty(&ec->queues))
+			list_del_init(&ec->node);
+		else
+			list_move_tail(&ec->node, &eng->active);
+	}
 	spin_unlock_irq(&eng->lock);
 	if (ep) {
 		enum clanq_rdma_turn turn = clanq_rdma_turn(ep);
@@ -350,10 +407,11 @@ int clanq_engine_kick(struct clanq_kep *ep)
 
 	spin_lock_irq(&eng->lock);
 	clanq_count(&rd->kicks, &ep->counters->rdma_kicks, 1);
+	/* not active: not detached either, so ep->ctx is live */
 	if (!rd->active) {
 		rd->active = true;
 		WRITE_ONCE(*rd->need_wakeup, 0);
-		list_add_tail(&rd->node, &eng->active);
+		clanq_engine_line_up(eng, ep);
 		wake = true;
 	}
 	spin_unlock_irq(&eng->lock);
@@ -402,16 +460,23 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_write_done);
  * The endpoint is going: wait for a turn in progress, take it off the
  * engine for good, drop the request it held (unless a wire still has a
  * chunk of it: clanq_engine_write_done() drops it then). The engine
- * never looks at it again, so its context may go too.
+ * never looks at it again. Its context leaves the engine's line with
+ * its last queue in line, so once all its endpoints are detached
+ * (clanq_ctx_release() destroys them first) the context may go too.
  */
 void clanq_engine_detach_ep(struct clanq_kep *ep)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_engine_ctx *ec = &ep->ctx->engine;
 	struct clanq_kep_rdma *rd = &ep->rdma;
 
 	mutex_lock(&eng->serve);
 	spin_lock_irq(&eng->lock);
-	list_del_init(&rd->node);
+	if (!list_empty(&rd->node)) {
+		list_del_init(&rd->node);
+		if (list_empty(&ec->queues))
+			list_del_init(&ec->node);
+	}
 	/* never listed again, so it stays "active": a kick queues nothing */
 	rd->active = true;
 	spin_unlock_irq(&eng->lock);

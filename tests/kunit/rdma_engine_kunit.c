@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit tests for the RDMA engine (driver/rdma.c), its turns: active
- * queues are served round-robin, a turn serves one whole logical message
+ * KUnit tests for the RDMA engine (driver/rdma.c), its turns: contexts
+ * with active queues are served round-robin, and each context's active
+ * queues round-robin, so a context with many busy queues does not starve
+ * another; a context leaves the engine's line with its last queue; a
+ * turn serves one whole logical message
  * (up to TURN_REQS requests), a large request is split at rdma_max_xfer
  * and others pass it, and the doorbell protocol (the need_wakeup word,
  * kicks, a full completion queue).
@@ -83,6 +86,180 @@ static void active_queues_are_served_round_robin(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, READ_ONCE(*u[i]->need_wakeup), 1);
 		KUNIT_EXPECT_EQ(test, ctr(&u[i]->counters->rdma_reqs), RR_MSGS);
 	}
+}
+
+/*
+ * Fairness between contexts.
+ */
+
+#define FAIR_EPS	50
+#define FAIR_REQS	7	/* what an 8-slot request queue holds */
+#define FAIR_ROUNDS	60
+#define FAIR_LEN	64
+
+/* A second requester on the test NIC: an aperture onto @d's region. */
+static struct clanq_ctx *requester_add(struct kunit *test, struct rdma_env *e,
+				       const struct dst *d, u32 *src, u32 *ap)
+{
+	struct clanq_ctx *ctx = ctx_add(test, e->nic);
+	struct clanq_ioc_ap_import im = {
+		.region = { .node = e->peer->node, .id = d->region },
+		.key = d->key,
+		.len = PAGE_SIZE,
+		.rights = CLANQ_RIGHT_WRITE,
+	};
+
+	*src = region_alloc(test, ctx, PAGE_SIZE);
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(ctx, &im), 0);
+	*ap = im.id;
+	return ctx;
+}
+
+/*
+ * A flood context keeps FAIR_EPS queues busy (unsignalled one-request
+ * messages); a victim in a context of its own posts one signalled
+ * 64-byte write at a time and kicks. Every time, the victim's write
+ * completes within 2 turns of the kick: at most one flood turn first,
+ * however many flood queues are in line (round-robin over queues would
+ * make it wait for all FAIR_EPS of them). Between the victim's writes
+ * the engine takes 0, 1 or 2 more turns, so the kicks land at every
+ * point of the rotation, with the victim in line or let go. The flood's
+ * turns still go round its queues in order, one request each.
+ * The flood queues are still in line at the end: the contexts' release
+ * detaches them, and the engine must be left with an empty line.
+ */
+static void a_context_with_many_busy_queues_does_not_starve_another(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 8);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct dst dv = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				   CLANQ_RIGHT_WRITE);
+	unsigned int i, j, r, turns, next = 0, victim_turns = 0, max_wait = 0;
+	s64 turns0 = nic_stat(&e->nic->stats.rdma_turns);
+	struct clanq_rdma_req req;
+	struct clanq_ctx *vctx;
+	struct uep **f, *v;
+	struct clanq_kep *got;
+	u32 vsrc, vap;
+
+	f = kunit_kcalloc(test, FAIR_EPS, sizeof(*f), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	for (i = 0; i < FAIR_EPS; i++) {
+		f[i] = rdma_uep_create(test, e->ctx, 8, 8);
+		req = mkreq(s.id, d.ap, FAIR_LEN * i, FAIR_LEN * i, FAIR_LEN,
+			    COOKIE(i), CLANQ_RDMA_LAST);
+		for (j = 0; j < FAIR_REQS; j++)
+			post(test, f[i], &req);
+		dst_expect(&d, &s, &req, FAIR_LEN);
+		kick(test, f[i]);
+	}
+	vctx = requester_add(test, e, &dv, &vsrc, &vap);
+	v = rdma_uep_create(test, vctx, 8, 8);
+
+	/* the flood is under way before the victim's first kick */
+	for (i = 0; i < 3; i++, next++)
+		KUNIT_ASSERT_PTR_EQ(test, step(e), f[next % FAIR_EPS]->ep);
+
+	for (r = 0; r < FAIR_ROUNDS; r++) {
+		req = mkreq(vsrc, vap, 0, 0, FAIR_LEN, COOKIE(r), SIG_LAST);
+		post(test, v, &req);
+		kick(test, v);
+		for (turns = 0; !unread(v); ) {
+			got = step(e);
+			turns++;
+			KUNIT_ASSERT_LE_MSG(test, turns, 2u,
+					    "round %u: the victim waits behind the flood's queues",
+					    r);
+			if (got == v->ep) {
+				victim_turns++;
+				continue;
+			}
+			KUNIT_ASSERT_PTR_EQ_MSG(test, got, f[next % FAIR_EPS]->ep,
+						"round %u: flood turn %u out of order",
+						r, next);
+			next++;
+		}
+		max_wait = max(max_wait, turns);
+		expect_comp(test, v, COOKIE(r), FAIR_LEN, 0);
+		/* move the next kick to another point of the rotation */
+		for (i = 0; i < r % 3; i++) {
+			got = step(e);
+			if (got == v->ep) {
+				victim_turns++;
+				KUNIT_ASSERT_EQ(test, unread(v), 0);
+				continue;
+			}
+			KUNIT_ASSERT_PTR_EQ_MSG(test, got, f[next % FAIR_EPS]->ep,
+						"round %u: flood turn %u out of order",
+						r, next);
+			next++;
+		}
+	}
+	/* no flood queue ran dry: every flood turn served one request */
+	KUNIT_ASSERT_LT(test, next, FAIR_EPS * FAIR_REQS);
+	KUNIT_EXPECT_EQ(test, nic_stat(&e->nic->stats.rdma_turns) - turns0,
+			(s64)(next + victim_turns));
+	KUNIT_EXPECT_EQ(test, ctr(&v->counters->rdma_reqs), FAIR_ROUNDS);
+	for (i = 0; i < FAIR_EPS; i++) {
+		KUNIT_EXPECT_EQ(test, ctr(&f[i]->counters->rdma_reqs),
+				next / FAIR_EPS + (i < next % FAIR_EPS));
+		KUNIT_EXPECT_EQ(test, ctr(&f[i]->counters->rdma_errors), 0);
+	}
+	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
+	kunit_info(test, "victim: %u writes in %u turns of %u, waited at most %u turns\n",
+		   FAIR_ROUNDS, victim_turns, next + victim_turns, max_wait);
+}
+
+/*
+ * A context leaves the engine's line with its last queue in line, and
+ * only then: B's one queue destroyed while in line takes B out, and B
+ * can be freed at once (KASAN would see a step touch it); A, with two
+ * queues in line, stays in line when one of them goes, and its other
+ * queue is served; with that one gone too, the engine has nothing.
+ */
+static void a_context_leaves_the_line_with_its_last_queue(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct src s = src_create(test, e, PAGE_SIZE, 9);
+	struct dst d = dst_create(test, e, PAGE_SIZE, 0, PAGE_SIZE,
+				  CLANQ_RIGHT_WRITE);
+	struct uep *a0 = rdma_uep_create(test, e->ctx, 8, 8);
+	struct uep *a1 = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_kep *a0_ep = a0->ep, *a1_ep = a1->ep;
+	struct clanq_rdma_req req;
+	struct clanq_ctx *bctx;
+	unsigned int i;
+	struct uep *b;
+	u32 bsrc, bap;
+
+	bctx = requester_add(test, e, &d, &bsrc, &bap);
+	b = rdma_uep_create(test, bctx, 8, 8);
+	req = mkreq(s.id, d.ap, 0, 0, FAIR_LEN, COOKIE(0), CLANQ_RDMA_LAST);
+	for (i = 0; i < 4; i++) {
+		post(test, a0, &req);
+		post(test, a1, &req);
+	}
+	req = mkreq(bsrc, bap, 0, 0, FAIR_LEN, COOKIE(1), CLANQ_RDMA_LAST);
+	post(test, b, &req);
+	kick(test, a0);
+	kick(test, a1);
+	kick(test, b);
+
+	/* the line: A (a0, a1), B (b) */
+	ep_destroy(bctx, b->ep);
+	kunit_release_action(test, ctx_put_action, bctx);
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a0_ep);
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a1_ep);
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a0_ep);
+
+	ep_destroy(e->ctx, a0_ep);
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a1_ep);
+	KUNIT_ASSERT_PTR_EQ(test, step(e), a1_ep);
+	ep_destroy(e->ctx, a1_ep);
+	KUNIT_EXPECT_NULL(test, step(e));
+	KUNIT_EXPECT_TRUE(test, list_empty(&e->nic->engine.active));
 }
 
 /*
@@ -426,6 +603,8 @@ static void full_completion_queue_stops_the_queue_until_kicked(struct kunit *tes
 
 static struct kunit_case clanq_rdma_engine_cases[] = {
 	KUNIT_CASE(active_queues_are_served_round_robin),
+	KUNIT_CASE(a_context_with_many_busy_queues_does_not_starve_another),
+	KUNIT_CASE(a_context_leaves_the_line_with_its_last_queue),
 	KUNIT_CASE(a_turn_serves_one_whole_logical_message),
 	KUNIT_CASE(a_turn_ends_after_64_requests_even_inside_a_message),
 	KUNIT_CASE(a_large_request_is_split_and_others_pass_it),
