@@ -125,7 +125,6 @@ struct clanq_engine {
 /*
  * A context's line at its NIC's engine (rdma.c), under engine->lock:
  * listed on engine->active exactly while its queues line is not empty.
- * Zeroed with the context; rdma.c initialises it with the first endpoint.
  */
 struct clanq_engine_ctx {
 	struct list_head node;		/* on engine->active */
@@ -473,6 +472,7 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 			struct clanq_rdma_xfer *x);
 int clanq_ioctl_rdma_kick(void *obj, void *arg);
 void clanq_engine_init(struct clanq_engine *eng);
+void clanq_engine_ctx_init(struct clanq_engine_ctx *ec);
 int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
 struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);

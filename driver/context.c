@@ -85,6 +85,7 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	mutex_init(&ctx->lock);
 	INIT_LIST_HEAD(&ctx->eps);
 	INIT_LIST_HEAD(&ctx->regions);
+	clanq_engine_ctx_init(&ctx->engine);
 	xa_init_flags(&ctx->mmaps, XA_FLAGS_ALLOC1);
 	xa_init_flags(&ctx->aps, XA_FLAGS_ALLOC1);
 	atomic_inc(&nic->nr_contexts);

@@ -93,8 +93,6 @@
 void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 		     const struct clanq_queue_off *cq, u32 need_wakeup)
 {
-	struct clanq_engine *eng = &ep->nic->engine;
-	struct clanq_engine_ctx *ec = &ep->ctx->engine;
 	struct clanq_kep_rdma *rd = &ep->rdma;
 	void *seg = ep->shm->vaddr;
 
@@ -104,13 +102,13 @@ void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 	rd->need_wakeup = (u32 *)((char *)seg + need_wakeup);
 	WRITE_ONCE(*rd->need_wakeup, 1);	/* idle: the first post rings */
 	INIT_LIST_HEAD(&rd->node);
-	/* the context's line, with its first endpoint (the context is zeroed) */
-	spin_lock_irq(&eng->lock);
-	if (!ec->queues.next) {
-		INIT_LIST_HEAD(&ec->node);
-		INIT_LIST_HEAD(&ec->queues);
-	}
-	spin_unlock_irq(&eng->lock);
+}
+
+/* A new context's line at the engine: empty, and not in line itself. */
+void clanq_engine_ctx_init(struct clanq_engine_ctx *ec)
+{
+	INIT_LIST_HEAD(&ec->node);
+	INIT_LIST_HEAD(&ec->queues);
 }
 
 /* Unread completions? For evq registrations (CLANQ_EV_RDMA). */
