@@ -76,12 +76,12 @@ out:
 
 static void clanq_user_put(struct clanq_user *u)
 {
-	if (!refcount_dec_and_lock(&u->ref, &clanq_users_lock))
-		return;
-	hash_del(&u->node);
-	spin_unlock(&clanq_users_lock);
-	WARN_ON(atomic_long_read(&u->bytes));
-	kfree(u);
+	if (refcount_dec_and_lock(&u->ref, &clanq_users_lock)) {
+		hash_del(&u->node);
+		spin_unlock(&clanq_users_lock);
+		WARN_ON(atomic_long_read(&u->bytes));
+		kfree(u);
+	}
 }
 
 /*

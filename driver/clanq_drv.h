@@ -581,6 +581,16 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
  */
 #define EXPORT_SYMBOL_CLANQ_KUNIT(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_KUNIT)
 
+/*
+ * vm_insert_pages() into a VMA sized for the pages fails only when a page
+ * table cannot be allocated, and says -EFAULT: to mmap()'s caller that is
+ * -ENOMEM.
+ */
+static inline int clanq_insert_err(int err)
+{
+	return err == -EFAULT ? -ENOMEM : err;
+}
+
 /* Reserved fields: every byte must be zero. */
 static inline bool clanq_zero(const void *p, size_t n)
 {

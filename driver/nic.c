@@ -22,15 +22,28 @@
  * (build NIC 0 .. N-1, then register each), so that a test can show that
  * a load failing at any step leaves nothing behind.
  */
+#ifdef CONFIG_FAULT_INJECTION
 static char *fail_load;
 module_param(fail_load, charp, 0400);
 MODULE_PARM_DESC(fail_load, "Testing: fail NIC bring-up steps (interval,probability,space,times)");
 static DECLARE_FAULT_ATTR(clanq_fail_load);
 
+static void clanq_load_faults_init(void)
+{
+	if (!fail_load)
+		return;
+	setup_fault_attr(&clanq_fail_load, fail_load);
+	clanq_fail_load.verbose = 0;	/* a stack dump would read as a splat */
+}
+
 static int clanq_load_step(void)
 {
 	return fail_load && should_fail(&clanq_fail_load, 1) ? -ENOMEM : 0;
 }
+#else
+static void clanq_load_faults_init(void) { }
+static int clanq_load_step(void) { return 0; }
+#endif
 
 static struct clanq_nic **clanq_nics;
 static unsigned int clanq_nics_nr;
@@ -192,12 +205,7 @@ int clanq_nics_create(unsigned int nr, u32 node_base)
 	unsigned int i, built, published = 0;
 	int err = 0;
 
-	if (fail_load) {
-		setup_fault_attr(&clanq_fail_load, fail_load);
-#ifdef CONFIG_FAULT_INJECTION
-		clanq_fail_load.verbose = 0;	/* a stack dump would read as a splat */
-#endif
-	}
+	clanq_load_faults_init();
 	nics = kcalloc(nr, sizeof(*nics), GFP_KERNEL);
 	if (!nics)
 		return -ENOMEM;

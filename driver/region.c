@@ -168,7 +168,7 @@ static int clanq_kregion_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	/* driver pages, refcounted by the page tables themselves */
 	err = vm_insert_pages(vma, vma->vm_start, r->pages, &n);
 	if (err)
-		return err;
+		return clanq_insert_err(err);
 	vma->vm_private_data = r;
 	vma->vm_ops = &clanq_kregion_vm_ops;
 	clanq_kregion_vm_open(vma);

@@ -135,7 +135,7 @@ int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
 	/* our pages, refcounted by the page tables themselves */
 	err = vm_insert_pages(vma, vma->vm_start, shm->pages, &n);
 	if (err)
-		return err;
+		return clanq_insert_err(err);
 	vma->vm_private_data = shm;
 	vma->vm_ops = &clanq_shm_vm_ops;
 	clanq_shm_vm_open(vma);
