@@ -31,31 +31,39 @@ mkdir -p gcov
 # annotated *.gcov files go to gcov/
 out=$(cd gcov && gcov -f -o .. "${srcs[@]/#/../}" 2>&1)
 
+# gcov prints a source's function summaries, then its own ("File ...");
+# functions of headers' inline code are attributed to the file they were
+# emitted in.
 printf '%s\n' "$out" | awk '
-	/^Function / { fn = $2; gsub(/\047/, "", fn); infn = 1; next }
-	/^File / { f = $2; gsub(/\047/, "", f); sub(/.*\//, "", f); infn = 0; next }
+	/^Function / { fn = $2; gsub(/\047/, "", fn); want = "fn"; next }
+	/^File / { f = $2; gsub(/\047/, "", f); want = "file"; next }
 	/^Lines executed:/ {
 		pct = $2; sub(/^executed:/, "", pct); sub(/%$/, "", pct)
 		n = $NF
-		if (infn) {
-			funcs[cur]++
-			nf++
-			if (pct + 0 > 0) { fhit[cur]++; fh++ } else never[++nnever] = fn
-			pending = 1
-		} else if (f ~ /\.c$/ && !(f in seen)) {
+		if (want == "fn") {
+			np++; pfn[np] = fn; phit[np] = (pct + 0 > 0)
+		} else if (want == "file" && f ~ /\.c$/ && f !~ /\/include\// && !(f in seen)) {
+			sub(/.*\//, "", f)
 			seen[f] = 1
 			lines[f] = n; lhit[f] = int(n * pct / 100 + 0.5)
 			tl += n; th += lhit[f]
 			order[++nfiles] = f
+			for (i = 1; i <= np; i++) {
+				nfn[f]++; nf++
+				if (phit[i]) { fhitc[f]++; fh++ } else never[++nnever] = f ": " pfn[i]
+			}
+			np = 0
 		}
+		want = ""
 		next
 	}
 	END {
-		printf "%-14s %16s %16s\n", "file", "lines", "functions"
+		printf "%-14s %18s %18s\n", "file", "lines", "functions"
 		for (i = 1; i <= nfiles; i++) {
 			f = order[i]
-			printf "%-14s %5d/%-5d %5.1f%%\n", f, lhit[f], lines[f],
-				lines[f] ? 100 * lhit[f] / lines[f] : 0
+			printf "%-14s %5d/%-5d %5.1f%% %5d/%-5d %5.1f%%\n", f,
+				lhit[f], lines[f], lines[f] ? 100 * lhit[f] / lines[f] : 0,
+				fhitc[f], nfn[f], nfn[f] ? 100 * fhitc[f] / nfn[f] : 0
 		}
 		printf "total: lines %d/%d (%.1f%%), functions %d/%d (%.1f%%)\n",
 			th, tl, tl ? 100 * th / tl : 0, fh, nf, nf ? 100 * fh / nf : 0

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -527,17 +528,6 @@ static u32 ep_id(u64 sel)
 	return k < 0 ? raw32(sel) : T.ep[k].id;
 }
 
-static void add_map(char *addr, size_t len, int ep)
-{
-	struct rmap *m = ADD(T.map, T.nmap);
-
-	m->addr = addr;
-	m->len = len;
-	m->ep = ep;
-	if (ep >= 0)
-		T.ep[ep].map = addr;
-}
-
 static void forget_map(int k)
 {
 	int i;
@@ -547,6 +537,25 @@ static void forget_map(int k)
 			T.ep[i].map = NULL;
 	T.map[k] = T.map[--T.nmap];
 }
+
+static void add_map(char *addr, size_t len, int ep)
+{
+	struct rmap *m;
+
+	if (T.nmap == NRES) {	/* full: evict one, unmapped (no leak) */
+		int k = rn(NRES);
+
+		munmap(T.map[k].addr, T.map[k].len);
+		forget_map(k);
+	}
+	m = &T.map[T.nmap++];
+	m->addr = addr;
+	m->len = len;
+	m->ep = ep;
+	if (ep >= 0)
+		T.ep[ep].map = addr;
+}
+
 
 static void run_call(const struct call *c, const struct prog *p, int idx);
 
@@ -1122,6 +1131,13 @@ static void do_fork(const struct call *c, const struct prog *p, int idx)
 		return;
 	pid = fork();
 	if (pid == 0) {
+		cpu_set_t all;
+
+		/* free to race its parent from the other CPU */
+		CPU_ZERO(&all);
+		for (i = 0; i < CPU_SETSIZE; i++)
+			CPU_SET(i, &all);
+		sched_setaffinity(0, sizeof(all), &all);
 		alarm(2);
 		for (i = idx + 1; i < p->n && i <= idx + n; i++)
 			if (p->c[i].op != OP_FORK)
@@ -1362,21 +1378,31 @@ static int collect(void)
 
 /* ---- the executor --------------------------------------------------------- */
 
-static void child(const struct prog *p)
+/*
+ * Forking a process per program costs ~100-200 ms in the debug VM under
+ * TCG, more than the program. So one forked executor runs program after
+ * program (up to EXECUTOR_RUNS, then a fresh one), each from a clean
+ * table: what a program opened or mapped is closed and unmapped after
+ * it, in the executor, with KCOV on (the release paths are covered too).
+ * A program that kills the executor (SIGBUS on a revoked mapping, the
+ * watchdog's SIGALRM) costs one fork. The parent hands a program over in
+ * shared memory, rings a pipe, and waits for the answer with a deadline.
+ */
+#define EXECUTOR_RUNS	500
+#define FD_KCOV		3	/* the executor's own fds; the rest is the program's */
+#define FD_GO		4
+#define FD_DONE		5
+#define FD_FIRST_FREE	6
+
+static struct prog *shared_prog;	/* MAP_SHARED: parent -> executor */
+static pid_t executor = -1;
+static int go_fd = -1, done_fd = -1;
+static int executor_runs;
+
+static void cleanup_prog(void)
 {
 	int i;
 
-	alarm(CHILD_ALARM);
-	memset(&T, 0, sizeof(T));
-	T.anon = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (T.anon == MAP_FAILED)
-		_exit(3);
-	if (kcov_fd >= 0 && ioctl(kcov_fd, KCOV_ENABLE, KCOV_TRACE_PC) == 0)
-		__atomic_store_n(&cover[0], 0, __ATOMIC_RELAXED);
-	for (i = 0; i < p->n; i++)
-		run_call(&p->c[i], p, i);
-	/* tear down in this task, so the release paths are seen too */
 	for (i = 0; i < T.nkids; i++) {
 		if (i % 2)
 			kill(T.kids[i], SIGKILL);
@@ -1384,10 +1410,40 @@ static void child(const struct prog *p)
 	}
 	for (i = T.nmap - 1; i >= 0; i--)
 		munmap(T.map[i].addr, T.map[i].len);
-	for (i = T.nfd - 1; i >= 0; i--)
-		close(T.fd[i].fd);
+	/* every fd a program made, also those the table lost track of */
+	close_range(FD_FIRST_FREE, ~0u, 0);
 	/* the last fput runs as task work on the way back: one more entry */
 	getppid();
+}
+
+static void executor_main(void)
+{
+	char *anon;
+	char b;
+
+	signal(SIGALRM, SIG_DFL);	/* the watchdog kills */
+
+	/* the grandchildren of OP_FORK get no KCOV: it follows one task */
+	anon = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (anon == MAP_FAILED)
+		_exit(3);
+	if (kcov_fd >= 0 && ioctl(FD_KCOV, KCOV_ENABLE, KCOV_TRACE_PC))
+		_exit(4);
+	while (read(FD_GO, &b, 1) == 1) {
+		rng_state = hash64(b + (u64)shared_prog->n * 977 + executor_runs) | 1;
+		alarm(CHILD_ALARM);
+		memset(&T, 0, sizeof(T));
+		T.anon = anon;
+		if (cover)
+			__atomic_store_n(&cover[0], 0, __ATOMIC_RELAXED);
+		for (int i = 0; i < shared_prog->n && i < MAX_CALLS; i++)
+			run_call(&shared_prog->c[i], shared_prog, i);
+		cleanup_prog();
+		alarm(0);
+		if (write(FD_DONE, &b, 1) != 1)
+			_exit(5);
+	}
 	_exit(0);
 }
 
@@ -1409,48 +1465,105 @@ static u64 now_ms(void)
 
 static u64 execs, crashes;
 
-/* Run @p in a child; returns the number of new edges. */
-static int execute(const struct prog *p)
+/* Reap the executor, SIGKILLing it first if asked; never waits forever. */
+static void executor_stop(int sig)
 {
 	struct itimerval it = { .it_value = { .tv_sec = CHILD_DEADLINE_MS / 1000 } };
 	int status, killed = 0;
-	pid_t pid, w;
 
-	if (cover)
-		__atomic_store_n(&cover[0], 0, __ATOMIC_RELAXED);
-	pid = fork();
-	if (pid < 0) {
-		perror("clanq-fuzz: fork");
-		exit(2);
-	}
-	if (pid == 0)
-		child(p);
+	if (executor < 0)
+		return;
+	close(go_fd);
+	close(done_fd);
+	if (sig)
+		kill(executor, sig);
 	alarmed = 0;
 	setitimer(ITIMER_REAL, &it, NULL);
-	for (;;) {
-		w = waitpid(pid, &status, 0);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR) {
+	while (waitpid(executor, &status, 0) != executor) {
+		if (errno != EINTR) {
 			perror("clanq-fuzz: waitpid");
 			exit(2);
 		}
 		if (alarmed) {
 			alarmed = 0;
 			if (killed++) {
-				fprintf(stderr, "clanq-fuzz: child %d stuck in the kernel for %d s\n",
-					pid, 2 * CHILD_DEADLINE_MS / 1000);
+				fprintf(stderr, "clanq-fuzz: executor %d stuck in the kernel for %d s\n",
+					executor, 2 * CHILD_DEADLINE_MS / 1000);
 				exit(2);
 			}
-			kill(pid, SIGKILL);
+			kill(executor, SIGKILL);
 			setitimer(ITIMER_REAL, &it, NULL);
 		}
 	}
 	it.it_value.tv_sec = 0;
 	setitimer(ITIMER_REAL, &it, NULL);
-	execs++;
-	if (WIFSIGNALED(status))
+	executor = -1;
+}
+
+static void executor_start(void)
+{
+	int go[2], done[2];
+
+	if (pipe(go) || pipe(done)) {
+		perror("clanq-fuzz: pipe");
+		exit(2);
+	}
+	executor = fork();
+	if (executor < 0) {
+		perror("clanq-fuzz: fork");
+		exit(2);
+	}
+	if (executor == 0) {
+		/* its own fds at fixed numbers below FD_FIRST_FREE */
+		int kc = kcov_fd >= 0 ? dup(kcov_fd) : -1, g = dup(go[0]), d = dup(done[1]);
+
+		if (g < 0 || d < 0 || (kcov_fd >= 0 && kc < 0) ||
+		    dup2(g, FD_GO) < 0 || dup2(d, FD_DONE) < 0 ||
+		    (kc >= 0 && dup2(kc, FD_KCOV) < 0))
+			_exit(6);
+		close_range(FD_FIRST_FREE, ~0u, 0);
+		if (kc < 0)
+			close(FD_KCOV);
+		executor_main();
+	}
+	close(go[0]);
+	close(done[1]);
+	go_fd = go[1];
+	done_fd = done[0];
+	executor_runs = 0;
+}
+
+/* Run @p in the executor; returns the number of new edges. */
+static int execute(const struct prog *p)
+{
+	struct pollfd pf;
+	char b = (char)rnd();
+	int r;
+
+	if (executor < 0)
+		executor_start();
+	*shared_prog = *p;
+	if (cover)
+		__atomic_store_n(&cover[0], 0, __ATOMIC_RELAXED);
+	if (write(go_fd, &b, 1) != 1) {
+		executor_stop(SIGKILL);
 		crashes++;
+		return 0;
+	}
+	pf.fd = done_fd;
+	pf.events = POLLIN;
+	do
+		r = poll(&pf, 1, CHILD_DEADLINE_MS);
+	while (r < 0 && errno == EINTR);
+	execs++;
+	if (r == 1 && read(done_fd, &b, 1) == 1) {
+		if (++executor_runs >= EXECUTOR_RUNS)
+			executor_stop(0);
+	} else {
+		/* dead (a signal, the watchdog) or past the deadline */
+		executor_stop(SIGKILL);
+		crashes++;
+	}
 	return collect();
 }
 
@@ -1504,11 +1617,37 @@ static void load_corpus(const char *path)
 	       path, n, kept, bad);
 }
 
+/* -b: what one execution costs, by the calls it makes (ms per program). */
+static void bench(void)
+{
+	static const uint8_t shapes[][4] = {
+		{ 0 }, { 1, OP_QUERY }, { 1, OP_OPEN }, { 2, OP_OPEN, OP_EP_CREATE },
+		{ 3, OP_OPEN, OP_EP_CREATE, OP_MMAP }, { 2, OP_OPEN, OP_EVQ_CREATE },
+		{ 3, OP_OPEN, OP_QUERY, OP_QUERY },
+	};
+	size_t i;
+	int k, j;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct prog p = { .n = shapes[i][0] };
+		u64 t = now_ms();
+
+		for (j = 0; j < p.n; j++) {
+			memset(&p.c[j], 0, sizeof(p.c[j]));
+			p.c[j].op = shapes[i][1 + j];
+		}
+		for (k = 0; k < 50; k++)
+			execute(&p);
+		printf("fuzz: bench: %d calls (%s...): %.1f ms per program\n", p.n,
+		       p.n ? op_name[p.c[p.n - 1].op] : "-", (now_ms() - t) / 50.0);
+	}
+}
+
 static void report(u64 t0)
 {
 	u64 ms = now_ms() - t0;
 
-	printf("fuzz: %llu execs, %llu execs/s, corpus %d, driver edges %llu, driver pcs %llu (%llu children died of a signal)\n",
+	printf("fuzz: %llu execs, %llu execs/s, corpus %d, driver edges %llu, driver pcs %llu, %llu executor restarts\n",
 	       (unsigned long long)execs,
 	       (unsigned long long)(ms ? execs * 1000 / ms : 0), ncorpus,
 	       (unsigned long long)nedges, (unsigned long long)npcs,
@@ -1550,13 +1689,28 @@ int main(int argc, char **argv)
 	close(fd);
 	nr_nics = q.nr_nics;
 
+	/*
+	 * Parent and executor on one CPU: each hands over to the other and
+	 * sleeps, and a same-CPU wake-up is immediate, where waking a task
+	 * on the other (idle) vCPU can wait for its next tick (4 ms).
+	 */
+	if (!getenv("CLANQ_FUZZ_NOPIN")) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+		sched_setaffinity(0, sizeof(one), &one);
+	}
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm;	/* no SA_RESTART: interrupts waitpid */
 	sigaction(SIGALRM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	edge_map = calloc(EDGE_MAP, 1);
-	if (!edge_map)
+	shared_prog = mmap(NULL, sizeof(*shared_prog), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (!edge_map || shared_prog == MAP_FAILED)
 		return 2;
 	kcov_setup();
 	find_text();
@@ -1566,6 +1720,8 @@ int main(int argc, char **argv)
 	       cover ? "on" : "off", (unsigned long long)text_lo,
 	       (unsigned long long)text_hi, nr_nics);
 
+	if (getenv("CLANQ_FUZZ_BENCH"))
+		bench();
 	t0 = last = now_ms();
 	if (corpus_path)
 		load_corpus(corpus_path);
@@ -1593,6 +1749,7 @@ int main(int argc, char **argv)
 			report(t0);
 		}
 	}
+	executor_stop(0);
 	report(t0);
 	hex = malloc(MAX_CALLS * REC_SIZE * 2 + 1);
 	if (!hex)
