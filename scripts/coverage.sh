@@ -7,8 +7,9 @@
 #   scripts/coverage.sh [DIR]
 #
 # Prints per-file line and function coverage, the totals, and the
-# functions never entered; the gcov reports (*.c.gcov, annotated source)
-# are left in DIR/gcov/.
+# functions never entered; the gcov reports (*.c.gcov, annotated source
+# with branch counts) are left in DIR/gcov/. Counts include what the
+# KUnit suites reached by calling the driver's internals directly.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,49 +27,46 @@ for f in "$root"/driver/*.c; do
 	[ -f "$b.gcno" ] && srcs+=("$b.c")
 done
 
-mkdir -p gcov
-# -f: per-function summaries; -o .: objects (.gcno/.gcda) here; the
-# annotated *.gcov files go to gcov/
-out=$(cd gcov && gcov -f -o .. "${srcs[@]/#/../}" 2>&1)
+rm -rf gcov && mkdir -p gcov
+# -b: the annotated *.gcov files (in gcov/) get a "function NAME called N"
+# line per function; -o ..: the .gcno/.gcda files are here
+out=$(cd gcov && gcov -b -o .. "${srcs[@]/#/../}" 2>&1)
 
-# gcov prints a source's function summaries, then its own ("File ...");
-# functions of headers' inline code are attributed to the file they were
-# emitted in.
-printf '%s\n' "$out" | awk '
-	/^Function / { fn = $2; gsub(/\047/, "", fn); want = "fn"; next }
-	/^File / { f = $2; gsub(/\047/, "", f); want = "file"; next }
-	/^Lines executed:/ {
-		pct = $2; sub(/^executed:/, "", pct); sub(/%$/, "", pct)
-		n = $NF
-		if (want == "fn") {
-			np++; pfn[np] = fn; phit[np] = (pct + 0 > 0)
-		} else if (want == "file" && f ~ /\.c$/ && f !~ /\/include\// && !(f in seen)) {
-			sub(/.*\//, "", f)
-			seen[f] = 1
-			lines[f] = n; lhit[f] = int(n * pct / 100 + 0.5)
-			tl += n; th += lhit[f]
-			order[++nfiles] = f
-			for (i = 1; i <= np; i++) {
-				nfn[f]++; nf++
-				if (phit[i]) { fhitc[f]++; fh++ } else never[++nnever] = f ": " pfn[i]
-			}
-			np = 0
-		}
-		want = ""
-		next
-	}
+# lines: gcov's summary of each driver/*.c ("File" then "Lines executed");
+# functions: the "function" lines of each NAME.c.gcov (a header's inline
+# functions are in the header's .gcov and not counted)
+{
+	printf '%s\n' "$out" | awk '
+		/^File / { f = $2; gsub(/\047/, "", f); next }
+		/^Lines executed:/ && f ~ /\.c$/ {
+			pct = $2; sub(/^executed:/, "", pct); sub(/%$/, "", pct)
+			b = f; sub(/.*\//, "", b)
+			print "L", b, $NF, int($NF * pct / 100 + 0.5)
+			f = ""
+		}'
+	for s in "${srcs[@]}"; do
+		awk -v f="$s" '/^function / { print "F", f, $2, ($4 > 0) }' "gcov/$s.gcov"
+	done
+} | awk '
+	$1 == "L" && !($2 in lines) { order[++n] = $2; lines[$2] = $3; lhit[$2] = $4; tl += $3; th += $4 }
+	$1 == "F" { nfn[$2]++; nf++; if ($4) { fhit[$2]++; fh++ } else never[++nn] = $2 ": " $3 }
 	END {
 		printf "%-14s %18s %18s\n", "file", "lines", "functions"
-		for (i = 1; i <= nfiles; i++) {
+		for (i = 1; i <= n; i++) {
 			f = order[i]
 			printf "%-14s %5d/%-5d %5.1f%% %5d/%-5d %5.1f%%\n", f,
 				lhit[f], lines[f], lines[f] ? 100 * lhit[f] / lines[f] : 0,
-				fhitc[f], nfn[f], nfn[f] ? 100 * fhitc[f] / nfn[f] : 0
+				fhit[f], nfn[f], nfn[f] ? 100 * fhit[f] / nfn[f] : 0
 		}
 		printf "total: lines %d/%d (%.1f%%), functions %d/%d (%.1f%%)\n",
 			th, tl, tl ? 100 * th / tl : 0, fh, nf, nf ? 100 * fh / nf : 0
-		printf "functions never entered (%d):\n", nnever
-		for (i = 1; i <= nnever; i++)
+		printf "functions never entered (%d):\n", nn
+		for (i = 1; i <= nn; i++)
 			printf "  %s\n", never[i]
 	}'
+echo "lines never run:"
+for s in "${srcs[@]}"; do
+	awk -F: -v f="$s" '$1 ~ /#####|=====/ { l = l " " ($2 + 0) }
+		END { if (l != "") print "  " f ":" l }' "gcov/$s.gcov"
+done
 echo "annotated sources: $dir/gcov/*.c.gcov"

@@ -277,9 +277,55 @@ static void gen_call(struct call *c)
 	}
 }
 
+/*
+ * A program that does what an application does (a context per node, an
+ * endpoint mapped, a region exported and imported, an RDMA write posted,
+ * an evq, OOB messages), to be mutated: the deep paths are reached at
+ * once rather than by luck. Selector 0 is "the first live one".
+ */
+static void gen_template(struct prog *p)
+{
+	static const struct call t[] = {
+		{ OP_OPEN, { 0 } },
+		{ OP_OPEN, { 1 } },
+		{ OP_EP_CREATE, { 0, 8, 8, 8 } },
+		{ OP_EP_CREATE, { 1 << 4, 0, 0, 0 } },
+		{ OP_MMAP, { 0, 0, 0, 0 } },			/* ep 0's segment */
+		{ OP_REGION_CREATE, { 0, 8192, 0 } },
+		{ OP_REGION_EXPORT, { 0, 0, CLANQ_RIGHTS_ALL } },
+		{ OP_AP_IMPORT, { 0, 0, 0, 0, 4096, CLANQ_RIGHTS_ALL } },
+		{ OP_MMAP, { 2, 0, 0, 0 } },			/* the aperture */
+		{ OP_RDMA_POST, { 0, 0, 0, 16, 512, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
+		{ OP_EVQ_CREATE, { 0, 8 } },
+		{ OP_EVQ_REG, { 0, 0, CLANQ_EV_ALL, 7 } },
+		{ OP_OOB_SEND, { 0, 0, 1 << 4, CLANQ_OOB_TYPE_USER, 8 } },
+		{ OP_OOB_SEND, { 0, 1 << 4, 0, CLANQ_OOB_TYPE_USER, 48 } },
+		{ OP_EVQ_WAIT, { 0, 1000000, 0 } },
+		{ OP_CONSUME, { 0, 1 } },
+		{ OP_CONSUME, { 0, 0 } },
+		{ OP_REGION_FREE, { 0, 0 } },
+		{ OP_RDMA_POST, { 0, 0, 0, 0, 64, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL | 0x10 } },
+		{ OP_TOUCH, { 0, 1 } },
+	};
+	int i, n = sizeof(t) / sizeof(t[0]);
+
+	p->n = n < MAX_CALLS ? n : MAX_CALLS;
+	for (i = 0; i < p->n; i++)
+		p->c[i] = t[i];
+}
+
+static void mutate(struct prog *p);
+
 static void gen_prog(struct prog *p)
 {
 	int i;
+
+	if (one_in(4)) {
+		gen_template(p);
+		for (i = rn(3); i > 0; i--)
+			mutate(p);
+		return;
+	}
 
 	p->n = 2 + rn(MAX_CALLS - 1);
 	for (i = 0; i < p->n; i++)
