@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1184,6 +1185,9 @@ static void do_fork(const struct call *c, const struct prog *p, int idx)
 		for (i = 0; i < CPU_SETSIZE; i++)
 			CPU_SET(i, &all);
 		sched_setaffinity(0, sizeof(all), &all);
+		/* a fault ends it: never the executor's jump back */
+		signal(SIGSEGV, SIG_DFL);
+		signal(SIGBUS, SIG_DFL);
 		alarm(2);
 		for (i = idx + 1; i < p->n && i <= idx + n; i++)
 			if (p->c[i].op != OP_FORK)
@@ -1462,12 +1466,27 @@ static void cleanup_prog(void)
 	getppid();
 }
 
+/*
+ * A fault on a mapping the program touched (SIGBUS after a revocation or
+ * past the object, SIGSEGV after mprotect/munmap) ends the program, not
+ * the executor: the handler jumps to the clean-up.
+ */
+static sigjmp_buf fault_jmp;
+
+static void on_fault(int sig)
+{
+	siglongjmp(fault_jmp, sig);
+}
+
 static void executor_main(void)
 {
+	struct sigaction sa = { .sa_handler = on_fault };
 	char *anon;
 	char b;
 
 	signal(SIGALRM, SIG_DFL);	/* the watchdog kills */
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
 
 	/* the grandchildren of OP_FORK get no KCOV: it follows one task */
 	anon = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE,
@@ -1483,8 +1502,9 @@ static void executor_main(void)
 		T.anon = anon;
 		if (cover)
 			__atomic_store_n(&cover[0], 0, __ATOMIC_RELAXED);
-		for (int i = 0; i < shared_prog->n && i < MAX_CALLS; i++)
-			run_call(&shared_prog->c[i], shared_prog, i);
+		if (sigsetjmp(fault_jmp, 1) == 0)
+			for (int i = 0; i < shared_prog->n && i < MAX_CALLS; i++)
+				run_call(&shared_prog->c[i], shared_prog, i);
 		cleanup_prog();
 		alarm(0);
 		if (write(FD_DONE, &b, 1) != 1)
