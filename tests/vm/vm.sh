@@ -150,10 +150,12 @@ boot() {
 # in five, with other VMs running) to report a KASAN wild-memory-access in
 # early start_kernel. Such a boot is kept as console.boot-splat.log and
 # repeated once; a second one fails the run like any other splat.
+# (awk reads to the end: exiting early would kill tr with SIGPIPE on a long
+# log, and with pipefail the function would then say "no splat")
 splat_before_insmod() {
 	tr -d '\r' < "$log" | awk '
-		/CLANQ-BEGIN insmod/ { exit }
-		/(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1; exit }
+		/CLANQ-BEGIN insmod/ { loaded = 1 }
+		!loaded && /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1 }
 		END { exit !splat }'
 }
 
@@ -191,7 +193,8 @@ if [ $job = coverage ]; then
 	gcdir=$root/build/mod/$modname/driver
 	find "$gcdir" -name '*.gcda' -delete
 	if tr -d '\r' < "$log" | sed -n '/^CLANQ-GCOV-BEGIN/,/^CLANQ-GCOV-END/p' |
-		grep -v '^CLANQ-GCOV-' | base64 -d | tar -xzf - -C "$gcdir"; then
+		grep -v '^CLANQ-GCOV-' | base64 -d > "$vmdir/gcda.tar.gz" &&
+		tar -xzf "$vmdir/gcda.tar.gz" -C "$gcdir"; then
 		step "coverage data: $(find "$gcdir" -name '*.gcda' | wc -l) .gcda files in $gcdir"
 	else
 		echo "FAIL vm/gcov: no coverage data in the console log" | tee -a "$vmdir/results.txt" >> "$results"
