@@ -482,7 +482,7 @@ static int hex_in(const char *s, size_t len, struct prog *p)
 
 #define NRES 16
 
-enum fd_kind { FD_CTX = 1, FD_EVQ, FD_OTHER };
+enum fd_kind { FD_CTX = 1, FD_EVQ };
 
 struct rfd { int fd, kind, nic; u64 evq_size; u32 nr_words; struct clanq_queue_off ring; };
 struct rep {
@@ -1017,12 +1017,9 @@ static void do_mremap(const struct call *c)
 	nlen = c->a[1] % 3 == 0 ? T.map[k].len * 2 :
 	       c->a[1] % 3 == 1 ? 4096 : T.map[k].len + 4096;
 	a = mremap(T.map[k].addr, T.map[k].len, nlen, (c->a[1] >> 8) % 2 ? MREMAP_MAYMOVE : 0);
-	if (a != MAP_FAILED) {
-		int ep = T.map[k].ep;
-
+	if (a != MAP_FAILED) {	/* no longer trusted as an endpoint's segment */
 		forget_map(k);
 		add_map(a, nlen, -1);
-		(void)ep;
 	}
 }
 
