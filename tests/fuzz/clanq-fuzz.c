@@ -9,9 +9,9 @@
  * resources earlier calls created through a small table (fds, endpoints,
  * regions, apertures, registrations, mappings), or to random ids.
  *
- * Each program runs in a forked child (so SIGBUS/SIGSEGV from revoked or
- * scribbled mappings only end that child) with KCOV enabled; the parent
- * keeps the PCs that lie in clanq.ko's text (the only code the debug
+ * Programs run one after another in a forked executor process (a fault
+ * on a revoked or scribbled mapping ends the program; a hang or a fatal
+ * signal costs a new executor) with KCOV enabled; the parent keeps the PCs that lie in clanq.ko's text (the only code the debug
  * kernel instruments: the driver's Kbuild asks for KCOV_INSTRUMENT) and
  * hashes edges (prev_pc, pc) into a bitmap. A program that reaches a new
  * edge joins the corpus; new programs are corpus entries mutated (a
@@ -19,8 +19,9 @@
  * scratch. Work done by the RDMA engine's kthread is not seen: KCOV
  * follows the calling task only.
  *
- * Never hangs: blocking calls take short timeouts, a child has an alarm()
- * watchdog, and the parent SIGKILLs a child that outlives its deadline.
+ * Never hangs: blocking calls take short timeouts, the executor has an
+ * alarm() watchdog per program, and the parent SIGKILLs an executor that
+ * outlives its deadline.
  *
  * Corpus persistence (the VM's root is an initramfs): -c FILE is read at
  * start ("clanq-fuzz-corpus 1" first, then one hex-encoded program per
