@@ -44,7 +44,7 @@ MODNAME ?= host
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
 .PHONY: all lib examples bench module module-stock module-debug vm-bins deps \
-	check lint test run vm-shell install uninstall clean help
+	check lint test run vm-shell install uninstall clean help fuzz coverage
 
 all: lib examples bench module
 
@@ -56,6 +56,8 @@ help:
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
+	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
+	@echo 'make coverage   line/function coverage of driver/*.c by the VM tests (gcov)'
 	@echo 'make install    library, headers, pkg-config (PREFIX, DESTDIR)'
 
 # ---- user space ------------------------------------------------------------
@@ -101,7 +103,12 @@ $(B)/vm/bin/%: tests/integration/%.c $(B)/vm/itest.o $(LIB_A) $(HDRS) $(ITEST_HD
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(B)/vm/itest.o $(LIB_A) -lcmocka -lpthread -o $@
 
-vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES)
+# The fuzzer (tests/fuzz): static, no library; it speaks the raw ABI.
+$(B)/vm/bin/clanq-fuzz: tests/fuzz/clanq-fuzz.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -static $< -o $@
+
+vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES) $(B)/vm/bin/clanq-fuzz
 
 # Host unit tests: each built twice, ASan+UBSan and TSan.
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -128,7 +135,7 @@ define kbuild
 	find $$d -maxdepth 1 -type l -delete; \
 	for f in $(CURDIR)/$(3)/*; do ln -s $$f $$d/; done; \
 	$(MAKE) --no-print-directory -C $(2) M=$$d CLANQ_ROOT=$(CURDIR) \
-		CLANQ_WERROR=y W=1 $(4) modules
+		CLANQ_WERROR=y CLANQ_GCOV=$(CLANQ_GCOV) W=1 $(4) modules
 endef
 
 module:
@@ -142,9 +149,12 @@ module-debug:
 	@kdir=$$($(KERNEL_SH) debug) && \
 	$(MAKE) --no-print-directory DEBUG_KDIR=$$kdir module-debug-build
 
+# CLANQ_MODNAME: the build directory under build/mod/ (`make coverage`
+# builds a gcov-profiled copy, CLANQ_GCOV=y, in its own: debug-gcov)
+CLANQ_MODNAME ?= debug
 module-debug-build:
-	$(call kbuild,debug,$(DEBUG_KDIR),driver)
-	$(call kbuild,debug,$(DEBUG_KDIR),tests/kunit)
+	$(call kbuild,$(CLANQ_MODNAME),$(DEBUG_KDIR),driver)
+	$(call kbuild,$(CLANQ_MODNAME),$(DEBUG_KDIR),tests/kunit)
 
 # ---- the two commands and their parts ---------------------------------------
 
@@ -162,6 +172,16 @@ run: deps
 
 vm-shell: deps
 	@tests/vm/vm.sh shell
+
+# The coverage-guided fuzzer alone in the debug VM, FUZZ_SECONDS long.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	@CLANQ_FUZZ_SECONDS=$(FUZZ_SECONDS) tests/vm/vm.sh fuzz
+
+# Line and function coverage of driver/*.c by the VM tests (KUnit,
+# integration tests, a fuzz pass), from a gcov-profiled module.
+coverage: deps
+	@tests/vm/vm.sh coverage; rc=$$?; scripts/coverage.sh build/mod/debug-gcov/driver && exit $$rc
 
 # ---- install ---------------------------------------------------------------
 

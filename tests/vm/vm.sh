@@ -6,6 +6,16 @@
 #                 to $CLANQ_RESULTS; any kernel splat is a failure
 #   vm.sh run     stock Debian kernel: load the driver and run the demo
 #   vm.sh shell   debug kernel with the module loaded, at a shell
+#   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
+#                 $CLANQ_FUZZ_SECONDS (default 600), then unload + kmemleak
+#   vm.sh coverage  the test job with a gcov-profiled module (CLANQ_GCOV=y,
+#                 built in build/mod/debug-gcov/); the .gcda files come
+#                 back through the console into that build directory
+#                 (scripts/coverage.sh reads them)
+#
+# The fuzzer's corpus survives between runs in $CLANQ_CACHE/fuzz-corpus
+# (default ~/.cache/clanq): packed into the initramfs, and rewritten from
+# the "CLANQ-CORPUS" lines of a run that printed them all.
 #
 # The console log is kept in build/vm/<job>/console.log, and its path is
 # printed. A VM that does not finish within $CLANQ_VM_TIMEOUT seconds is
@@ -14,7 +24,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-job=${1:?usage: vm.sh test|run|shell}
+job=${1:?usage: vm.sh test|run|shell|fuzz|coverage}
 vmdir=$root/build/vm/$job
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 mkdir -p "$vmdir" "$(dirname "$results")"
@@ -25,6 +35,10 @@ die() { echo "vm.sh: $*" >&2; exit 1; }
 
 case $job in
 test|shell)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-1200} ;;
+coverage)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-1500} ;;
+fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
+		[[ $fuzz_seconds =~ ^[0-9]+$ ]] || die "CLANQ_FUZZ_SECONDS: not a number"
+		timeout=${CLANQ_VM_TIMEOUT:-$((fuzz_seconds + 600))} ;;
 run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
 *)		die "unknown job '$job'" ;;
 esac
@@ -36,7 +50,15 @@ make_() {
 		{ tail -n 30 "$buildlog" >&2; die "make $* failed (log: $buildlog)"; }
 }
 : > "$buildlog"
-if [ $flavor = debug ]; then
+# the module's build directory: a gcov-profiled build has one of its own
+modname=$flavor
+if [ $job = coverage ]; then
+	modname=debug-gcov
+	kdir=$(tests/vm/kernel.sh debug)
+	image=$kdir/arch/x86/boot/bzImage
+	step "building gcov-profiled module + KUnit module"
+	make_ module-debug CLANQ_MODNAME=$modname CLANQ_GCOV=y
+elif [ $flavor = debug ]; then
 	kdir=$(tests/vm/kernel.sh debug)
 	image=$kdir/arch/x86/boot/bzImage
 	step "building module + KUnit module (debug 6.12)"
@@ -60,14 +82,17 @@ mkdir -p "$rootfs"/{bin,clanq/bin,etc}
 cp /bin/busybox "$rootfs/bin/busybox"
 cp tests/vm/init "$rootfs/init"
 cp build/vm/vm-exit "$rootfs/clanq/bin/"
-cp build/mod/$flavor/driver/clanq.ko "$rootfs/clanq/"
+cp build/mod/$modname/driver/clanq.ko "$rootfs/clanq/"
 if [ $flavor = debug ]; then
-	cp build/mod/debug/kunit/clanq_kunit.ko "$rootfs/clanq/"
+	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
 cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/null || true
 grep -v '^#' tests/vm/tests.list > "$rootfs/clanq/tests"
 cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
+corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
+corpus_max=${CLANQ_CORPUS_MAX:-3000}	# entries kept (about 2.5 KiB each at most)
+[ -f "$corpus" ] && cp "$corpus" "$rootfs/clanq/corpus"
 
 # Shared libraries (libc, libcmocka) of the dynamically linked programs.
 for elf in "$rootfs"/clanq/bin/*; do
@@ -80,6 +105,9 @@ done
 
 # ---- boot ----
 append="console=ttyS0 panic=-1 clanq.mode=$job"
+# coverage is the test job, with the .gcda files sent back at the end
+[ $job = coverage ] && append="console=ttyS0 panic=-1 clanq.mode=test clanq.gcov=1"
+[ $job = fuzz ] && append="$append clanq.fuzz_seconds=$fuzz_seconds"
 [ $job = run ] && append="$append quiet"
 qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m ${CLANQ_VM_MEM:-512M}
 	-nic none -no-reboot -display none
@@ -105,7 +133,8 @@ boot() {
 		l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
 			sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
 			printf "   %-36s %-18s %8s s\n", n, rc == 0 ? "ok" : "FAILED (rc " rc ")", at; fflush() }
-		l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   !! " l; fflush() }'
+		l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   !! " l; fflush() }
+		l ~ /^fuzz: / { print "     " l; fflush() }'
 	rc=${PIPESTATUS[0]}
 	set -e
 	case $rc in
@@ -121,15 +150,17 @@ boot() {
 # in five, with other VMs running) to report a KASAN wild-memory-access in
 # early start_kernel. Such a boot is kept as console.boot-splat.log and
 # repeated once; a second one fails the run like any other splat.
+# (awk reads to the end: exiting early would kill tr with SIGPIPE on a long
+# log, and with pipefail the function would then say "no splat")
 splat_before_insmod() {
 	tr -d '\r' < "$log" | awk '
-		/CLANQ-BEGIN insmod/ { exit }
-		/(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1; exit }
+		/CLANQ-BEGIN insmod/ { loaded = 1 }
+		!loaded && /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1 }
 		END { exit !splat }'
 }
 
 boot
-if [ $job = test ] && splat_before_insmod; then
+if [ $job != run ] && splat_before_insmod; then
 	cp "$log" "$vmdir/console.boot-splat.log"
 	echo "vm.sh: the kernel reported a problem while booting, before clanq was" \
 		"loaded (log kept: $vmdir/console.boot-splat.log); booting once more" >&2
@@ -137,12 +168,38 @@ if [ $job = test ] && splat_before_insmod; then
 fi
 
 tr -d '\r' < "$log" | awk -f tests/results.awk -v vm=1 -v prefix="vm/" \
-	-v want_kunit=$([ $job = test ] && echo 1 || echo 0) > "$vmdir/results.txt"
+	-v want_kunit=$([ $job = test ] || [ $job = coverage ] && echo 1 || echo 0) > "$vmdir/results.txt"
 if [ $((rc % 2)) = 0 ] || [ $rc -gt 1 ]; then
 	grep -q '^FAIL' "$vmdir/results.txt" ||
 		echo "FAIL vm/exit: $status" >> "$vmdir/results.txt"
 fi
 cat "$vmdir/results.txt" >> "$results"
+
+# The fuzzer's corpus: only from a run that printed all of it (up to
+# its CLANQ-CORPUS-END line), with a version line first; capped.
+if grep -q '^CLANQ-CORPUS-END ' <(tr -d '\r' < "$log"); then
+	mkdir -p "$(dirname "$corpus")"
+	{
+		echo "clanq-fuzz-corpus 1"
+		tr -d '\r' < "$log" | sed -n 's/^\(\[ *[0-9.]*\] \)\{0,1\}CLANQ-CORPUS \([0-9a-f]*\)$/\2/p' |
+			awk '!seen[$0]++' | tail -n "$corpus_max"
+	} > "$corpus.tmp" && mv "$corpus.tmp" "$corpus"
+	step "fuzz corpus: $(($(wc -l < "$corpus") - 1)) programs in $corpus"
+fi
+
+# coverage: the .gcda files, a base64 tar between two marker lines,
+# unpacked into the module's build directory (where the .gcno files are)
+if [ $job = coverage ]; then
+	gcdir=$root/build/mod/$modname/driver
+	find "$gcdir" -name '*.gcda' -delete
+	if tr -d '\r' < "$log" | sed -n '/^CLANQ-GCOV-BEGIN/,/^CLANQ-GCOV-END/p' |
+		grep -v '^CLANQ-GCOV-' | base64 -d > "$vmdir/gcda.tar.gz" &&
+		tar -xzf "$vmdir/gcda.tar.gz" -C "$gcdir"; then
+		step "coverage data: $(find "$gcdir" -name '*.gcda' | wc -l) .gcda files in $gcdir"
+	else
+		echo "FAIL vm/gcov: no coverage data in the console log" | tee -a "$vmdir/results.txt" >> "$results"
+	fi
+fi
 read -r p f < <(awk '/^PASS/{p++} /^FAIL/{f++} END{print p+0, f+0}' "$vmdir/results.txt")
 grep '^FAIL' "$vmdir/results.txt" | sed 's/^/   /' || true
 echo "vm $job: $p passed, $f failed (console log: $log)"
