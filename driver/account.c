@@ -74,11 +74,17 @@ out:
 	return u;
 }
 
+/* Rare (a context's budget going): the table's lock is taken every time. */
 static void clanq_user_put(struct clanq_user *u)
 {
-	if (refcount_dec_and_lock(&u->ref, &clanq_users_lock)) {
+	bool last;
+
+	spin_lock(&clanq_users_lock);
+	last = refcount_dec_and_test(&u->ref);
+	if (last)
 		hash_del(&u->node);
-		spin_unlock(&clanq_users_lock);
+	spin_unlock(&clanq_users_lock);
+	if (last) {
 		WARN_ON(atomic_long_read(&u->bytes));
 		kfree(u);
 	}
