@@ -361,6 +361,8 @@ void clanq_pin_uncharge(struct clanq_pin *pin);
 struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size);
 void clanq_shm_put(struct clanq_shm *shm);
 int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma);
+int clanq_vma_insert_pages(struct vm_area_struct *vma, struct page **pages,
+			   unsigned long nr);
 
 /* nic.c */
 int clanq_nics_create(unsigned int nr, u32 node_base);
@@ -580,16 +582,6 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
  * namespace of their own, which only that module imports.
  */
 #define EXPORT_SYMBOL_CLANQ_KUNIT(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_KUNIT)
-
-/*
- * vm_insert_pages() into a VMA sized for the pages fails only when a page
- * table cannot be allocated, and says -EFAULT: to mmap()'s caller that is
- * -ENOMEM.
- */
-static inline int clanq_insert_err(int err)
-{
-	return err == -EFAULT ? -ENOMEM : err;
-}
 
 /* Reserved fields: every byte must be zero. */
 static inline bool clanq_zero(const void *p, size_t n)

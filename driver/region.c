@@ -158,17 +158,10 @@ static const struct vm_operations_struct clanq_kregion_vm_ops = {
 static int clanq_kregion_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 {
 	struct clanq_kregion *r = container_of(map, struct clanq_kregion, map);
-	unsigned long n = r->nr_pages;
-	int err;
+	int err = clanq_vma_insert_pages(vma, r->pages, r->nr_pages);
 
-	if (vma->vm_end - vma->vm_start != r->nr_pages << PAGE_SHIFT ||
-	    !(vma->vm_flags & VM_MAYSHARE))
-		return -EINVAL;
-	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
-	/* driver pages, refcounted by the page tables themselves */
-	err = vm_insert_pages(vma, vma->vm_start, r->pages, &n);
 	if (err)
-		return clanq_insert_err(err);
+		return err;
 	vma->vm_private_data = r;
 	vma->vm_ops = &clanq_kregion_vm_ops;
 	clanq_kregion_vm_open(vma);

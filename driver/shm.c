@@ -117,25 +117,34 @@ static const struct vm_operations_struct clanq_shm_vm_ops = {
 };
 
 /*
- * Map the whole segment, or refuse: the length must be exactly the size
- * the create call returned, and the mapping must be shared (a private
- * copy would silently stop seeing the driver's writes).
+ * Map all @nr driver @pages into @vma, or refuse: the length must be
+ * exactly theirs (what the create call returned), and the mapping must
+ * be shared (a private copy would silently stop seeing the driver's
+ * writes). The page tables hold their own references on the pages. For
+ * segments and allocated regions alike.
  */
-int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
+int clanq_vma_insert_pages(struct vm_area_struct *vma, struct page **pages,
+			   unsigned long nr)
 {
-	unsigned long n = shm->nr_pages;
+	unsigned long n = nr;
 	int err;
 
-	if (vma->vm_end - vma->vm_start != shm->size)
-		return -EINVAL;
 	/* VM_MAYSHARE: MAP_SHARED asked for, even on a read-only file */
-	if (!(vma->vm_flags & VM_MAYSHARE))
+	if (vma->vm_end - vma->vm_start != nr << PAGE_SHIFT ||
+	    !(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
-	/* our pages, refcounted by the page tables themselves */
-	err = vm_insert_pages(vma, vma->vm_start, shm->pages, &n);
+	err = vm_insert_pages(vma, vma->vm_start, pages, &n);
+	/* in a VMA sized for them, only a page table can fail: -EFAULT */
+	return err == -EFAULT ? -ENOMEM : err;
+}
+
+int clanq_shm_mmap(struct clanq_shm *shm, struct vm_area_struct *vma)
+{
+	int err = clanq_vma_insert_pages(vma, shm->pages, shm->nr_pages);
+
 	if (err)
-		return clanq_insert_err(err);
+		return err;
 	vma->vm_private_data = shm;
 	vma->vm_ops = &clanq_shm_vm_ops;
 	clanq_shm_vm_open(vma);
