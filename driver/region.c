@@ -43,7 +43,6 @@
 #include <linux/hugetlb.h>
 
 #include "clanq_drv.h"
-#include "compat.h"
 
 /* The pages and their charges go; the geometry stays for the struct. */
 static void clanq_kregion_release_mem(struct clanq_kregion *r)
