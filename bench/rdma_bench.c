@@ -752,6 +752,31 @@ static void kicks(void)
 /* ---- starvation ---- */
 
 /* A page shared by main and the flood. */
+/*
+ * Fork a flood process running fn(sh); return its pid once it has set
+ * *ready (its queues are full and the engine works on them).
+ */
+static pid_t flood_start(int (*fn)(void *), void *sh, const int *ready,
+			 const char *what)
+{
+	uint64_t deadline;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(fn(sh));
+	}
+	deadline = clanq_now_ns() + TIMEOUT_NS;
+	while (!__atomic_load_n(ready, __ATOMIC_ACQUIRE)) {
+		if (clanq_now_ns() > deadline || waitpid(pid, NULL, WNOHANG))
+			fail("the %s did not get going", what);
+		usleep(1000);
+	}
+	return pid;
+}
+
 struct flood_shared {
 	int stop;		/* main -> flood: drain and leave */
 	int measuring;		/* main -> flood: the victim is pinging */
@@ -786,8 +811,9 @@ static __attribute__((format(printf, 1, 2))) int flood_fail(const char *fmt, ...
  * engine always had flood work beside the victim's. On stop it lets every
  * posted request complete, so it leaves nothing in flight.
  */
-static int flood(struct flood_shared *sh)
+static int flood(void *arg)
 {
+	struct flood_shared *sh = arg;
 	struct clanq_ep_attr attr = {
 		.rq_slots = cfg.flood_slots, .cq_slots = cfg.flood_slots,
 	};
@@ -945,7 +971,6 @@ static void starvation(double engine_mibs)
 	double req_us = FLOOD_SIZE / MiB / engine_mibs * 1e6;
 	struct lat alone, flooded;
 	struct flood_shared *sh;
-	uint64_t deadline;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 		  -1, 0);
@@ -956,20 +981,8 @@ static void starvation(double engine_mibs)
 	/* alone before and after the flood: a change of load hits both */
 	victim(v, NULL, half);
 
-	b.flood_pid = fork();
-	if (b.flood_pid < 0)
-		fail("fork: %s", strerror(errno));
-	if (b.flood_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(flood(sh));
-	}
 	/* until the flood's queue is full and the engine works on it */
-	deadline = clanq_now_ns() + TIMEOUT_NS;
-	while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) {
-		if (clanq_now_ns() > deadline || waitpid(b.flood_pid, NULL, WNOHANG))
-			fail("the flood did not get going");
-		usleep(1000);
-	}
+	b.flood_pid = flood_start(flood, sh, &sh->ready, "flood");
 	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
 	victim(w, NULL, cfg.pings);
 	__atomic_store_n(&sh->measuring, 0, __ATOMIC_RELEASE);
@@ -1038,8 +1051,9 @@ struct fair_shared {
  * the CPU scheduler, not the engine).
  * It leaves by exiting: the context's release detaches what is queued.
  */
-static int fair_flood(struct fair_shared *sh)
+static int fair_flood(void *arg)
 {
+	struct fair_shared *sh = arg;
 	struct clanq_ep_attr attr = {
 		.oob_slots = 2, .rq_slots = FAIR_SLOTS, .cq_slots = FAIR_SLOTS,
 	};
@@ -1151,7 +1165,7 @@ static void fairness(void)
 	struct lat alone, flooded, waited;
 	struct fair_shared *sh;
 	int64_t t1, t2, turns;
-	uint64_t deadline, reqs;
+	uint64_t reqs;
 	cpu_set_t self_was, eng_was, cpu;
 	pid_t eng = engine_pid();
 	int pinned = 0;
@@ -1174,19 +1188,8 @@ static void fairness(void)
 	}
 	victim(v, NULL, half);
 
-	b.flood_pid = fork();
-	if (b.flood_pid < 0)
-		fail("fork: %s", strerror(errno));
-	if (b.flood_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(fair_flood(sh));
-	}
-	deadline = clanq_now_ns() + TIMEOUT_NS;
-	while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) {
-		if (clanq_now_ns() > deadline || waitpid(b.flood_pid, NULL, WNOHANG))
-			fail("the fair flood did not get going");
-		usleep(1000);
-	}
+	b.flood_pid = flood_start(fair_flood, sh, &sh->ready,
+				  "fair flood");
 	__atomic_store_n(&sh->measuring, 1, __ATOMIC_RELEASE);
 	c1 = ctrs_read(&b.ep);
 	b.stats_fd = open("/sys/kernel/debug/clanq/clanq1/stats", O_RDONLY);

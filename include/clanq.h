@@ -464,17 +464,12 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
  * Spinning: what a polling loop needs beside the queues.
  */
 
-/** \brief Tell the CPU we are spinning: a hint, no system call. */
-static inline void clanq_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
+/**
+ * \brief Tell the CPU we are spinning: a hint (x86 pause, arm64 yield),
+ * no system call. Out of line (lib/spin.c): the instruction is per
+ * architecture, and a spin loop does not miss a call's few cycles.
+ */
+void clanq_cpu_relax(void);
 
 /** \brief CLOCK_MONOTONIC in nanoseconds (vDSO: no system call on x86). */
 static inline __u64 clanq_now_ns(void)
