@@ -195,7 +195,6 @@ struct clanq_map {
 	struct clanq_ctx *ctx;	/* whose key it holds; NULL if none */
 	u32 key;		/* in ctx->mmaps while published or retired */
 	atomic_t vmas;		/* VMAs mapping it */
-	bool retired;		/* unpublished while mapped; under ctx->lock */
 };
 
 static inline u64 clanq_map_offset(const struct clanq_map *map)
@@ -331,7 +330,6 @@ struct clanq_kep {
 
 	wait_queue_head_t wq;	/* evq registrations hang here */
 	struct list_head regs;	/* clanq_kevq_reg.ep_node, under ctx->lock */
-	unsigned int nr_regs;	/* on regs; at most max_ep_regs */
 	u64 events;		/* posted to evqs; under wq.lock */
 
 	struct clanq_kep_oob oob;

@@ -149,7 +149,6 @@ int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map)
 
 	lockdep_assert_held(&ctx->lock);
 	map->ctx = ctx;
-	map->retired = false;
 	err = xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
 			      &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT);
 	/* -EBUSY: every key is taken; -ENOMEM stays what it is */
@@ -168,7 +167,6 @@ void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map)
 	if (atomic_read(&map->vmas)) {
 		/* replacing an entry allocates nothing */
 		xa_store(&ctx->mmaps, map->key, CLANQ_MAP_RETIRED(map), GFP_KERNEL);
-		map->retired = true;
 	} else {
 		xa_erase(&ctx->mmaps, map->key);
 	}
@@ -193,10 +191,9 @@ void clanq_map_vma_close(struct clanq_map *map)
 	if (!atomic_dec_and_test(&map->vmas) || !ctx)
 		return;
 	mutex_lock(&ctx->lock);
-	if (map->retired) {
+	/* retired by us: a key freed and handed out again holds another entry */
+	if (xa_load(&ctx->mmaps, map->key) == CLANQ_MAP_RETIRED(map))
 		xa_erase(&ctx->mmaps, map->key);
-		map->retired = false;
-	}
 	mutex_unlock(&ctx->lock);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_close);

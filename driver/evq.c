@@ -133,7 +133,6 @@ static void clanq_kevq_reg_remove(struct clanq_kevq_reg *reg)
 	lockdep_assert_held(&evq->ctx->lock);
 	remove_wait_queue(&reg->ep->wq, &reg->wait);
 	list_del(&reg->ep_node);
-	reg->ep->nr_regs--;
 	evq->regs[reg->index] = NULL;
 	if (test_bit(reg->index, evq->pending))
 		__set_bit(reg->index, evq->limbo);
@@ -175,18 +174,20 @@ void clanq_kevq_detach_ep(struct clanq_kep *ep)
 static int clanq_kevq_reg_check(struct clanq_kevq *evq, struct clanq_kep *ep)
 {
 	struct clanq_kevq_reg *reg;
+	unsigned int n = 0;
 
 	lockdep_assert_held(&evq->ctx->lock);
 	list_for_each_entry(reg, &ep->regs, ep_node) {
+		n++;
 		if (reg->evq == evq) {
 			clanq_uerr(evq->ctx, "EVQ_REGISTER: endpoint %u is on it already",
 				   ep->id);
 			return -EEXIST;
 		}
 	}
-	if (ep->nr_regs >= READ_ONCE(clanq_max_ep_regs)) {
+	if (n >= READ_ONCE(clanq_max_ep_regs)) {
 		clanq_ulimit(evq->ctx, "endpoint %u is on %u evqs already: max_ep_regs",
-			     ep->id, ep->nr_regs);
+			     ep->id, n);
 		return -ENOSPC;
 	}
 	return 0;
@@ -231,7 +232,6 @@ int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
 		kfree(reg);
 		return index;
 	}
-	ep->nr_regs++;
 	reg->evq = evq;
 	reg->ep = ep;			/* the lookup's reference */
 	reg->index = index;
