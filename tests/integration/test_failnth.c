@@ -191,14 +191,17 @@ static const char *const splat_pat[] = {
 static char kmsg_ring[KMSG_CTX][256];
 static unsigned int kmsg_ring_n, kmsg_show_after;
 
-static void kmsg_open(void)
+/* The console is quieted while we run: without kmsg nobody would look. */
+static bool kmsg_open(void)
 {
 	kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (kmsg_fd >= 0)
-		lseek(kmsg_fd, 0, SEEK_END);
-	else
-		fprintf(stderr, "failnth: /dev/kmsg: %s: the kernel log is not checked here\n",
+	if (kmsg_fd < 0) {
+		fprintf(stderr, "failnth: /dev/kmsg: %s: cannot check the kernel log\n",
 			strerror(errno));
+		return false;
+	}
+	lseek(kmsg_fd, 0, SEEK_END);
+	return true;
 }
 
 static void kmsg_record(const char *msg)
@@ -245,7 +248,7 @@ static bool kmsg_scan(void)
 	ssize_t n;
 
 	if (kmsg_fd < 0)
-		return true;
+		return false;	/* unchecked is not clean */
 	for (;;) {
 		n = read(kmsg_fd, buf, sizeof(buf) - 1);
 		if (n < 0 && errno == EPIPE) {	/* overwritten before we read it */
@@ -1052,9 +1055,8 @@ static int group_setup(void **state)
 		return -1;
 	}
 	nth_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
-	if (nth_fd < 0 || !knobs_setup())
+	if (nth_fd < 0 || !kmsg_open() || !knobs_setup())
 		return -1;
-	kmsg_open();
 	atexit(knobs_restore);
 	return fx_setup(state);
 }
