@@ -24,6 +24,12 @@
  * (an allocated region, or registered memory whose first and last page
  * are inside the registration), so it never exposes the exporter's other
  * data. The key grants the whole region, so nothing beyond it leaks.
+ *
+ * Beside each PIO mapping, the importer can map the region's armed
+ * bitmap (tripwire.c), read-only whatever the aperture's rights, so that
+ * it can tell after its stores whether a tripwire waits for them. It is
+ * mapped, faulted and revoked exactly as the PIO mapping is: it is the
+ * exporter's memory, and goes with the region's.
  */
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -99,6 +105,43 @@ static const struct vm_operations_struct clanq_kap_vm_ops = {
 	.fault	= clanq_kap_fault,
 };
 
+static void clanq_kap_armed_vm_open(struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = vma->vm_private_data;
+
+	kref_get(&ap->ref);
+	clanq_map_vma_open(&ap->armed_map);
+}
+
+static void clanq_kap_armed_vm_close(struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = vma->vm_private_data;
+
+	clanq_map_vma_close(&ap->armed_map);
+	clanq_kap_put(ap);
+}
+
+static vm_fault_t clanq_kap_armed_fault(struct vm_fault *vmf)
+{
+	struct clanq_kap *ap = vmf->vma->vm_private_data;
+	struct clanq_kregion *r = ap->region;
+	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	down_read(&r->revoke_sem);
+	if (!r->revoked && !ap->closed && idx < ap->armed_pages)
+		ret = vmf_insert_pfn(vmf->vma, vmf->address,
+				     page_to_pfn(r->tw.bitmap->pages[idx]));
+	up_read(&r->revoke_sem);
+	return ret;
+}
+
+static const struct vm_operations_struct clanq_kap_armed_vm_ops = {
+	.open	= clanq_kap_armed_vm_open,
+	.close	= clanq_kap_armed_vm_close,
+	.fault	= clanq_kap_armed_fault,
+};
+
 static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 {
 	struct clanq_kap *ap = container_of(map, struct clanq_kap, map);
@@ -120,11 +163,34 @@ static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	return 0;
 }
 
+/* Read-only, whole, shared: the armed bitmap as the region has it. */
+static int clanq_kap_armed_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = container_of(map, struct clanq_kap, armed_map);
+
+	if (vma->vm_end - vma->vm_start != ap->armed_pages << PAGE_SHIFT ||
+	    !(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	/* the driver's alone: the hint must not be forged for other writers */
+	if (vma->vm_flags & VM_WRITE)
+		return -EACCES;
+	vm_flags_clear(vma, VM_MAYWRITE);
+	if (READ_ONCE(ap->region->revoked))
+		return -ENXIO;
+	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &clanq_kap_armed_vm_ops;
+	vma->vm_private_data = ap;
+	clanq_kap_armed_vm_open(vma);
+	return 0;
+}
+
 /* Zap @ap's PIO mappings in every process of its context. */
 static void clanq_kap_zap(struct clanq_kap *ap)
 {
 	if (ap->map_pages)
 		clanq_ctx_zap(ap->ctx, &ap->map, ap->map_pages);
+	if (ap->armed_map.mmap)
+		clanq_ctx_zap(ap->ctx, &ap->armed_map, ap->armed_pages);
 }
 
 /*
@@ -166,6 +232,36 @@ static void clanq_kap_place(struct clanq_kap *ap)
 	ap->map_pages = (hi - lo) >> PAGE_SHIFT;
 	ap->map_delta = start - lo;
 	ap->map.mmap = clanq_kap_mmap;
+	/*
+	 * Exported, so it has one (clanq_kregion_tw_export()); its size is
+	 * the region's to say, not the bitmap's: the region may be freed
+	 * under us, and its memory with it.
+	 */
+	ap->armed_pages = clanq_kregion_tw_pages(r);
+	ap->armed_map.mmap = clanq_kap_armed_mmap;
+}
+
+/* Publish the PIO mapping and the armed bitmap, if there are. */
+static int clanq_kap_publish_maps(struct clanq_ctx *ctx, struct clanq_kap *ap)
+{
+	int err = 0;
+
+	if (ap->map.mmap)
+		err = clanq_ctx_mmap_add(ctx, &ap->map);
+	if (!err && ap->armed_map.mmap) {
+		err = clanq_ctx_mmap_add(ctx, &ap->armed_map);
+		if (err)
+			clanq_ctx_mmap_del(ctx, &ap->map);
+	}
+	return err;
+}
+
+static void clanq_kap_unpublish_maps(struct clanq_ctx *ctx, struct clanq_kap *ap)
+{
+	if (ap->map.mmap)
+		clanq_ctx_mmap_del(ctx, &ap->map);
+	if (ap->armed_map.mmap)
+		clanq_ctx_mmap_del(ctx, &ap->armed_map);
 }
 
 static int clanq_kap_check(struct clanq_ctx *ctx, const struct clanq_ioc_ap_import *im,
@@ -244,16 +340,13 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 			   clanq_max_aps);
 		goto err_unlock;
 	}
-	if (ap->map.mmap) {
-		err = clanq_ctx_mmap_add(ctx, &ap->map);
-		if (err)
-			goto err_unlock;
-	}
+	err = clanq_kap_publish_maps(ctx, ap);
+	if (err)
+		goto err_unlock;
 	err = xa_alloc_cyclic(&ctx->aps, &ap->id, ap, XA_LIMIT(1, S32_MAX),
 			      &ctx->next_ap_id, GFP_KERNEL_ACCOUNT);
 	if (err < 0) {
-		if (ap->map.mmap)
-			clanq_ctx_mmap_del(ctx, &ap->map);
+		clanq_kap_unpublish_maps(ctx, ap);
 		goto err_unlock;
 	}
 	/* a revocation from now on sees us; one before it left revoked set */
@@ -269,6 +362,12 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		im->mmap_offset = clanq_map_offset(&ap->map);
 		im->mmap_size = (u64)ap->map_pages << PAGE_SHIFT;
 		im->map_delta = ap->map_delta;
+	}
+	im->armed_mmap_offset = 0;
+	im->armed_mmap_size = 0;
+	if (ap->armed_map.mmap) {
+		im->armed_mmap_offset = clanq_map_offset(&ap->armed_map);
+		im->armed_mmap_size = (u64)ap->armed_pages << PAGE_SHIFT;
 	}
 	mutex_unlock(&ctx->lock);
 	return 0;
@@ -291,8 +390,7 @@ void clanq_kap_close(struct clanq_kap *ap)
 
 	lockdep_assert_held(&ctx->lock);
 	xa_erase(&ctx->aps, ap->id);
-	if (ap->map.mmap)
-		clanq_ctx_mmap_del(ctx, &ap->map);
+	clanq_kap_unpublish_maps(ctx, ap);
 	down_write(&r->revoke_sem);
 	WRITE_ONCE(ap->closed, true);
 	up_write(&r->revoke_sem);

@@ -32,10 +32,19 @@
  *		    VMAs, a request in the engine).
  *	clanq_kap   owned by the importing context; holds a reference on its
  *		    region. VMAs and the engine hold references on it.
+ *	clanq_ktw   a tripwire, owned by its context; holds references on
+ *		    its endpoint and region, and dies with either (or by
+ *		    TW_DESTROY). Fires find it in its region's tree of armed
+ *		    tripwires, under the region's tw.lock; a TW_WAIT
+ *		    sleeper holds a reference.
  *
  * Locks, outermost first
  *	ctx->lock (mutex)	a context's lists and every registration
  *	  region->revoke_sem	(write) revoking a region, closing an aperture
+ *	    region->tw.lock	armed tripwires (and the armed bitmap); fires
+ *				run under it (read revoke_sem held, or ctx->lock)
+ *	      ep->tw.lock	fired bitmap, tripwire counters
+ *	      ep->wq.lock, tw->wq.lock	the fire's wake-ups
  *	  region->ap_lock	a region's importers; zaps (i_mmap_rwsem) under it
  *	  engine->serve (mutex)	one engine turn; endpoint detach waits on it
  *	    region->revoke_sem	(read) one delivered chunk
@@ -86,9 +95,12 @@ extern unsigned int clanq_max_regions;
 extern unsigned int clanq_max_aps;
 extern unsigned long clanq_max_region_bytes;
 extern unsigned int clanq_rdma_max_xfer;
+extern unsigned int clanq_max_tripwires;
 
 #define CLANQ_DEFAULT_OOB_SLOTS		64
 #define CLANQ_DEFAULT_RDMA_SLOTS	64
+#define CLANQ_DEFAULT_TW_SLOTS		64
+#define CLANQ_MAX_TW_SLOTS		(1u << 20)
 
 /* Counts an administrator reads in debugfs (nic.c). */
 struct clanq_nic_stats {
@@ -107,6 +119,9 @@ struct clanq_nic_stats {
 	atomic64_t rdma_turns;		/* queues served, one turn each */
 	atomic64_t rdma_splits;		/* turns that ended mid-request */
 	atomic64_t regions_revoked;	/* regions freed (their imports revoked) */
+	atomic64_t tw_fires;		/* tripwires of this NIC's regions fired */
+	atomic64_t tw_flushes;		/* AP_FLUSH calls made here */
+	atomic64_t tw_spurious;		/* ... that fired nothing */
 };
 
 /*
@@ -220,6 +235,9 @@ struct clanq_ctx {
 	struct xarray aps;	/* aperture id -> clanq_kap */
 	u32 next_ap_id;
 	unsigned int nr_aps;
+	struct xarray tws;	/* tripwire id -> clanq_ktw, under lock */
+	u32 next_tw_id;
+	unsigned int nr_tws;
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
 	struct clanq_engine_ctx engine;	/* its line at the engine (rdma.c) */
 };
@@ -233,6 +251,20 @@ struct clanq_shm {
 	size_t size;		/* page multiple */
 	struct clanq_budget *budget;	/* charged with size */
 	struct clanq_map map;
+};
+
+/*
+ * A region's tripwires (tripwire.c). The armed ones are in an interval
+ * tree, so a write finds those it touches in O(log n + hits); nr_armed
+ * is the one load a write pays when none is armed.
+ */
+struct clanq_kregion_tw {
+	spinlock_t lock;		/* armed, nr_armed, the armed bitmap */
+	struct rb_root_cached armed;	/* clanq_ktw.rb */
+	unsigned int nr_armed;		/* read unlocked by writers */
+	struct list_head all;		/* clanq_ktw.region_node, ctx->lock */
+	/* exported: one bit per 64 bytes, mapped read-only by importers */
+	struct clanq_shm *bitmap;
 };
 
 /*
@@ -264,6 +296,7 @@ struct clanq_kregion {
 	bool revoked;
 	struct mutex ap_lock;	/* aps, and the zaps run over it */
 	struct list_head aps;	/* clanq_kap.region_node: importers */
+	struct clanq_kregion_tw tw;
 };
 
 /* An imported window onto a region: [off, off + len), with rights. */
@@ -282,6 +315,9 @@ struct clanq_kap {
 	struct clanq_map map;
 	unsigned long map_page0, map_pages;
 	u32 map_delta;
+	/* with a PIO mapping: the region's armed bitmap, read-only */
+	struct clanq_map armed_map;
+	unsigned long armed_pages;
 };
 
 /* A request the engine has taken: its private copy, resolved. */
@@ -318,6 +354,16 @@ struct clanq_kep_rdma {
 	u64 kicks;			/* mirrored; under engine->lock */
 };
 
+/* An endpoint's tripwires (tripwire.c). */
+struct clanq_kep_tw {
+	spinlock_t lock;	/* fired bits and counters */
+	unsigned long *fired;	/* in shm: set, never read */
+	u32 slots;		/* bits in fired */
+	struct ida bits;
+	struct list_head all;	/* clanq_ktw.ep_node, under ctx->lock */
+	u64 fires, flushes, spurious;	/* mirrored; under lock */
+};
+
 struct clanq_kep {
 	struct clanq_ctx *ctx;	/* owner; valid while on ctx->eps */
 	struct clanq_nic *nic;
@@ -334,6 +380,34 @@ struct clanq_kep {
 
 	struct clanq_kep_oob oob;
 	struct clanq_kep_rdma rdma;
+	struct clanq_kep_tw tw;
+};
+
+/*
+ * A tripwire: region bytes [off, last] that fire their endpoint's bit
+ * when a delivered write touches them while armed.
+ */
+struct clanq_ktw {
+	struct kref ref;
+	struct rcu_head rcu;
+	struct clanq_budget *budget;	/* charged with the struct */
+	struct clanq_ctx *ctx;	/* owner; compared, never followed */
+	u32 id;			/* in ctx->tws */
+	u32 bit;		/* in ep->tw.fired */
+	struct clanq_kep *ep;	/* referenced */
+	struct clanq_kregion *region;	/* referenced */
+	u64 off, last;
+	bool persistent;
+	/* under region->tw.lock */
+	struct rb_node rb;	/* in region->tw.armed while armed */
+	u64 subtree_last;	/* the interval tree's */
+	bool armed;
+	int dead;		/* 0, or what TW_WAIT tells its sleepers */
+	u64 fires;
+	struct clanq_ktw *next_hit;	/* a fire's private list */
+	/* under ctx->lock */
+	struct list_head ep_node, region_node;
+	wait_queue_head_t wq;	/* TW_WAIT sleepers */
 };
 
 /*
@@ -428,7 +502,7 @@ long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg
 
 /* endpoint.c */
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots);
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots);
 void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
@@ -463,6 +537,22 @@ void clanq_kap_close(struct clanq_kap *ap);
 void clanq_kap_revoke_all(struct clanq_kregion *r);
 int clanq_ioctl_ap_import(void *obj, void *arg);
 int clanq_ioctl_ap_close(void *obj, void *arg);
+
+/* tripwire.c: tripwires, their firing, the armed bitmap */
+void clanq_kep_tw_init(struct clanq_kep *ep, u32 slots, u32 fired_off);
+void clanq_kep_tw_kill(struct clanq_kep *ep);
+void clanq_kregion_tw_init(struct clanq_kregion *r);
+unsigned long clanq_kregion_tw_pages(const struct clanq_kregion *r);
+int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r);
+void clanq_kregion_tw_kill(struct clanq_kregion *r);
+unsigned int clanq_tw_fire(struct clanq_kregion *r, u64 off, u64 len);
+unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len);
+int clanq_ioctl_tw_create(void *obj, void *arg);
+int clanq_ioctl_tw_arm(void *obj, void *arg);
+int clanq_ioctl_tw_disarm(void *obj, void *arg);
+int clanq_ioctl_tw_destroy(void *obj, void *arg);
+int clanq_ioctl_tw_wait(void *obj, void *arg);
+int clanq_ioctl_ap_flush(void *obj, void *arg);
 
 /* rdma.c: request queues, completions, the engine */
 void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,

@@ -88,6 +88,7 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	clanq_engine_ctx_init(&ctx->engine);
 	xa_init_flags(&ctx->mmaps, XA_FLAGS_ALLOC1);
 	xa_init_flags(&ctx->aps, XA_FLAGS_ALLOC1);
+	xa_init_flags(&ctx->tws, XA_FLAGS_ALLOC1);
 	atomic_inc(&nic->nr_contexts);
 	return ctx;
 
@@ -124,6 +125,9 @@ static void clanq_ctx_release(struct kref *ref)
 	WARN_ON(!xa_empty(&ctx->mmaps));
 	xa_destroy(&ctx->mmaps);
 	xa_destroy(&ctx->aps);
+	/* every tripwire died with its endpoint */
+	WARN_ON(!xa_empty(&ctx->tws));
+	xa_destroy(&ctx->tws);
 	/* no VMA is left: each holds the file, which holds ctx */
 	iput(ctx->inode);
 	/* segments still mapped keep the budget (and their charge) alive */

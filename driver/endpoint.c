@@ -5,8 +5,9 @@
  * shares with the engine (rdma.c), and the wait queue event sources are
  * raised on.
  *
- * The endpoint's shared segment holds the counters, the three queues and
- * the engine's need_wakeup flag, each index word on a line of its own. The
+ * The endpoint's shared segment holds the counters, the three queues,
+ * the engine's need_wakeup flag and the fired bitmap of its tripwires
+ * (tripwire.c), each index word on a line of its own. The
  * queues' geometry and the driver's indices live here, in kernel memory
  * (struct clanq_queue); the segment holds only their published mirrors,
  * which the driver writes and never reads back.
@@ -18,11 +19,12 @@
 
 /*
  * Segment layout: counters, the OOB queue, the RDMA request and
- * completion queues, the need_wakeup word. Returns the size, 0 if a queue's
- * geometry is invalid.
+ * completion queues, the need_wakeup word, the fired bitmap (tw_slots
+ * bits, a multiple of 64, bounded by the caller). Returns the size, 0
+ * if a queue's geometry is invalid.
  */
 static u32 clanq_kep_layout(struct clanq_ioc_ep_create *c, u32 oob_slots,
-			    u32 rq_slots, u32 cq_slots)
+			    u32 rq_slots, u32 cq_slots, u32 tw_slots)
 {
 	u32 at;
 
@@ -38,11 +40,13 @@ static u32 clanq_kep_layout(struct clanq_ioc_ep_create *c, u32 oob_slots,
 		return 0;
 	c->counters = 0;
 	c->need_wakeup = clanq_q_align(at);
-	return c->need_wakeup + CLANQ_Q_ALIGN;
+	c->tw_slots = tw_slots;
+	c->tw_fired = c->need_wakeup + CLANQ_Q_ALIGN;
+	return c->tw_fired + tw_slots / 8;
 }
 
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots)
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots)
 {
 	struct clanq_nic *nic = ctx->nic;
 	struct clanq_ioc_ep_create c;
@@ -53,7 +57,7 @@ struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 	lockdep_assert_held(&ctx->lock);
 	if (ctx->nr_eps >= clanq_max_eps)
 		return ERR_PTR(-ENOSPC);
-	size = clanq_kep_layout(&c, oob_slots, rq_slots, cq_slots);
+	size = clanq_kep_layout(&c, oob_slots, rq_slots, cq_slots, tw_slots);
 	if (!size)
 		return ERR_PTR(-EINVAL);
 
@@ -77,6 +81,7 @@ struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 	if (WARN_ON(err))
 		goto err_shm;
 	clanq_rdma_init(ep, &c.rq, &c.cq, c.need_wakeup);
+	clanq_kep_tw_init(ep, tw_slots, c.tw_fired);
 	err = clanq_ctx_mmap_add(ctx, &ep->shm->map);
 	if (err)
 		goto err_shm;
@@ -130,6 +135,7 @@ void clanq_kep_destroy(struct clanq_kep *ep)
 
 	lockdep_assert_held(&ctx->lock);
 	xa_erase(&ep->nic->eps, ep->id);
+	clanq_kep_tw_kill(ep);
 	clanq_oob_kill(ep);
 	clanq_engine_detach_ep(ep);
 	clanq_kevq_detach_ep(ep);
@@ -204,7 +210,7 @@ void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c)
 	c->mmap_offset = clanq_map_offset(&ep->shm->map);
 	c->mmap_size = ep->shm->size;
 	clanq_kep_layout(c, ep->oob.q.mask + 1, ep->rdma.rq.mask + 1,
-			 ep->rdma.cq.mask + 1);
+			 ep->rdma.cq.mask + 1, ep->tw.slots);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_describe);
 
@@ -215,6 +221,10 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 	u32 slots = c->oob_slots ? c->oob_slots : CLANQ_DEFAULT_OOB_SLOTS;
 	u32 rq = c->rq_slots ? c->rq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
 	u32 cq = c->cq_slots ? c->cq_slots : CLANQ_DEFAULT_RDMA_SLOTS;
+	u32 tw = c->tw_slots ? c->tw_slots : CLANQ_DEFAULT_TW_SLOTS;
+	/* a default endpoint is always possible; TW_CREATE counts the rest */
+	u32 max_tw = clamp(round_up(READ_ONCE(clanq_max_tripwires), 64),
+			   CLANQ_DEFAULT_TW_SLOTS, CLANQ_MAX_TW_SLOTS);
 	struct clanq_kep *ep;
 
 	if (slots < 2 || slots > clanq_max_oob_slots || !is_power_of_2(slots)) {
@@ -228,8 +238,13 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 			   c->rq_slots, c->cq_slots, clanq_max_rdma_slots);
 		return -EINVAL;
 	}
+	if (tw % 64 || tw > max_tw) {
+		clanq_uerr(ctx, "EP_CREATE: tw_slots %u: want a multiple of 64, up to %u (max_tripwires)",
+			   c->tw_slots, max_tw);
+		return -EINVAL;
+	}
 	mutex_lock(&ctx->lock);
-	ep = clanq_kep_create(ctx, slots, rq, cq);
+	ep = clanq_kep_create(ctx, slots, rq, cq, tw);
 	if (IS_ERR(ep)) {
 		mutex_unlock(&ctx->lock);
 		if (PTR_ERR(ep) == -ENOSPC)

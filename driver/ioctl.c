@@ -33,6 +33,10 @@ union clanq_ioctl_arg {
 	struct clanq_ioc_ap_import ap_import;
 	struct clanq_ioc_ap_close ap_close;
 	struct clanq_ioc_rdma_kick rdma_kick;
+	struct clanq_ioc_tw_create tw_create;
+	struct clanq_ioc_tw_ctl tw_ctl;
+	struct clanq_ioc_tw_wait tw_wait;
+	struct clanq_ioc_ap_flush ap_flush;
 };
 
 /* The prologue relies on it: every clanq_ioc_* struct ends reserved. */
@@ -52,9 +56,17 @@ CLANQ_IOC_ENDS_RESERVED(region_export);
 CLANQ_IOC_ENDS_RESERVED(ap_import);
 CLANQ_IOC_ENDS_RESERVED(ap_close);
 CLANQ_IOC_ENDS_RESERVED(rdma_kick);
-/* EVQ_CREATE's reserved words start one earlier, at reserved0 */
-static_assert(offsetofend(struct clanq_ioc_evq_create, reserved0) ==
-	      offsetof(struct clanq_ioc_evq_create, reserved));
+CLANQ_IOC_ENDS_RESERVED(tw_create);
+CLANQ_IOC_ENDS_RESERVED(tw_ctl);
+CLANQ_IOC_ENDS_RESERVED(tw_wait);
+CLANQ_IOC_ENDS_RESERVED(ap_flush);
+/* these reserved words start one earlier, at reserved0 */
+#define CLANQ_IOC_RESERVED0(type)					\
+	static_assert(offsetofend(struct clanq_ioc_##type, reserved0) ==	\
+		      offsetof(struct clanq_ioc_##type, reserved))
+CLANQ_IOC_RESERVED0(evq_create);
+CLANQ_IOC_RESERVED0(tw_create);
+CLANQ_IOC_RESERVED0(ap_flush);
 
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
@@ -151,6 +163,13 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(AP_IMPORT, ap_import, clanq_ioctl_ap_import, 0, reserved),
 	CLANQ_IOCTL(AP_CLOSE, ap_close, clanq_ioctl_ap_close, 0, reserved),
 	CLANQ_IOCTL(RDMA_KICK, rdma_kick, clanq_ioctl_rdma_kick, 0, reserved),
+	CLANQ_IOCTL(TW_CREATE, tw_create, clanq_ioctl_tw_create, CLANQ_TW_FLAGS,
+		    reserved0),
+	CLANQ_IOCTL(TW_ARM, tw_ctl, clanq_ioctl_tw_arm, 0, reserved),
+	CLANQ_IOCTL(TW_DISARM, tw_ctl, clanq_ioctl_tw_disarm, 0, reserved),
+	CLANQ_IOCTL(TW_DESTROY, tw_ctl, clanq_ioctl_tw_destroy, 0, reserved),
+	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, 0, reserved),
+	CLANQ_IOCTL(AP_FLUSH, ap_flush, clanq_ioctl_ap_flush, 0, reserved0),
 };
 
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg)

@@ -32,9 +32,13 @@ unsigned int clanq_max_ep_regs = 16;
 module_param_named(max_ep_regs, clanq_max_ep_regs, uint, 0644);
 MODULE_PARM_DESC(max_ep_regs, "Event queues one endpoint may be registered on (bounds the cost of one wake-up)");
 
+unsigned int clanq_max_tripwires = 16384;
+module_param_named(max_tripwires, clanq_max_tripwires, uint, 0644);
+MODULE_PARM_DESC(max_tripwires, "Tripwires one context may hold (each is also charged to max_ctx_bytes and max_user_bytes), and most one endpoint may own");
+
 unsigned long clanq_max_ctx_bytes = 64ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions) one context may hold");
+MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions, tripwires) one context may hold");
 
 unsigned long clanq_max_user_bytes = 256ul << 20;
 module_param_named(max_user_bytes, clanq_max_user_bytes, ulong, 0644);

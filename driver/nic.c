@@ -103,6 +103,9 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 		   atomic64_read(&st->rdma_kicks), atomic64_read(&st->rdma_turns),
 		   atomic64_read(&st->rdma_splits));
 	seq_printf(m, "regions_revoked %lld\n", atomic64_read(&st->regions_revoked));
+	seq_printf(m, "tw_fires %lld\ntw_flushes %lld\ntw_spurious %lld\n",
+		   atomic64_read(&st->tw_fires), atomic64_read(&st->tw_flushes),
+		   atomic64_read(&st->tw_spurious));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(clanq_nic_stats);

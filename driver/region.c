@@ -30,7 +30,7 @@
  *
  * clanq_rx_write() is the receive path of an RDMA write, whatever wire
  * carried it (wire.c): the one place a write is checked against
- * revocation, and where tripwires will be checked.
+ * revocation, and where it fires the tripwires it touched (tripwire.c).
  */
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -57,6 +57,9 @@ static void clanq_kregion_release_mem(struct clanq_kregion *r)
 		for (i = 0; i < r->nr_pages; i++)
 			__free_page(r->pages[i]);
 	}
+	/* its importers' mappings of it were zapped with the region's */
+	clanq_shm_put(r->tw.bitmap);
+	r->tw.bitmap = NULL;
 	if (r->budget)
 		clanq_budget_put(r->budget, r->charged << PAGE_SHIFT);
 	r->budget = NULL;
@@ -274,6 +277,7 @@ static struct clanq_kregion *clanq_kregion_new(struct clanq_ctx *ctx,
 	mutex_init(&r->ap_lock);
 	INIT_LIST_HEAD(&r->aps);
 	INIT_LIST_HEAD(&r->ctx_node);
+	clanq_kregion_tw_init(r);
 	r->pages = kvcalloc(nr, sizeof(*r->pages), GFP_KERNEL_ACCOUNT);
 	err = -ENOMEM;
 	if (r->pages)
@@ -367,6 +371,7 @@ void clanq_kregion_free(struct clanq_kregion *r)
 	list_del_init(&r->ctx_node);
 	ctx->nr_regions--;
 	clanq_kap_revoke_all(r);
+	clanq_kregion_tw_kill(r);
 	atomic64_inc(&r->nic->stats.regions_revoked);
 	/* revoked: no importer touches the memory any more */
 	clanq_kregion_mem_put(r);
@@ -406,11 +411,13 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 	}
 	mutex_lock(&ctx->lock);
 	r = clanq_kregion_lookup_owned(ctx, e->id);
-	if (!r) {
+	if (!r)
 		err = -ENOENT;
-	} else if (r->exported) {
+	else if (r->exported)
 		err = -EBUSY;
-	} else {
+	else
+		err = clanq_kregion_tw_export(ctx, r);	/* it says why */
+	if (!err) {
 		/* never 0, so a zeroed import struct names nothing */
 		do {
 			r->key = get_random_u64();
@@ -422,7 +429,7 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 	}
 	mutex_unlock(&ctx->lock);
 	clanq_kregion_put(r);
-	if (err)
+	if (err == -EBUSY || err == -ENOENT)
 		clanq_uerr(ctx, "REGION_EXPORT: region %u: %s", e->id,
 			   err == -EBUSY ? "exported already" : "not in this context");
 	return err;
@@ -500,13 +507,15 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 	down_read(&dst->revoke_sem);
 	if (dst->revoked || (via && via->closed) || READ_ONCE(src->revoked)) {
 		err = -ENXIO;
-	} else {
-		/*
-		 * Tripwires (next issue): a write delivered by the NIC
-		 * checks the armed tripwires of [dst_off, dend) here, after
-		 * the copy, and fires those it touched.
-		 */
+	} else if (len) {
 		clanq_kregion_copy(dst, dst_off, src, src_off, len);
+		/*
+		 * [F] of queue.h: the copy, then the look at what is armed,
+		 * against a waiter's arm, then its look at the data.
+		 */
+		smp_mb();
+		if (READ_ONCE(dst->tw.nr_armed))
+			clanq_tw_fire(dst, dst_off, len);
 	}
 	up_read(&dst->revoke_sem);
 	return err;

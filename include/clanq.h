@@ -107,6 +107,8 @@ struct clanq_ep {
 	const __u32 *need_wakeup;	/**< engine's sleep flag (driver-written) */
 	__u32 rq_batch;			/**< requests written, not yet pushed */
 	const struct clanq_ep_counters *counters; /**< driver-written */
+	__u64 *tw_fired;		/**< fired bitmap: its tripwires' bits */
+	__u32 tw_words;			/**< words in tw_fired */
 };
 
 /** Queue lengths of a new endpoint; 0 picks the driver's default. */
@@ -114,6 +116,7 @@ struct clanq_ep_attr {
 	unsigned int oob_slots;		/**< OOB receive queue */
 	unsigned int rq_slots;		/**< RDMA request queue */
 	unsigned int cq_slots;		/**< RDMA completion queue */
+	unsigned int tw_slots;		/**< tripwires it can own: a multiple of 64 */
 };
 
 /**
@@ -220,6 +223,15 @@ struct clanq_ap {
 	__u32 map_delta;		/**< first byte's offset in the mapping */
 	void *map;			/**< after clanq_ap_map() */
 	char *base;			/**< the window's byte 0, when mapped */
+	__u64 region_off;		/**< the window's byte 0 in the region */
+	__u64 armed_mmap_offset;	/**< the region's armed bitmap */
+	size_t armed_map_size;		/**< 0: none (no PIO mapping) */
+	/**
+	 * The armed bitmap, read-only, after clanq_ap_map(): bit b (bit
+	 * b % 32 of word b / 32) is set while a tripwire is armed on region
+	 * bytes [64 b, 64 b + 63].
+	 */
+	const __u32 *armed;
 };
 
 /**
@@ -234,7 +246,8 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 /**
  * \brief Map an aperture for PIO (read-write if imported with
  * CLANQ_RIGHT_WRITE): ap->base then points at its first byte. Only
- * imports with CLANQ_RIGHT_READ can be mapped.
+ * imports with CLANQ_RIGHT_READ can be mapped. The region's armed
+ * bitmap is mapped too (read-only), for clanq_ap_flush().
  * \return 0; -EOPNOTSUPP if it cannot be mapped (ap->map_size == 0).
  */
 int clanq_ap_map(struct clanq_ap *ap);
@@ -243,9 +256,57 @@ int clanq_ap_map(struct clanq_ap *ap);
 int clanq_ap_close(struct clanq_ap *ap);
 
 /**
+ * \brief Is a tripwire armed on a block that [off, off + len) of a mapped
+ * aperture touches? One load of the armed bitmap per 32 blocks (2 KiB);
+ * the caller has checked the range.
+ */
+static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
+				  size_t len)
+{
+	__u64 b = (ap->region_off + off) >> CLANQ_TW_BLOCK_SHIFT;
+	__u64 last = (ap->region_off + off + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
+	__u32 w, mask;
+
+	for (;;) {
+		w = __atomic_load_n(&ap->armed[b / 32], __ATOMIC_RELAXED);
+		mask = ~0u << (b % 32);
+		if (last / 32 == b / 32)
+			return w & mask & (~0u >> (31 - last % 32));
+		if (w & mask)
+			return true;
+		b = (b / 32 + 1) * 32;
+	}
+}
+
+/** \brief The system call behind clanq_ap_flush(): CLANQ_IOC_AP_FLUSH. */
+int clanq_ap_flush_armed(struct clanq_ap *ap, __u64 off, size_t len);
+
+/**
+ * \brief "I stored [off, off + len) through the mapping": fire the
+ * tripwires armed there. A full barrier and a look at the armed bitmap;
+ * the system call only if a block written is armed (the futex idea),
+ * so a write nobody waits for costs no system call. Call it after the
+ * stores it covers, from the thread that made them.
+ * \return 0; -ERANGE outside the window; -errno from the system call.
+ */
+static inline int clanq_ap_flush(struct clanq_ap *ap, __u64 off, size_t len)
+{
+	if (off > ap->len || len > ap->len - off)
+		return -ERANGE;
+	if (!len || !ap->armed)
+		return 0;
+	/* [F] of queue.h: our stores, then our look at what is armed */
+	clanq_q_mb();
+	if (!clanq_ap_armed(ap, off, len))
+		return 0;
+	return clanq_ap_flush_armed(ap, off, len);
+}
+
+/**
  * \brief PIO: copy len bytes to offset off of a mapped aperture, with
- * plain CPU stores (no system call). If the region is freed meanwhile,
- * the stores fault with SIGBUS.
+ * plain CPU stores, then clanq_ap_flush() them: no system call unless a
+ * tripwire is armed where they landed. If the region is freed
+ * meanwhile, the stores fault with SIGBUS.
  * \return 0; -ERANGE outside the window; -ENXIO if it is not mapped.
  */
 static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
@@ -256,7 +317,7 @@ static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
 	if (off > ap->len || len > ap->len - off)
 		return -ERANGE;
 	memcpy(ap->base + off, src, len);
-	return 0;
+	return clanq_ap_flush(ap, off, len);
 }
 
 /*
@@ -459,6 +520,101 @@ static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)
  */
 int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		   int64_t timeout_ns);
+
+/*
+ * Tripwires (paper sections 2 and 3.3).
+ */
+
+/**
+ * A tripwire: a range of one of this context's regions that fires when a
+ * write the NIC delivers touches it (an RDMA write, or PIO through an
+ * aperture and clanq_ap_flush()). A fire sets its bit in its endpoint's
+ * fired bitmap, raises CLANQ_EV_TRIPWIRE on the endpoint's event queue
+ * registrations and wakes clanq_tw_wait_change(); a one-shot tripwire
+ * (the default) is disarmed by it, a CLANQ_TW_PERSISTENT one stays armed.
+ */
+struct clanq_tw {
+	int fd;				/**< the context it lives in */
+	__u32 id;
+	__u32 bit;			/**< in the endpoint's fired bitmap */
+	__u64 *fired_word;		/**< the bitmap word holding bit */
+	char *mem;			/**< the region's memory */
+	__u64 off, len;			/**< the range, in the region */
+	__u64 spin_ns;			/**< clanq_tw_wait_change() spins this long */
+};
+
+/**
+ * \brief Create a tripwire on [off, off + len) of region r, owned by ep
+ * (both of this context). flags: CLANQ_TW_PERSISTENT, CLANQ_TW_ARMED.
+ * \return 0; -EINVAL for len < CLANQ_TW_MIN_LEN; -ERANGE outside the
+ *         region; -ENOENT; -ENOSPC past max_tripwires or ep's tw_slots.
+ */
+int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
+		    const struct clanq_region *r, __u64 off, __u64 len,
+		    __u32 flags);
+
+/**
+ * \brief Arm (a system call, with a full barrier before it returns: a
+ * re-check of the watched memory after it cannot miss a write that
+ * did not fire it).
+ */
+int clanq_tw_arm(struct clanq_tw *tw);
+
+/** \brief Disarm: writes no longer fire it. */
+int clanq_tw_disarm(struct clanq_tw *tw);
+
+/** \brief Destroy; a clanq_tw_wait_change() on it returns -EIDRM. */
+int clanq_tw_destroy(struct clanq_tw *tw);
+
+/** \brief Has it fired since its bit was last cleared? No system call. */
+static inline bool clanq_tw_fired(const struct clanq_tw *tw)
+{
+	return __atomic_load_n(tw->fired_word, __ATOMIC_ACQUIRE) &
+	       (1ull << (tw->bit % 64));
+}
+
+/**
+ * \brief Clear its fired bit (no system call). Clear before looking at
+ * what the tripwire watches: a fire after the clear sets it again.
+ */
+static inline void clanq_tw_clear(struct clanq_tw *tw)
+{
+	__atomic_fetch_and(tw->fired_word, ~(1ull << (tw->bit % 64)),
+			   __ATOMIC_SEQ_CST);
+}
+
+/**
+ * \brief Take word `word` of ep's fired bitmap: the bits of the
+ * tripwires 64 * word ... 64 * word + 63 that fired, cleared in one
+ * atomic exchange (no system call). For servers with many tripwires.
+ */
+static inline __u64 clanq_ep_tw_take(struct clanq_ep *ep, unsigned int word)
+{
+	if (word >= ep->tw_words)
+		return 0;
+	return __atomic_exchange_n(&ep->tw_fired[word], 0, __ATOMIC_SEQ_CST);
+}
+
+/** \brief Set how long clanq_tw_wait_change() spins before it blocks. */
+static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
+{
+	tw->spin_ns = spin_ns;
+}
+
+/**
+ * \brief The blocking receive: wait until the __u64 at addr (8-byte
+ * aligned, inside the tripwire's range) no longer holds old. Spins for
+ * tw->spin_ns, then arms the tripwire, issues a full barrier, re-checks
+ * and blocks in the driver (one system call, CLANQ_IOC_TW_WAIT), so a
+ * write that lands meanwhile is never slept through. The tripwire is
+ * left armed or not as it was found.
+ * \param timeout_ns  -1: no timeout; 0: look once.
+ * \return 0 once *addr != old; -ETIMEDOUT; -EINTR on a signal; -EIDRM if
+ *         the tripwire was destroyed; -ENXIO if its region was freed;
+ *         -EINVAL for a bad addr.
+ */
+int clanq_tw_wait_change(struct clanq_tw *tw, const volatile __u64 *addr,
+			 __u64 old, int64_t timeout_ns);
 
 /*
  * Spinning: what a polling loop needs beside the queues.

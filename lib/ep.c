@@ -31,6 +31,7 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	c.oob_slots = attr->oob_slots;
 	c.rq_slots = attr->rq_slots;
 	c.cq_slots = attr->cq_slots;
+	c.tw_slots = attr->tw_slots;
 	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
 		return -errno;
 	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -53,7 +54,9 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	else
 		err = -EPROTO;
 	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size ||
-	    c.need_wakeup % 4 || c.need_wakeup + sizeof(__u32) > c.mmap_size) {
+	    c.need_wakeup % 4 || c.need_wakeup + sizeof(__u32) > c.mmap_size ||
+	    c.tw_fired % 8 || c.tw_slots % 64 ||
+	    (__u64)c.tw_fired + c.tw_slots / 8 > c.mmap_size) {
 		err = -EPROTO;		/* the driver described nonsense */
 		munmap(seg, c.mmap_size);
 		goto destroy;
@@ -65,6 +68,8 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	ep->seg_size = c.mmap_size;
 	ep->counters = (const struct clanq_ep_counters *)((char *)seg + c.counters);
 	ep->need_wakeup = (const __u32 *)((char *)seg + c.need_wakeup);
+	ep->tw_fired = (__u64 *)((char *)seg + c.tw_fired);
+	ep->tw_words = c.tw_slots / 64;
 	return 0;
 
 destroy:

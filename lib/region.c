@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * libclanq: regions (memory the engine and peers may use) and apertures
- * (windows onto peers' regions). PIO through a mapped aperture is inline
- * in clanq.h.
+ * (windows onto peers' regions). PIO through a mapped aperture, and the
+ * look at the armed bitmap after it, are inline in clanq.h.
  */
 #include <errno.h>
 #include <string.h>
@@ -113,27 +113,59 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 	ap->mmap_offset = im.mmap_offset;
 	ap->map_size = im.mmap_size;
 	ap->map_delta = im.map_delta;
+	ap->region_off = offset;
+	ap->armed_mmap_offset = im.armed_mmap_offset;
+	ap->armed_map_size = im.armed_mmap_size;
 	return 0;
 }
 
 int clanq_ap_map(struct clanq_ap *ap)
 {
+	/* the bitmap has a bit for every 64 bytes of the window */
+	__u64 armed_bytes = ((ap->region_off + ap->len + 63) / 64 + 7) / 8;
 	int prot = PROT_READ;
-	void *map;
+	void *map, *armed = NULL;
+	int err;
 
 	if (!ap->map_size || ap->map_delta >= ap->map_size ||
 	    ap->len > ap->map_size - ap->map_delta)
 		return -EOPNOTSUPP;
 	if (ap->map)
 		return 0;
+	if (ap->armed_map_size) {
+		if (ap->armed_map_size < armed_bytes)
+			return -EPROTO;
+		armed = mmap(NULL, ap->armed_map_size, PROT_READ, MAP_SHARED,
+			     ap->fd, (off_t)ap->armed_mmap_offset);
+		if (armed == MAP_FAILED)
+			return -errno;
+	}
 	if (ap->rights & CLANQ_RIGHT_WRITE)
 		prot |= PROT_WRITE;
 	map = mmap(NULL, ap->map_size, prot, MAP_SHARED, ap->fd,
 		   (off_t)ap->mmap_offset);
-	if (map == MAP_FAILED)
-		return -errno;
+	if (map == MAP_FAILED) {
+		err = -errno;
+		if (armed)
+			munmap(armed, ap->armed_map_size);
+		return err;
+	}
 	ap->map = map;
 	ap->base = (char *)map + ap->map_delta;
+	ap->armed = armed;
+	return 0;
+}
+
+int clanq_ap_flush_armed(struct clanq_ap *ap, __u64 off, size_t len)
+{
+	struct clanq_ioc_ap_flush f;
+
+	memset(&f, 0, sizeof(f));
+	f.ap = ap->id;
+	f.off = off;
+	f.len = len;
+	if (ioctl(ap->fd, CLANQ_IOC_AP_FLUSH, &f) < 0)
+		return -errno;
 	return 0;
 }
 
@@ -144,8 +176,11 @@ int clanq_ap_close(struct clanq_ap *ap)
 
 	if (ap->map)
 		munmap(ap->map, ap->map_size);
+	if (ap->armed)
+		munmap((void *)ap->armed, ap->armed_map_size);
 	ap->map = NULL;
 	ap->base = NULL;
+	ap->armed = NULL;
 	memset(&c, 0, sizeof(c));
 	c.id = ap->id;
 	if (ioctl(ap->fd, CLANQ_IOC_AP_CLOSE, &c) < 0)

@@ -77,6 +77,26 @@
  *	    being hooked is either seen by the raise or by the registration.
  *	    driver clanq_kep_raise(): source published; wq_has_sleeper()
  *	    driver clanq_kevq_register_ep(): hook entry; smp_mb(); look
+ *	[F] tripwires: a write into a watched word is never slept through.
+ *	    The store-buffer pattern once more, with the data as the item
+ *	    and "armed" as the sleep flag; two writers, one waiter:
+ *	    PIO	   clanq_ap_flush(): stores into the aperture; mb; load the
+ *		   region's armed bitmap; AP_FLUSH only if a block is set
+ *	    RDMA   clanq_rx_write(): copy; smp_mb(); load tw.nr_armed; fire
+ *		   under tw.lock only if non-zero
+ *	    waiter TW_WAIT (clanq_ioctl_tw_wait()): arm under tw.lock (the
+ *		   tree, nr_armed, the bitmap); smp_mb(); load the word;
+ *		   sleep only if it still holds the old value. TW_ARM
+ *		   and TW_CREATE(ARMED) end with the same smp_mb(), so a
+ *		   user-space re-check after them is the waiter's load.
+ *	    Either the waiter sees the new value (and does not sleep), or
+ *	    the writer sees the tripwire armed and fires it, waking it.
+ *	    Without the writer's barrier its look may pass its stores (x86
+ *	    too: store then load is the one reordering TSO allows); without
+ *	    the waiter's, its look may pass the arming. Either way both miss
+ *	    and the waiter sleeps through the write: the ping-pong test in
+ *	    tests/integration/test_tripwire_pingpong.c hangs (its watchdog
+ *	    fails it).
  *	The doorbell itself (RDMA_KICK against the engine's last look) is
  *	ordered by engine->lock, not by a barrier pair (driver/rdma.c).
  *

@@ -22,7 +22,7 @@
 #include <linux/ioctl.h>
 
 /* Bumped on every incompatible change; the library refuses a mismatch. */
-#define CLANQ_ABI_VERSION	2
+#define CLANQ_ABI_VERSION	3
 
 /* /dev/clanq0 ... /dev/clanqN-1, one per soft NIC (node). */
 #define CLANQ_DEV_PREFIX	"/dev/clanq"
@@ -97,6 +97,15 @@ struct clanq_ep_counters {
 	__u64 rdma_bytes;	/* bytes those requests wrote */
 	__u64 rdma_errors;	/* requests completed with an error status */
 	__u64 rdma_kicks;	/* CLANQ_IOC_RDMA_KICK calls (system calls) */
+	__u64 tw_fires;		/* this endpoint's tripwires that fired */
+	/* AP_FLUSH calls (system calls) that fired one of them */
+	__u64 tw_flushes;
+	/*
+	 * AP_FLUSH calls that found one of them armed in the 64-byte blocks
+	 * written, but not in the bytes written: the armed bitmap's
+	 * granularity cost the writer a system call for nothing
+	 */
+	__u64 tw_spurious;
 };
 
 /*
@@ -112,6 +121,10 @@ struct clanq_ep_counters {
  * looking at the request queue. After publishing a request the
  * application issues a full barrier and, only if the word is set, rings
  * the doorbell: CLANQ_IOC_RDMA_KICK.
+ *
+ * The fired bitmap holds one bit per tripwire of the endpoint (tw_slots
+ * of them, as __u64 words at offset tw_fired): the driver only sets
+ * bits, the application polls the words and clears bits itself.
  */
 struct clanq_ioc_ep_create {
 	__u32 oob_slots;	/* in: power of two; 0 = driver default */
@@ -126,7 +139,13 @@ struct clanq_ioc_ep_create {
 	struct clanq_queue_off cq;	/* out: RDMA completions, driver produces */
 	__u32 counters;		/* out: offset of struct clanq_ep_counters */
 	__u32 need_wakeup;	/* out: offset of the engine's __u32 sleep flag */
-	__u64 reserved[4];
+	/*
+	 * in: tripwires the endpoint can own, a multiple of 64; 0 = driver
+	 * default. out: that number
+	 */
+	__u32 tw_slots;
+	__u32 tw_fired;		/* out: offset of the fired bitmap */
+	__u64 reserved[3];
 };
 
 /* CLANQ_IOC_EP_DESTROY: by id; only the owning context may. */
@@ -160,7 +179,7 @@ struct clanq_ioc_oob_send {
  */
 #define CLANQ_EV_OOB		(1u << 0)	/* OOB message arrived */
 #define CLANQ_EV_RDMA		(1u << 1)	/* RDMA completion posted */
-#define CLANQ_EV_TRIPWIRE	(1u << 2)	/* tripwire fired (later) */
+#define CLANQ_EV_TRIPWIRE	(1u << 2)	/* one of its tripwires fired */
 #define CLANQ_EV_ALL		(CLANQ_EV_OOB | CLANQ_EV_RDMA | CLANQ_EV_TRIPWIRE)
 
 struct clanq_event {
@@ -273,6 +292,12 @@ struct clanq_ioc_region_export {
  * read, so it is offered only to imports with CLANQ_RIGHT_READ (a
  * write-only import is RDMA-only); PROT_WRITE (also by a later
  * mprotect) needs CLANQ_RIGHT_WRITE as well: -EACCES otherwise.
+ *
+ * With a PIO mapping comes the region's armed bitmap (see Tripwires),
+ * mapped read-only (shared, PROT_READ only) at armed_mmap_offset, exactly
+ * armed_mmap_size bytes. Bit b of it (as __u64 words, bit b % 64 of word
+ * b / 64) covers region bytes [b * 64, b * 64 + 63]: the aperture's byte
+ * x is region byte offset + x.
  */
 struct clanq_ioc_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */
@@ -285,6 +310,8 @@ struct clanq_ioc_ap_import {
 	__u64 mmap_size;	/* out: 0 if it cannot be mapped */
 	__u32 map_delta;	/* out */
 	__u32 flags;		/* in: must be zero */
+	__u64 armed_mmap_offset;	/* out: with a PIO mapping */
+	__u64 armed_mmap_size;	/* out: 0 without one */
 	__u64 reserved[2];
 };
 
@@ -348,6 +375,81 @@ struct clanq_ioc_rdma_kick {
 	__u64 reserved[2];
 };
 
+/*
+ * Tripwires (paper sections 2 and 3.3): a range of a region of this
+ * context, at least CLANQ_TW_MIN_LEN bytes, that fires when a write the
+ * NIC delivers touches it: an RDMA write, or PIO through an aperture.
+ * A fire sets the tripwire's bit in its endpoint's fired bitmap, raises
+ * CLANQ_EV_TRIPWIRE on the endpoint's evq registrations, wakes
+ * TW_WAIT, and disarms the tripwire unless it is CLANQ_TW_PERSISTENT.
+ *
+ * PIO through a mapped aperture lands in memory without the driver, so
+ * the writer checks the region's armed bitmap after its stores, with a
+ * full barrier between, and calls CLANQ_IOC_AP_FLUSH only if a bit of
+ * the blocks it wrote is set (the futex idea: a system call only when
+ * somebody waits). The driver keeps the real state; the bitmap is a
+ * hint it never reads. A waiter pairs with it by arming, then a full
+ * barrier, then re-reading the watched word: TW_ARM ends with that
+ * barrier, and TW_WAIT does all three (include/clanq/queue.h, [F]).
+ */
+#define CLANQ_TW_PERSISTENT	(1u << 0)	/* stays armed when it fires */
+#define CLANQ_TW_ARMED		(1u << 1)	/* TW_CREATE: armed at once */
+#define CLANQ_TW_FLAGS		(CLANQ_TW_PERSISTENT | CLANQ_TW_ARMED)
+#define CLANQ_TW_MIN_LEN	8
+#define CLANQ_TW_BLOCK_SHIFT	6		/* armed bitmap: 64 bytes a bit */
+
+struct clanq_ioc_tw_create {
+	__u32 ep;		/* in: the owner, an endpoint of this context */
+	__u32 region;		/* in: a region of this context */
+	__u64 off;		/* in: into the region */
+	__u64 len;		/* in: >= CLANQ_TW_MIN_LEN, inside the region */
+	__u32 flags;		/* in: CLANQ_TW_* */
+	__u32 id;		/* out: of this context */
+	__u32 bit;		/* out: its bit in the endpoint's fired bitmap */
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
+/* CLANQ_IOC_TW_ARM, _DISARM, _DESTROY: by id. */
+struct clanq_ioc_tw_ctl {
+	__u32 id;
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
+/*
+ * CLANQ_IOC_TW_WAIT: the blocking receive. Arms the tripwire (if it is
+ * not armed), issues a full barrier, reads the __u64 at region offset
+ * off (8-byte aligned, inside the tripwire) and returns 0 at once if it
+ * no longer holds old; otherwise sleeps until the tripwire fires (0),
+ * the time is up (-ETIMEDOUT), a signal (-EINTR), the tripwire is
+ * destroyed (-EIDRM) or its region freed (-ENXIO). A tripwire it armed
+ * and that did not fire is disarmed again before it returns.
+ */
+struct clanq_ioc_tw_wait {
+	__u32 id;
+	__u32 flags;		/* in: must be zero */
+	__u64 off;		/* in: the watched word, into the region */
+	__u64 old;		/* in: its value when the caller last looked */
+	__u64 timeout_ns;	/* in: ~0 = no timeout */
+	__u64 reserved[2];
+};
+
+/*
+ * CLANQ_IOC_AP_FLUSH: "I stored [off, off + len) of this aperture
+ * through its mapping": fire the tripwires armed there. Needs
+ * CLANQ_RIGHT_WRITE.
+ */
+struct clanq_ioc_ap_flush {
+	__u32 ap;		/* in: an aperture of this context */
+	__u32 flags;		/* in: must be zero */
+	__u64 off;		/* in: into the aperture */
+	__u64 len;		/* in */
+	__u32 fired;		/* out: tripwires it fired */
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
 #define CLANQ_IOC_MAGIC		0xC1
 #define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_ioc_query)
 #define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ioc_ep_create)
@@ -360,6 +462,12 @@ struct clanq_ioc_rdma_kick {
 #define CLANQ_IOC_AP_IMPORT	_IOWR(CLANQ_IOC_MAGIC, 0x08, struct clanq_ioc_ap_import)
 #define CLANQ_IOC_AP_CLOSE	_IOWR(CLANQ_IOC_MAGIC, 0x09, struct clanq_ioc_ap_close)
 #define CLANQ_IOC_RDMA_KICK	_IOWR(CLANQ_IOC_MAGIC, 0x0a, struct clanq_ioc_rdma_kick)
+#define CLANQ_IOC_TW_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x0b, struct clanq_ioc_tw_create)
+#define CLANQ_IOC_TW_ARM	_IOWR(CLANQ_IOC_MAGIC, 0x0c, struct clanq_ioc_tw_ctl)
+#define CLANQ_IOC_TW_DISARM	_IOWR(CLANQ_IOC_MAGIC, 0x0d, struct clanq_ioc_tw_ctl)
+#define CLANQ_IOC_TW_DESTROY	_IOWR(CLANQ_IOC_MAGIC, 0x0e, struct clanq_ioc_tw_ctl)
+#define CLANQ_IOC_TW_WAIT	_IOWR(CLANQ_IOC_MAGIC, 0x0f, struct clanq_ioc_tw_wait)
+#define CLANQ_IOC_AP_FLUSH	_IOWR(CLANQ_IOC_MAGIC, 0x13, struct clanq_ioc_ap_flush)
 /* on the evq fd */
 #define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_ioc_evq_reg)
 #define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_ioc_evq_reg)

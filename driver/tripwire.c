@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tripwires (paper sections 2 and 3.3): a range of a region that fires
+ * when a write the NIC delivers touches it. The third NIC resource, and
+ * what makes a blocking receive possible without a system call on the
+ * sending side unless somebody actually waits.
+ *
+ * A tripwire belongs to an endpoint (its bit in the endpoint's fired
+ * bitmap, its CLANQ_EV_TRIPWIRE events) and watches a range of a region
+ * of the same context. A fire sets the bit, counts, raises the event,
+ * wakes TW_WAIT, and disarms a one-shot tripwire.
+ *
+ * Finding the tripwires a write touches. The armed tripwires of a region
+ * are in an interval tree (the kernel's own INTERVAL_TREE_DEFINE, as mmu
+ * interval notifiers and i_mmap use), keyed on byte ranges: a write of
+ * [lo, hi] finds the k armed ones it overlaps in O(log n + k), whatever
+ * their lengths, and arming or disarming one is O(log n). The other
+ * candidates were a sorted array or a bitmap per page: cheaper to search
+ * within a page, but a tripwire spanning many pages would sit in every
+ * one of them, and byte-granular ranges would still need a search inside
+ * the page. The common case costs less still: with nothing armed, the
+ * writer loads nr_armed and stops there.
+ *
+ * The armed bitmap. PIO on the loop wire is the importer's CPU storing
+ * into the exporter's pages, and the driver never sees it. So an
+ * exported region also has a bitmap, one bit per 64 bytes (a cache
+ * line), set while an armed tripwire covers any byte of the block; it
+ * is mapped read-only beside each PIO mapping of the region (aperture.c).
+ * The writer checks it after its stores and makes a system call,
+ * AP_FLUSH, only when a block it wrote is armed. The driver alone writes
+ * the bitmap, under the region's tw.lock, and never reads it to decide
+ * anything: AP_FLUSH walks the tree. A bit is cleared only when no
+ * armed tripwire covers its block any more, never cleared and set
+ * again, so a writer can never see a covered block as unarmed.
+ *
+ * Ordering: [F] of include/clanq/queue.h. A waiter arms (tree, nr_armed
+ * and bitmap, under tw.lock), issues a full barrier and reads the
+ * watched word; a writer stores the data, issues a full barrier, and
+ * loads nr_armed (RDMA, clanq_rx_write()) or the bitmap (PIO, in
+ * libclanq). One of them sees the other: the waiter sees the new value,
+ * or the writer sees the tripwire armed and fires it.
+ */
+#include <linux/bitmap.h>
+#include <linux/highmem.h>
+#include <linux/interval_tree_generic.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "clanq_drv.h"
+
+#define CLANQ_TW_BLOCK		(1ull << CLANQ_TW_BLOCK_SHIFT)
+#define CLANQ_TW_START(tw)	((tw)->off)
+#define CLANQ_TW_LAST(tw)	((tw)->last)
+
+INTERVAL_TREE_DEFINE(struct clanq_ktw, rb, u64, subtree_last,
+		     CLANQ_TW_START, CLANQ_TW_LAST, static, clanq_tw_tree)
+
+static unsigned long clanq_tw_blk(u64 off)
+{
+	return off >> CLANQ_TW_BLOCK_SHIFT;
+}
+
+static void clanq_ktw_release(struct kref *ref)
+{
+	struct clanq_ktw *tw = container_of(ref, struct clanq_ktw, ref);
+
+	/* a TW_CREATE that failed may have taken only some of these */
+	clanq_kregion_put(tw->region);
+	if (tw->ep)
+		clanq_kep_put(tw->ep);
+	if (tw->budget)
+		clanq_budget_put(tw->budget, sizeof(*tw));
+	kfree_rcu(tw, rcu);
+}
+
+static void clanq_ktw_put(struct clanq_ktw *tw)
+{
+	kref_put(&tw->ref, clanq_ktw_release);
+}
+
+/* A tripwire of @ctx by id, referenced; NULL if there is none. */
+static struct clanq_ktw *clanq_ktw_lookup(struct clanq_ctx *ctx, u32 id,
+					  const char *cmd)
+{
+	struct clanq_ktw *tw;
+
+	rcu_read_lock();
+	tw = xa_load(&ctx->tws, id);
+	if (tw && !kref_get_unless_zero(&tw->ref))
+		tw = NULL;
+	rcu_read_unlock();
+	if (!tw)
+		clanq_uerr(ctx, "%s: no tripwire %u in this context", cmd, id);
+	return tw;
+}
+
+/*
+ * The armed bitmap (under tw.lock). Set the blocks of an arming
+ * tripwire; after a disarm, clear those of its blocks that no armed
+ * tripwire covers any more. The tree yields overlapping tripwires in
+ * order of their start, so one pass over them finds the gaps.
+ */
+static void clanq_tw_bitmap_set(struct clanq_kregion *r, struct clanq_ktw *tw)
+{
+	unsigned long b0 = clanq_tw_blk(tw->off), b1 = clanq_tw_blk(tw->last);
+
+	if (r->tw.bitmap)
+		bitmap_set(r->tw.bitmap->vaddr, b0, b1 - b0 + 1);
+}
+
+static void clanq_tw_bitmap_clear(struct clanq_kregion *r, unsigned long b0,
+				  unsigned long b1)
+{
+	unsigned long *bits = r->tw.bitmap->vaddr;
+	unsigned long next = b0;	/* blocks before it are settled */
+	struct clanq_ktw *o;
+	u64 lo = (u64)b0 << CLANQ_TW_BLOCK_SHIFT;
+	u64 hi = ((u64)b1 << CLANQ_TW_BLOCK_SHIFT) | (CLANQ_TW_BLOCK - 1);
+
+	for (o = clanq_tw_tree_iter_first(&r->tw.armed, lo, hi); o && next <= b1;
+	     o = clanq_tw_tree_iter_next(o, lo, hi)) {
+		unsigned long ob0 = max(clanq_tw_blk(o->off), b0);
+
+		if (ob0 > next)
+			bitmap_clear(bits, next, ob0 - next);
+		next = max(next, min(clanq_tw_blk(o->last), b1) + 1);
+	}
+	if (next <= b1)
+		bitmap_clear(bits, next, b1 - next + 1);
+}
+
+static void clanq_ktw_arm_locked(struct clanq_ktw *tw)
+{
+	struct clanq_kregion *r = tw->region;
+
+	lockdep_assert_held(&r->tw.lock);
+	if (tw->armed)
+		return;
+	clanq_tw_tree_insert(tw, &r->tw.armed);
+	tw->armed = true;
+	WRITE_ONCE(r->tw.nr_armed, r->tw.nr_armed + 1);
+	clanq_tw_bitmap_set(r, tw);
+}
+
+static void clanq_ktw_disarm_locked(struct clanq_ktw *tw)
+{
+	struct clanq_kregion *r = tw->region;
+
+	lockdep_assert_held(&r->tw.lock);
+	if (!tw->armed)
+		return;
+	clanq_tw_tree_remove(tw, &r->tw.armed);
+	tw->armed = false;
+	WRITE_ONCE(r->tw.nr_armed, r->tw.nr_armed - 1);
+	if (r->tw.bitmap)
+		clanq_tw_bitmap_clear(r, clanq_tw_blk(tw->off),
+				      clanq_tw_blk(tw->last));
+}
+
+/* Count @n into one of @ep's tripwire counters and its mirror. */
+static void clanq_kep_tw_count(struct clanq_kep *ep, u64 *count, __u64 *mirror)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->tw.lock, flags);
+	clanq_count(count, mirror, 1);
+	spin_unlock_irqrestore(&ep->tw.lock, flags);
+}
+
+/*
+ * Fire @tw (armed, under its region's tw.lock): its bit first, then the
+ * event and the wake-up, so whoever the event sends to the bitmap finds
+ * the bit (the source is published before the evq's pending bit, [C]).
+ */
+static void clanq_ktw_fire_locked(struct clanq_ktw *tw)
+{
+	struct clanq_kep *ep = tw->ep;
+	unsigned long flags;
+
+	WRITE_ONCE(tw->fires, tw->fires + 1);
+	spin_lock_irqsave(&ep->tw.lock, flags);
+	set_bit(tw->bit, ep->tw.fired);
+	clanq_count(&ep->tw.fires, &ep->counters->tw_fires, 1);
+	spin_unlock_irqrestore(&ep->tw.lock, flags);
+	atomic64_inc(&tw->region->nic->stats.tw_fires);
+	clanq_kep_raise(ep, CLANQ_EV_TRIPWIRE);
+	/* the wait_event condition is tw->fires: wq_has_sleeper() orders it */
+	if (wq_has_sleeper(&tw->wq))
+		wake_up(&tw->wq);
+}
+
+/*
+ * Fire the armed tripwires of @r that [lo, hi] touches. A flush (PIO)
+ * is asked for whole 64-byte blocks: tripwires that share a block with
+ * the write but not a byte are what made it ask, and are counted as
+ * spurious on their endpoint when nothing else fired. One-shot
+ * tripwires are disarmed after the walk, so the walk sees a tree that
+ * does not change under it.
+ */
+static unsigned int clanq_tw_walk(struct clanq_kregion *r, u64 lo, u64 hi,
+				  bool flush)
+{
+	u64 wlo = flush ? round_down(lo, CLANQ_TW_BLOCK) : lo;
+	u64 whi = flush ? hi | (CLANQ_TW_BLOCK - 1) : hi;
+	struct clanq_ktw *tw, *hits = NULL, *near = NULL;
+	struct clanq_kep *counted = NULL;
+	unsigned long flags;
+	unsigned int n = 0;
+
+	spin_lock_irqsave(&r->tw.lock, flags);
+	for (tw = clanq_tw_tree_iter_first(&r->tw.armed, wlo, whi); tw;
+	     tw = clanq_tw_tree_iter_next(tw, wlo, whi)) {
+		if (tw->last < lo || tw->off > hi) {
+			near = tw;
+			continue;
+		}
+		clanq_ktw_fire_locked(tw);
+		n++;
+		if (flush && tw->ep != counted) {
+			counted = tw->ep;
+			clanq_kep_tw_count(counted, &counted->tw.flushes,
+					   &counted->counters->tw_flushes);
+		}
+		if (!tw->persistent) {
+			tw->next_hit = hits;
+			hits = tw;
+		}
+	}
+	for (tw = hits; tw; tw = tw->next_hit)
+		clanq_ktw_disarm_locked(tw);
+	if (flush && !n && near)
+		clanq_kep_tw_count(near->ep, &near->ep->tw.spurious,
+				   &near->ep->counters->tw_spurious);
+	spin_unlock_irqrestore(&r->tw.lock, flags);
+	return n;
+}
+
+/**
+ * clanq_tw_fire() - fire what a delivered write touched
+ * @r: the destination region; the caller holds its revoke_sem (read) and
+ *     saw it live
+ * @off: into @r
+ * @len: bytes written, > 0
+ *
+ * The receive path's tripwire check (clanq_rx_write()), after the copy
+ * and [F]'s barrier, once it saw nr_armed non-zero.
+ *
+ * Return: the tripwires fired.
+ */
+unsigned int clanq_tw_fire(struct clanq_kregion *r, u64 off, u64 len)
+{
+	return clanq_tw_walk(r, off, off + len - 1, false);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_tw_fire);
+
+/**
+ * clanq_tw_flush() - fire what a PIO write touched (AP_FLUSH)
+ * @r: the region; the caller holds its revoke_sem (read), saw it live
+ * @off: into @r
+ * @len: bytes the caller stored, > 0
+ *
+ * Return: the tripwires fired; 0 is a spurious flush.
+ */
+unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len)
+{
+	return clanq_tw_walk(r, off, off + len - 1, true);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_tw_flush);
+
+/*
+ * Kill @tw (under ctx->lock): nobody finds it, no write fires it, its
+ * sleepers wake with @why, its bit may go to a new tripwire.
+ */
+static void clanq_ktw_destroy(struct clanq_ktw *tw, int why)
+{
+	struct clanq_kregion *r = tw->region;
+	unsigned long flags;
+
+	lockdep_assert_held(&tw->ctx->lock);
+	xa_erase(&tw->ctx->tws, tw->id);
+	list_del(&tw->ep_node);
+	list_del(&tw->region_node);
+	tw->ctx->nr_tws--;
+	spin_lock_irqsave(&r->tw.lock, flags);
+	clanq_ktw_disarm_locked(tw);
+	WRITE_ONCE(tw->dead, why);
+	spin_unlock_irqrestore(&r->tw.lock, flags);
+	wake_up_all(&tw->wq);
+	ida_free(&tw->ep->tw.bits, tw->bit);
+	clanq_ktw_put(tw);
+}
+
+/* Endpoint side: the fired bitmap at @fired_off of its segment. */
+void clanq_kep_tw_init(struct clanq_kep *ep, u32 slots, u32 fired_off)
+{
+	spin_lock_init(&ep->tw.lock);
+	ida_init(&ep->tw.bits);
+	INIT_LIST_HEAD(&ep->tw.all);
+	ep->tw.slots = slots;
+	ep->tw.fired = ep->shm->vaddr + fired_off;
+}
+
+/* The endpoint is being destroyed: its tripwires go with it. */
+void clanq_kep_tw_kill(struct clanq_kep *ep)
+{
+	struct clanq_ktw *tw, *tmp;
+
+	list_for_each_entry_safe(tw, tmp, &ep->tw.all, ep_node)
+		clanq_ktw_destroy(tw, -EIDRM);
+	ida_destroy(&ep->tw.bits);
+}
+
+void clanq_kregion_tw_init(struct clanq_kregion *r)
+{
+	spin_lock_init(&r->tw.lock);
+	r->tw.armed = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&r->tw.all);
+}
+
+/* Pages of @r's armed bitmap, from its length alone. */
+unsigned long clanq_kregion_tw_pages(const struct clanq_kregion *r)
+{
+	u64 nbits = DIV_ROUND_UP(r->len, CLANQ_TW_BLOCK);
+
+	return PAGE_ALIGN(BITS_TO_LONGS(nbits) * sizeof(long)) >> PAGE_SHIFT;
+}
+
+/*
+ * The region is being exported (under ctx->lock): give it the armed
+ * bitmap its importers will map, showing what is armed already.
+ */
+int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r)
+{
+	u64 nbits = DIV_ROUND_UP(r->len, CLANQ_TW_BLOCK);
+	struct clanq_shm *bitmap;
+	struct clanq_ktw *tw;
+	unsigned long flags;
+
+	/* bitmap_set() counts bits in an unsigned int */
+	if (nbits > U32_MAX) {
+		clanq_uerr(ctx, "REGION_EXPORT: region %u: %llu bytes is too large for an armed bitmap",
+			   r->id, r->len);
+		return -EFBIG;
+	}
+	bitmap = clanq_shm_alloc(ctx, clanq_kregion_tw_pages(r) << PAGE_SHIFT);
+	if (!bitmap) {
+		clanq_uerr(ctx, "REGION_EXPORT: region %u: no memory for its armed bitmap",
+			   r->id);
+		return -ENOMEM;
+	}
+	spin_lock_irqsave(&r->tw.lock, flags);
+	r->tw.bitmap = bitmap;
+	for (tw = clanq_tw_tree_iter_first(&r->tw.armed, 0, U64_MAX); tw;
+	     tw = clanq_tw_tree_iter_next(tw, 0, U64_MAX))
+		clanq_tw_bitmap_set(r, tw);
+	spin_unlock_irqrestore(&r->tw.lock, flags);
+	return 0;
+}
+
+/*
+ * The region is being freed, after its revocation (under ctx->lock): no
+ * write reaches it any more, and its tripwires die, waking their
+ * sleepers with -ENXIO.
+ */
+void clanq_kregion_tw_kill(struct clanq_kregion *r)
+{
+	struct clanq_ktw *tw, *tmp;
+
+	list_for_each_entry_safe(tw, tmp, &r->tw.all, region_node)
+		clanq_ktw_destroy(tw, -ENXIO);
+}
+
+/* Resolve TW_CREATE's endpoint, region and range (under ctx->lock). */
+static int clanq_ktw_resolve(struct clanq_ctx *ctx,
+			     const struct clanq_ioc_tw_create *c,
+			     struct clanq_ktw *tw)
+{
+	u64 end;
+
+	tw->ep = clanq_kep_lookup_owned(ctx, c->ep);
+	if (!tw->ep) {
+		clanq_uerr(ctx, "TW_CREATE: no endpoint %u in this context", c->ep);
+		return -ENOENT;
+	}
+	tw->region = clanq_kregion_lookup_owned(ctx, c->region);
+	if (!tw->region) {
+		clanq_uerr(ctx, "TW_CREATE: no region %u in this context", c->region);
+		return -ENOENT;
+	}
+	if (check_add_overflow(c->off, c->len, &end) || end > tw->region->len) {
+		clanq_uerr(ctx, "TW_CREATE: [%llu, +%llu) is outside region %u's %llu bytes",
+			   c->off, c->len, c->region, tw->region->len);
+		return -ERANGE;
+	}
+	tw->off = c->off;
+	tw->last = end - 1;
+	if (ctx->nr_tws >= READ_ONCE(clanq_max_tripwires)) {
+		clanq_ulimit(ctx, "TW_CREATE: context has %u tripwires already: max_tripwires",
+			     ctx->nr_tws);
+		return -ENOSPC;
+	}
+	tw->budget = clanq_budget_charge(ctx, sizeof(*tw));
+	if (!tw->budget)
+		return -ENOMEM;
+	return 0;
+}
+
+int clanq_ioctl_tw_create(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ioc_tw_create *c = arg;
+	struct clanq_ktw *tw;
+	unsigned long flags;
+	int bit, err;
+
+	if (c->len < CLANQ_TW_MIN_LEN) {
+		clanq_uerr(ctx, "TW_CREATE: len %llu: want at least %u bytes",
+			   c->len, CLANQ_TW_MIN_LEN);
+		return -EINVAL;
+	}
+	tw = kzalloc(sizeof(*tw), GFP_KERNEL_ACCOUNT);
+	if (!tw)
+		return -ENOMEM;
+	kref_init(&tw->ref);
+	tw->ctx = ctx;
+	tw->persistent = c->flags & CLANQ_TW_PERSISTENT;
+	init_waitqueue_head(&tw->wq);
+
+	mutex_lock(&ctx->lock);
+	err = clanq_ktw_resolve(ctx, c, tw);
+	if (err)
+		goto err_unlock;
+	bit = ida_alloc_max(&tw->ep->tw.bits, tw->ep->tw.slots - 1,
+			    GFP_KERNEL_ACCOUNT);
+	if (bit < 0) {
+		err = bit;
+		if (err == -ENOSPC)
+			clanq_uerr(ctx, "TW_CREATE: endpoint %u owns %u tripwires, its tw_slots",
+				   c->ep, tw->ep->tw.slots);
+		goto err_unlock;
+	}
+	tw->bit = bit;
+	/* fully formed before it is published: lookups do not lock */
+	err = xa_alloc_cyclic(&ctx->tws, &tw->id, tw, XA_LIMIT(1, S32_MAX),
+			      &ctx->next_tw_id, GFP_KERNEL_ACCOUNT);
+	if (err < 0) {
+		ida_free(&tw->ep->tw.bits, bit);
+		goto err_unlock;
+	}
+	/* a new tripwire has not fired, whatever its bit's last owner did */
+	spin_lock_irqsave(&tw->ep->tw.lock, flags);
+	clear_bit(bit, tw->ep->tw.fired);
+	spin_unlock_irqrestore(&tw->ep->tw.lock, flags);
+	list_add_tail(&tw->ep_node, &tw->ep->tw.all);
+	list_add_tail(&tw->region_node, &tw->region->tw.all);
+	ctx->nr_tws++;
+	if (c->flags & CLANQ_TW_ARMED) {
+		spin_lock_irqsave(&tw->region->tw.lock, flags);
+		clanq_ktw_arm_locked(tw);
+		spin_unlock_irqrestore(&tw->region->tw.lock, flags);
+		smp_mb();	/* [F], as TW_ARM */
+	}
+	c->id = tw->id;
+	c->bit = bit;
+	mutex_unlock(&ctx->lock);
+	return 0;
+
+err_unlock:
+	mutex_unlock(&ctx->lock);
+	/* what resolve took goes with the last reference */
+	clanq_ktw_put(tw);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_create);
+
+/* Arm or disarm: -ENOENT if the tripwire is gone meanwhile. */
+static int clanq_ktw_set_armed(struct clanq_ctx *ctx, u32 id, bool arm)
+{
+	struct clanq_ktw *tw = clanq_ktw_lookup(ctx, id, arm ? "TW_ARM" : "TW_DISARM");
+	struct clanq_kregion *r;
+	unsigned long flags;
+	int err = 0;
+
+	if (!tw)
+		return -ENOENT;
+	r = tw->region;
+	spin_lock_irqsave(&r->tw.lock, flags);
+	if (tw->dead)
+		err = -ENOENT;
+	else if (arm)
+		clanq_ktw_arm_locked(tw);
+	else
+		clanq_ktw_disarm_locked(tw);
+	spin_unlock_irqrestore(&r->tw.lock, flags);
+	/*
+	 * [F] The caller re-reads the watched word when we return: that
+	 * load must not pass the arming stores (a return to user space is
+	 * no full barrier).
+	 */
+	if (arm)
+		smp_mb();
+	clanq_ktw_put(tw);
+	return err;
+}
+
+int clanq_ioctl_tw_arm(void *obj, void *arg)
+{
+	struct clanq_ioc_tw_ctl *t = arg;
+
+	return clanq_ktw_set_armed(obj, t->id, true);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_arm);
+
+int clanq_ioctl_tw_disarm(void *obj, void *arg)
+{
+	struct clanq_ioc_tw_ctl *t = arg;
+
+	return clanq_ktw_set_armed(obj, t->id, false);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_disarm);
+
+int clanq_ioctl_tw_destroy(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ioc_tw_ctl *t = arg;
+	struct clanq_ktw *tw;
+
+	mutex_lock(&ctx->lock);
+	tw = clanq_ktw_lookup(ctx, t->id, "TW_DESTROY");
+	if (tw) {
+		if (!tw->dead)
+			clanq_ktw_destroy(tw, -EIDRM);
+		clanq_ktw_put(tw);
+	}
+	mutex_unlock(&ctx->lock);
+	return tw ? 0 : -ENOENT;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_destroy);
+
+/* The watched word, read under revoke_sem: -ENXIO once it is freed. */
+static int clanq_tw_read(struct clanq_kregion *r, u64 off, u64 *val)
+{
+	u64 at = r->first + off;
+	int err = -ENXIO;
+	void *p;
+
+	down_read(&r->revoke_sem);
+	if (!r->revoked) {
+		p = kmap_local_page(r->pages[at >> PAGE_SHIFT]);
+		*val = READ_ONCE(*(u64 *)(p + offset_in_page(at)));
+		kunmap_local(p);
+		err = 0;
+	}
+	up_read(&r->revoke_sem);
+	return err;
+}
+
+static bool clanq_ktw_woken(struct clanq_ktw *tw, u64 fires)
+{
+	return READ_ONCE(tw->fires) != fires || READ_ONCE(tw->dead);
+}
+
+/* Sleep until @tw fires past @fires or dies: 0 or -errno. */
+static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns)
+{
+	long ret;
+
+	if (timeout_ns == U64_MAX)
+		ret = wait_event_interruptible(tw->wq, clanq_ktw_woken(tw, fires));
+	else
+		ret = wait_event_interruptible_hrtimeout(tw->wq,
+							 clanq_ktw_woken(tw, fires),
+							 ns_to_ktime(min_t(u64, timeout_ns,
+									   KTIME_MAX)));
+	if (ret == -ETIME)
+		return -ETIMEDOUT;
+	if (ret == -ERESTARTSYS)
+		return -EINTR;	/* never restarted: the timeout would be lost */
+	return READ_ONCE(tw->dead);
+}
+
+int clanq_ioctl_tw_wait(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ioc_tw_wait *w = arg;
+	struct clanq_ktw *tw = clanq_ktw_lookup(ctx, w->id, "TW_WAIT");
+	struct clanq_kregion *r;
+	bool armed_here;
+	unsigned long flags;
+	u64 fires, val, end;
+	int err;
+
+	if (!tw)
+		return -ENOENT;
+	r = tw->region;
+	if (check_add_overflow(w->off, (u64)sizeof(u64), &end) ||
+	    w->off < tw->off || end - 1 > tw->last || (r->first + w->off) % 8) {
+		clanq_uerr(ctx, "TW_WAIT: word at %llu: want an aligned __u64 in [%llu, %llu]",
+			   w->off, tw->off, tw->last);
+		err = -EINVAL;
+		goto out;
+	}
+	spin_lock_irqsave(&r->tw.lock, flags);
+	err = tw->dead;
+	armed_here = !err && !tw->armed;
+	if (armed_here)
+		clanq_ktw_arm_locked(tw);
+	fires = tw->fires;
+	spin_unlock_irqrestore(&r->tw.lock, flags);
+	if (err)
+		goto out;
+	/* [F] armed, then look: pairs with the writer's store, mb, look */
+	smp_mb();
+	err = clanq_tw_read(r, w->off, &val);
+	if (!err && val == w->old)
+		err = clanq_ktw_sleep(tw, fires, w->timeout_ns);
+	/* leave it as we found it: disarmed, unless it was armed before */
+	if (armed_here) {
+		spin_lock_irqsave(&r->tw.lock, flags);
+		if (!tw->dead)
+			clanq_ktw_disarm_locked(tw);
+		spin_unlock_irqrestore(&r->tw.lock, flags);
+	}
+out:
+	clanq_ktw_put(tw);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_wait);
+
+int clanq_ioctl_ap_flush(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ioc_ap_flush *f = arg;
+	struct clanq_kap *ap = clanq_kap_lookup(ctx, f->ap);
+	struct clanq_kregion *r;
+	unsigned int fired = 0;
+	int err = 0;
+	u64 end;
+
+	if (!ap) {
+		clanq_uerr(ctx, "AP_FLUSH: no aperture %u in this context", f->ap);
+		return -ENOENT;
+	}
+	if (!(ap->rights & CLANQ_RIGHT_WRITE)) {
+		clanq_uerr(ctx, "AP_FLUSH: aperture %u was imported without CLANQ_RIGHT_WRITE",
+			   f->ap);
+		err = -EACCES;
+		goto out;
+	}
+	if (check_add_overflow(f->off, f->len, &end) || end > ap->len) {
+		clanq_uerr(ctx, "AP_FLUSH: [%llu, +%llu) is outside aperture %u's %llu bytes",
+			   f->off, f->len, f->ap, ap->len);
+		err = -ERANGE;
+		goto out;
+	}
+	atomic64_inc(&ctx->nic->stats.tw_flushes);
+	r = ap->region;
+	if (f->len) {
+		down_read(&r->revoke_sem);
+		if (r->revoked || ap->closed)
+			err = -ENXIO;
+		else if (READ_ONCE(r->tw.nr_armed))
+			fired = clanq_tw_flush(r, ap->off + f->off, f->len);
+		up_read(&r->revoke_sem);
+	}
+	if (!fired)
+		atomic64_inc(&ctx->nic->stats.tw_spurious);
+	f->fired = fired;
+out:
+	clanq_kap_put(ap);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_flush);
