@@ -17,6 +17,8 @@
 # (default ~/.cache/clanq): packed into the initramfs, and rewritten from
 # the "CLANQ-CORPUS" lines of a run that printed them all.
 #
+# CLANQ_ONLY=<regex> runs only the tests.list entries it matches.
+#
 # The console log is kept in build/vm/<job>/console.log, and its path is
 # printed. A VM that does not finish within $CLANQ_VM_TIMEOUT seconds is
 # killed and counts as a failure.
@@ -87,7 +89,10 @@ if [ $flavor = debug ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
 cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/null || true
-grep -v '^#' tests/vm/tests.list > "$rootfs/clanq/tests"
+# CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
+# (while working on them; the KUnit suites always run)
+grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '$1 ~ re' \
+	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
