@@ -100,7 +100,7 @@ extern unsigned int clanq_max_tripwires;
 #define CLANQ_DEFAULT_OOB_SLOTS		64
 #define CLANQ_DEFAULT_RDMA_SLOTS	64
 #define CLANQ_DEFAULT_TW_SLOTS		64
-#define CLANQ_MAX_TW_SLOTS		(1u << 20)
+#define CLANQ_MAX_TW_SLOTS		BIT(20)
 
 /* Counts an administrator reads in debugfs (nic.c). */
 struct clanq_nic_stats {

@@ -239,7 +239,7 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 		return -EINVAL;
 	}
 	if (tw % 64 || tw > max_tw) {
-		clanq_uerr(ctx, "EP_CREATE: tw_slots %u: want a multiple of 64, up to %u (max_tripwires)",
+		clanq_uerr(ctx, "EP_CREATE: tw_slots %u: want 64 * n, up to %u (max_tripwires)",
 			   c->tw_slots, max_tw);
 		return -EINVAL;
 	}

@@ -49,7 +49,7 @@
 
 #include "clanq_drv.h"
 
-#define CLANQ_TW_BLOCK		(1ull << CLANQ_TW_BLOCK_SHIFT)
+#define CLANQ_TW_BLOCK		BIT_ULL(CLANQ_TW_BLOCK_SHIFT)
 #define CLANQ_TW_START(tw)	((tw)->off)
 #define CLANQ_TW_LAST(tw)	((tw)->last)
 
@@ -339,7 +339,7 @@ int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r)
 
 	/* bitmap_set() counts bits in an unsigned int */
 	if (nbits > U32_MAX) {
-		clanq_uerr(ctx, "REGION_EXPORT: region %u: %llu bytes is too large for an armed bitmap",
+		clanq_uerr(ctx, "REGION_EXPORT: region %u: %llu bytes: too large to arm",
 			   r->id, r->len);
 		return -EFBIG;
 	}
@@ -493,13 +493,14 @@ static int clanq_ktw_set_armed(struct clanq_ctx *ctx, u32 id, bool arm)
 	else
 		clanq_ktw_disarm_locked(tw);
 	spin_unlock_irqrestore(&r->tw.lock, flags);
-	/*
-	 * [F] The caller re-reads the watched word when we return: that
-	 * load must not pass the arming stores (a return to user space is
-	 * no full barrier).
-	 */
-	if (arm)
+	if (arm) {
+		/*
+		 * [F] The caller re-reads the watched word when we return:
+		 * that load must not pass the arming stores (a return to
+		 * user space is no full barrier).
+		 */
 		smp_mb();
+	}
 	clanq_ktw_put(tw);
 	return err;
 }

@@ -613,7 +613,7 @@ static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
  *         the tripwire was destroyed; -ENXIO if its region was freed;
  *         -EINVAL for a bad addr.
  */
-int clanq_tw_wait_change(struct clanq_tw *tw, const volatile __u64 *addr,
+int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns);
 
 /*

@@ -70,7 +70,7 @@ int clanq_tw_destroy(struct clanq_tw *tw)
  * itself ([F] of queue.h), so the word changing just before we block
  * returns at once instead of sleeping through it.
  */
-int clanq_tw_wait_change(struct clanq_tw *tw, const volatile __u64 *addr,
+int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns)
 {
 	__u64 start = clanq_now_ns(), now = start, deadline;
@@ -98,7 +98,8 @@ int clanq_tw_wait_change(struct clanq_tw *tw, const volatile __u64 *addr,
 		w.timeout_ns = timeout_ns < 0 ? ~0ull : deadline - now;
 		if (ioctl(tw->fd, CLANQ_IOC_TW_WAIT, &w) < 0) {
 			if (errno == ETIMEDOUT)
-				return *addr != old ? 0 : -ETIMEDOUT;
+				return __atomic_load_n(addr, __ATOMIC_ACQUIRE) != old ?
+				       0 : -ETIMEDOUT;
 			return -errno;
 		}
 		/* fired, or changed: a fire by a write beside the word waits on */
