@@ -65,7 +65,7 @@
 #define COVER_WORDS		(256 * 1024)
 #define EDGE_BITS		20
 #define EDGE_MAP		(1u << EDGE_BITS)
-#define MAX_CALLS		24
+#define MAX_CALLS		32
 #define NARGS			6
 #define REC_SIZE		(1 + NARGS * 8)
 #define MAX_CORPUS		4096
@@ -142,6 +142,8 @@ enum op {
 	OP_REGION_FREE, OP_REGION_EXPORT, OP_AP_IMPORT, OP_AP_CLOSE, OP_RDMA_KICK,
 	OP_MMAP, OP_MUNMAP, OP_MREMAP, OP_MPROTECT, OP_SCRIBBLE, OP_RDMA_POST,
 	OP_CONSUME, OP_FORK, OP_POLL, OP_RAW_IOCTL, OP_DUP, OP_RW, OP_TOUCH,
+	/* new ones go last: the corpus names ops by number */
+	OP_TW_CREATE, OP_TW_CTL, OP_TW_WAIT, OP_AP_FLUSH,
 	NR_OPS
 };
 
@@ -151,6 +153,7 @@ static const char *const op_name[NR_OPS] = {
 	"region_free", "region_export", "ap_import", "ap_close", "rdma_kick",
 	"mmap", "munmap", "mremap", "mprotect", "scribble", "rdma_post",
 	"consume", "fork", "poll", "raw_ioctl", "dup", "rw", "touch",
+	"tw_create", "tw_ctl", "tw_wait", "ap_flush",
 };
 
 /* How often each op is generated (relative). */
@@ -163,6 +166,7 @@ static const unsigned op_weight[NR_OPS] = {
 	[OP_MUNMAP] = 2, [OP_MREMAP] = 2, [OP_MPROTECT] = 2, [OP_SCRIBBLE] = 5,
 	[OP_RDMA_POST] = 9, [OP_CONSUME] = 4, [OP_FORK] = 1, [OP_POLL] = 2,
 	[OP_RAW_IOCTL] = 2, [OP_DUP] = 1, [OP_RW] = 1, [OP_TOUCH] = 3,
+	[OP_TW_CREATE] = 7, [OP_TW_CTL] = 6, [OP_TW_WAIT] = 3, [OP_AP_FLUSH] = 6,
 };
 
 struct call {
@@ -274,6 +278,26 @@ static void gen_call(struct call *c)
 		c->a[1] = rnd();
 		c->a[2] = rnd();
 		break;
+	case OP_TW_CREATE:
+		c->a[3] = one_in(4) ? special() : rn(8192);	/* off */
+		c->a[4] = one_in(4) ? special() : 1 + rn(256);	/* len */
+		c->a[5] = (one_in(8) ? special() : rn(4)) | (gen_bad() << 32);
+		break;
+	case OP_TW_CTL:
+		c->a[1] = rn(3) | (gen_sel() << 8);	/* which, tripwire */
+		c->a[2] = gen_bad();
+		break;
+	case OP_TW_WAIT:
+		c->a[2] = one_in(4) ? special() : rn(8192);	/* off */
+		c->a[3] = one_in(2) ? 0 : rnd();		/* old */
+		c->a[4] = rn(2000000);	/* ns: never long */
+		c->a[5] = gen_bad();
+		break;
+	case OP_AP_FLUSH:
+		c->a[2] = one_in(4) ? special() : rn(8192);	/* off */
+		c->a[3] = one_in(4) ? special() : rn(512);	/* len */
+		c->a[4] = gen_bad();
+		break;
 	default:
 		break;
 	}
@@ -308,6 +332,17 @@ static void gen_template(struct prog *p)
 		{ OP_REGION_FREE, { 0, 0 } },
 		{ OP_RDMA_POST, { 0, 0, 0, 0, 64, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL | 0x10 } },
 		{ OP_TOUCH, { 0, 1 } },
+		/* a tripwire on a second exported region, fired by RDMA and PIO */
+		{ OP_REGION_CREATE, { 0, 8192, 0 } },
+		{ OP_REGION_EXPORT, { 0, 1 << 4, CLANQ_RIGHTS_ALL } },
+		{ OP_AP_IMPORT, { 0, 1 << 4, 0, 0, 4096, CLANQ_RIGHTS_ALL } },
+		{ OP_MMAP, { 2, 1 << 4, 0, 0, 1 } },		/* its armed bitmap */
+		{ OP_TW_CREATE, { 0, 0, 1 << 4, 64, 8, CLANQ_TW_ARMED } },
+		{ OP_TW_CREATE, { 0, 0, 1 << 4, 0, 4096, CLANQ_TW_ARMED | CLANQ_TW_PERSISTENT } },
+		{ OP_RDMA_POST, { 0, 1 << 4 | 1 << 24, 0, 64, 64, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
+		{ OP_AP_FLUSH, { 0, 1 << 4, 64, 8 } },
+		{ OP_TW_WAIT, { 0, 0, 64, 0, 100000 } },
+		{ OP_TW_CTL, { 0, 2 } },			/* destroy */
 	};
 	int i, n = sizeof(t) / sizeof(t[0]);
 
@@ -495,7 +530,8 @@ struct rep {
 	u32 rq_prod;
 };
 struct rregion { int ctx; u32 id, node; u64 off, size, key; };
-struct rap { int ctx; u32 id; u64 off, size; };
+struct rap { int ctx; u32 id; u64 off, size, armed_off, armed_size; };
+struct rtw { int ctx; u32 id; u64 off; };
 struct rreg { int evq; u32 reg; };
 struct rmap { char *addr; size_t len; int ep; /* -1: not an endpoint's */ };
 
@@ -505,6 +541,8 @@ struct table {
 	struct rep ep[NRES];
 	struct rregion region[NRES];
 	struct rap ap[NRES];
+	struct rtw tw[NRES];
+	int ntw;
 	struct rreg reg[NRES];
 	struct rmap map[NRES];
 	pid_t kids[8];
@@ -871,6 +909,8 @@ static void do_ap_import(const struct call *c)
 		p->id = a.id;
 		p->off = a.mmap_offset;
 		p->size = a.mmap_size;
+		p->armed_off = a.armed_mmap_offset;
+		p->armed_size = a.armed_mmap_size;
 	}
 }
 
@@ -931,13 +971,17 @@ static void do_mmap(const struct call *c)
 		off = T.region[k].off;
 		size = T.region[k].size;
 		break;
-	case 2:	/* an aperture */
+	case 2:	/* an aperture, or its region's armed bitmap */
 		k = pick(c->a[1], T.nap);
 		if (k < 0 || T.fd[T.ap[k].ctx].kind != FD_CTX)
 			return;
 		fd = T.fd[T.ap[k].ctx].fd;
 		off = T.ap[k].off;
 		size = T.ap[k].size;
+		if (c->a[4] & 1 && T.ap[k].armed_size) {
+			off = T.ap[k].armed_off;
+			size = T.ap[k].armed_size;
+		}
 		break;
 	case 3:	/* an evq */
 		fd = evq_fd(c->a[1], &fk);
@@ -1070,10 +1114,10 @@ static void do_scribble(const struct call *c)
 		const u32 known[] = {
 			i->oob.prod, i->oob.cons, i->rq.prod, i->rq.cons,
 			i->cq.prod, i->cq.cons, i->need_wakeup, i->counters,
-			i->rq.slots, i->oob.slots, i->cq.slots,
+			i->rq.slots, i->oob.slots, i->cq.slots, i->tw_fired,
 		};
 
-		off = known[(c->a[1] >> 4) % 11] / 4 % nw;
+		off = known[(c->a[1] >> 4) % 12] / 4 % nw;
 	}
 	if (c->a[3] == 2) {	/* every word of the segment */
 		size_t j;
@@ -1275,6 +1319,91 @@ static void do_rw(const struct call *c)
 		lseek(T.fd[k].fd, c->a[3], SEEK_SET);
 }
 
+/* ---- tripwires ---- */
+
+static void do_tw_create(const struct call *c)
+{
+	int e = pick(c->a[1], T.nep), r = pick(c->a[2], T.nregion);
+	int idx, fd = ctx_fd(c->a[0], &idx);
+	struct clanq_ioc_tw_create t = {
+		.ep = e >= 0 ? T.ep[e].id : raw32(c->a[1]),
+		.region = r >= 0 ? T.region[r].id : raw32(c->a[2]),
+		.off = c->a[3], .len = c->a[4], .flags = c->a[5] & 0xffffffff,
+	};
+
+	t.reserved0 = c->a[5] >> 32 & 0xff;
+	/* the endpoint's own context, mostly: that is where it is valid */
+	if (e >= 0 && (c->a[0] & 15) != 15 && T.fd[T.ep[e].ctx].kind == FD_CTX) {
+		idx = T.ep[e].ctx;
+		fd = T.fd[idx].fd;
+	}
+	if (ioctl(fd, CLANQ_IOC_TW_CREATE, &t) == 0 && idx >= 0) {
+		struct rtw *w = ADD(T.tw, T.ntw);
+
+		w->ctx = idx;
+		w->id = t.id;
+		w->off = t.off;
+	}
+}
+
+static int tw_fd(u64 sel, int *k)
+{
+	int idx;
+
+	*k = pick(sel, T.ntw);
+	if (*k >= 0 && (sel & 15) != 15 && T.fd[T.tw[*k].ctx].kind == FD_CTX)
+		return T.fd[T.tw[*k].ctx].fd;
+	return ctx_fd(sel, &idx);
+}
+
+static void do_tw_ctl(const struct call *c)
+{
+	static const unsigned long cmd[] = {
+		CLANQ_IOC_TW_ARM, CLANQ_IOC_TW_DISARM, CLANQ_IOC_TW_DESTROY,
+	};
+	int k, fd = tw_fd(c->a[1] >> 8, &k);
+	struct clanq_ioc_tw_ctl t = {
+		.id = k >= 0 ? T.tw[k].id : raw32(c->a[1] >> 8),
+		.flags = c->a[2] % 8 ? 0 : c->a[2],
+	};
+
+	if (c->a[2] % 16 == 1)
+		t.reserved[0] = c->a[2];
+	ioctl(fd, cmd[c->a[1] % 3], &t);
+}
+
+/* Bounded: the timeout is at most 2 ms, and a write may fire it first. */
+static void do_tw_wait(const struct call *c)
+{
+	int k, fd = tw_fd(c->a[1], &k);
+	struct clanq_ioc_tw_wait w = {
+		.id = k >= 0 ? T.tw[k].id : raw32(c->a[1]),
+		.off = k >= 0 && one_in(2) ? T.tw[k].off : c->a[2],
+		.old = c->a[3], .timeout_ns = c->a[4] % 2000000,
+		.flags = c->a[5] % 8 ? 0 : c->a[5],
+	};
+
+	if (c->a[5] % 16 == 1)
+		w.reserved[1] = c->a[5];
+	ioctl(fd, CLANQ_IOC_TW_WAIT, &w);
+}
+
+static void do_ap_flush(const struct call *c)
+{
+	int k = pick(c->a[1], T.nap), idx, fd = ctx_fd(c->a[0], &idx);
+	struct clanq_ioc_ap_flush f = {
+		.ap = k >= 0 ? T.ap[k].id : raw32(c->a[1]),
+		.off = c->a[2], .len = c->a[3],
+		.flags = c->a[4] % 8 ? 0 : c->a[4],
+	};
+
+	if (c->a[4] % 16 == 1)
+		f.reserved0 = c->a[4];
+	if (k >= 0 && (c->a[0] & 15) != 15 && T.fd[T.ap[k].ctx].kind == FD_CTX)
+		fd = T.fd[T.ap[k].ctx].fd;
+	ioctl(fd, CLANQ_IOC_AP_FLUSH, &f);
+}
+
 static void run_call(const struct call *c, const struct prog *p, int idx)
 {
 	switch (c->op) {
@@ -1307,6 +1436,10 @@ static void run_call(const struct call *c, const struct prog *p, int idx)
 	case OP_DUP: do_dup(c); break;
 	case OP_RW: do_rw(c); break;
 	case OP_TOUCH: do_touch(c); break;
+	case OP_TW_CREATE: do_tw_create(c); break;
+	case OP_TW_CTL: do_tw_ctl(c); break;
+	case OP_TW_WAIT: do_tw_wait(c); break;
+	case OP_AP_FLUSH: do_ap_flush(c); break;
 	default: break;
 	}
 }
