@@ -362,6 +362,7 @@ struct clanq_kep_tw {
 	struct ida bits;
 	struct list_head all;	/* clanq_ktw.ep_node, under ctx->lock */
 	u64 fires, flushes, spurious;	/* mirrored; under lock */
+	u64 last_flush;		/* the AP_FLUSH it was counted for; lock */
 };
 
 struct clanq_kep {

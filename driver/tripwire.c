@@ -50,6 +50,9 @@
 #include "clanq_drv.h"
 
 #define CLANQ_TW_BLOCK		BIT_ULL(CLANQ_TW_BLOCK_SHIFT)
+
+/* Each AP_FLUSH's own number, so an endpoint counts it once (never 0). */
+static atomic64_t clanq_tw_flush_seq = ATOMIC64_INIT(0);
 #define CLANQ_TW_START(tw)	((tw)->off)
 #define CLANQ_TW_LAST(tw)	((tw)->last)
 
@@ -172,8 +175,9 @@ static void clanq_kep_tw_count(struct clanq_kep *ep, u64 *count, __u64 *mirror)
  * Fire @tw (armed, under its region's tw.lock): its bit first, then the
  * event and the wake-up, so whoever the event sends to the bitmap finds
  * the bit (the source is published before the evq's pending bit, [C]).
+ * @flush: the AP_FLUSH that fires it, counted once per endpoint; or 0.
  */
-static void clanq_ktw_fire_locked(struct clanq_ktw *tw)
+static void clanq_ktw_fire_locked(struct clanq_ktw *tw, u64 flush)
 {
 	struct clanq_kep *ep = tw->ep;
 	unsigned long flags;
@@ -182,6 +186,10 @@ static void clanq_ktw_fire_locked(struct clanq_ktw *tw)
 	spin_lock_irqsave(&ep->tw.lock, flags);
 	set_bit(tw->bit, ep->tw.fired);
 	clanq_count(&ep->tw.fires, &ep->counters->tw_fires, 1);
+	if (flush && ep->tw.last_flush != flush) {
+		ep->tw.last_flush = flush;
+		clanq_count(&ep->tw.flushes, &ep->counters->tw_flushes, 1);
+	}
 	spin_unlock_irqrestore(&ep->tw.lock, flags);
 	atomic64_inc(&tw->region->nic->stats.tw_fires);
 	clanq_kep_raise(ep, CLANQ_EV_TRIPWIRE);
@@ -203,8 +211,8 @@ static unsigned int clanq_tw_walk(struct clanq_kregion *r, u64 lo, u64 hi,
 {
 	u64 wlo = flush ? round_down(lo, CLANQ_TW_BLOCK) : lo;
 	u64 whi = flush ? hi | (CLANQ_TW_BLOCK - 1) : hi;
+	u64 seq = flush ? atomic64_inc_return(&clanq_tw_flush_seq) : 0;
 	struct clanq_ktw *tw, *hits = NULL, *near = NULL;
-	struct clanq_kep *counted = NULL;
 	unsigned long flags;
 	unsigned int n = 0;
 
@@ -215,13 +223,8 @@ static unsigned int clanq_tw_walk(struct clanq_kregion *r, u64 lo, u64 hi,
 			near = tw;
 			continue;
 		}
-		clanq_ktw_fire_locked(tw);
+		clanq_ktw_fire_locked(tw, seq);
 		n++;
-		if (flush && tw->ep != counted) {
-			counted = tw->ep;
-			clanq_kep_tw_count(counted, &counted->tw.flushes,
-					   &counted->counters->tw_flushes);
-		}
 		if (!tw->persistent) {
 			tw->next_hit = hits;
 			hits = tw;
