@@ -161,7 +161,7 @@ static void clanq_ktw_disarm_locked(struct clanq_ktw *tw)
 				      clanq_tw_blk(tw->last));
 }
 
-/* Count @n into one of @ep's tripwire counters and its mirror. */
+/* Count one into one of @ep's tripwire counters and its mirror. */
 static void clanq_kep_tw_count(struct clanq_kep *ep, u64 *count, __u64 *mirror)
 {
 	unsigned long flags;
