@@ -193,6 +193,12 @@ static void write_at(struct kunit *test, struct tw_env *t, u64 off, u64 len)
  * What the application sees.
  */
 
+/* test_bit(), as a function: KUnit's messages show the call, not its expansion */
+static bool bit_set(const unsigned long *map, unsigned long bit)
+{
+	return test_bit(bit, map);
+}
+
 static bool is_fired(struct tw_env *t, u32 bit)
 {
 	return test_bit(bit, t->fired);
@@ -384,6 +390,58 @@ static void a_write_fires_every_tripwire_it_overlaps(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_flushes), 1);
 }
 
+KUNIT_DEFINE_ACTION_WRAPPER(kevq_destroy_action, clanq_kevq_destroy,
+			    struct clanq_kevq *);
+
+/*
+ * An evq of @ctx, destroyed at cleanup, its ring in @ring, and @ep
+ * registered on it for @events.
+ */
+static struct clanq_kevq *evq_on(struct kunit *test, struct clanq_ctx *ctx,
+				 struct clanq_kep *ep, u32 events,
+				 struct clanq_queue *ring, int *reg)
+{
+	struct clanq_ioc_evq_create c = { .max_regs = 4 };
+	struct clanq_kevq *evq = clanq_kevq_create(ctx, 4, &c);
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, evq);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test,
+							kevq_destroy_action,
+							evq), 0);
+	KUNIT_ASSERT_EQ(test, clanq_q_init(ring, clanq_kevq_seg_for_kunit(evq),
+					   c.mmap_size, &c.ring), 0);
+	*reg = clanq_kevq_register_ep(evq, ep->id, events, 0x7717 + events);
+	KUNIT_ASSERT_GE(test, *reg, 0);
+	return evq;
+}
+
+/*
+ * A fire raises CLANQ_EV_TRIPWIRE on its endpoint's registrations: one
+ * event where tripwires are watched, none where only OOB messages are,
+ * none before the fire.
+ */
+static void a_fire_raises_a_tripwire_event(struct kunit *test)
+{
+	struct tw_env *t = test->priv;
+	struct clanq_queue ring, oob_ring;
+	struct clanq_event ev = {};
+	int reg, oob_reg;
+
+	evq_on(test, t->e->exp, t->ep, CLANQ_EV_TRIPWIRE, &ring, &reg);
+	evq_on(test, t->e->exp, t->ep, CLANQ_EV_OOB, &oob_ring, &oob_reg);
+	tw_new(test, t, 64, 8, PERSISTENT);
+	write_at(test, t, 0, 64);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&ring, &ev));
+
+	write_at(test, t, 64, 8);
+	KUNIT_ASSERT_TRUE(test, clanq_q_get(&ring, &ev));
+	KUNIT_EXPECT_EQ(test, ev.reg, reg);
+	KUNIT_EXPECT_EQ(test, ev.events, CLANQ_EV_TRIPWIRE);
+	KUNIT_EXPECT_EQ(test, ev.cookie, 0x7717 + CLANQ_EV_TRIPWIRE);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&ring, &ev));
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&oob_ring, &ev));
+}
+
 /*
  * A one-byte write inside a tripwire three pages long fires it; a
  * second one does not, as the tripwire was one-shot.
@@ -482,7 +540,7 @@ static void destroy_while_armed_stops_fires_and_frees_the_bit(struct kunit *test
 
 	KUNIT_EXPECT_EQ(test, tw_destroy(t, tw.id), 0);
 	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 0);
-	KUNIT_EXPECT_FALSE(test, test_bit(256 >> CLANQ_TW_BLOCK_SHIFT, t->armed));
+	KUNIT_EXPECT_FALSE(test, bit_set(t->armed, 256 >> CLANQ_TW_BLOCK_SHIFT));
 	KUNIT_EXPECT_EQ(test, t->e->exp->nr_tws, 0);
 	KUNIT_EXPECT_EQ(test, refcount_read(&t->ep->ref), ep_refs);
 	KUNIT_EXPECT_EQ(test, kref_read(&t->d.r->ref), r_refs);
@@ -533,8 +591,8 @@ static void endpoint_destroy_kills_its_tripwires(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, tw_arm(t, b.id), -ENOENT);
 	KUNIT_EXPECT_EQ(test, tw_destroy(t, b.id), -ENOENT);
 	/* b's blocks are no longer armed, mine's still are */
-	KUNIT_EXPECT_FALSE(test, test_bit(4096 >> CLANQ_TW_BLOCK_SHIFT, t->armed));
-	KUNIT_EXPECT_TRUE(test, test_bit(512 >> CLANQ_TW_BLOCK_SHIFT, t->armed));
+	KUNIT_EXPECT_FALSE(test, bit_set(t->armed, 4096 >> CLANQ_TW_BLOCK_SHIFT));
+	KUNIT_EXPECT_TRUE(test, bit_set(t->armed, 512 >> CLANQ_TW_BLOCK_SHIFT));
 	write_at(test, t, 0, REGION_LEN);
 	KUNIT_EXPECT_TRUE(test, is_fired(t, mine.bit));
 	KUNIT_EXPECT_EQ(test, nr_fired(t), 1);
@@ -915,7 +973,7 @@ static void ten_thousand_tripwires_on_one_region(struct kunit *test)
 
 	/* the middle one, exactly */
 	KUNIT_ASSERT_EQ(test, write_to(t, r, 5000 * MANY_STRIDE, 8), 0);
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[5000], fired));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[5000]));
 	KUNIT_EXPECT_EQ(test, bitmap_weight(fired, MANY_SLOTS), 1);
 	KUNIT_EXPECT_EQ(test, ctr(&ctrs->tw_fires), 1);
 	KUNIT_EXPECT_EQ(test, nr_armed(r), MANY - 1);
@@ -924,9 +982,9 @@ static void ten_thousand_tripwires_on_one_region(struct kunit *test)
 	bitmap_zero(fired, MANY_SLOTS);
 	KUNIT_ASSERT_EQ(test, write_to(t, r, 4999 * MANY_STRIDE + 4,
 				       3 * MANY_STRIDE), 0);
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[4999], fired));
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[5001], fired));
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[5002], fired));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[4999]));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[5001]));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[5002]));
 	KUNIT_EXPECT_EQ(test, bitmap_weight(fired, MANY_SLOTS), 3);
 	KUNIT_EXPECT_EQ(test, ctr(&ctrs->tw_fires), 4);
 
@@ -941,8 +999,8 @@ static void ten_thousand_tripwires_on_one_region(struct kunit *test)
 	/* the first and the last */
 	KUNIT_ASSERT_EQ(test, write_to(t, r, 0, 1), 0);
 	KUNIT_ASSERT_EQ(test, write_to(t, r, (MANY - 1) * MANY_STRIDE + 7, 1), 0);
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[0], fired));
-	KUNIT_EXPECT_TRUE(test, test_bit(bits[MANY - 1], fired));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[0]));
+	KUNIT_EXPECT_TRUE(test, bit_set(fired, bits[MANY - 1]));
 	KUNIT_EXPECT_EQ(test, bitmap_weight(fired, MANY_SLOTS), 2);
 }
 
@@ -970,7 +1028,7 @@ static void tw_wait_times_out_or_returns_at_once(struct kunit *test)
 	KUNIT_EXPECT_GE(test, ktime_to_ns(ktime_sub(ktime_get(), t0)),
 			5 * NSEC_PER_MSEC);
 	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 0);
-	KUNIT_EXPECT_FALSE(test, test_bit(0, t->armed));
+	KUNIT_EXPECT_FALSE(test, bit_set(t->armed, 0));
 	KUNIT_EXPECT_EQ(test, nr_fired(t), 0);
 
 	/* armed before: still armed after */
@@ -1160,6 +1218,7 @@ static struct kunit_case clanq_tripwire_cases[] = {
 	KUNIT_CASE(flush_fires_at_every_edge),
 	KUNIT_CASE(a_write_fires_every_tripwire_it_overlaps),
 	KUNIT_CASE(a_write_inside_a_long_tripwire_fires_it),
+	KUNIT_CASE(a_fire_raises_a_tripwire_event),
 	KUNIT_CASE(one_shot_fires_once_persistent_always),
 	KUNIT_CASE(destroy_while_armed_stops_fires_and_frees_the_bit),
 	KUNIT_CASE(endpoint_destroy_kills_its_tripwires),
