@@ -390,6 +390,33 @@ static void a_write_fires_every_tripwire_it_overlaps(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_flushes), 1);
 }
 
+/*
+ * A flush counts once in the tw_flushes of every endpoint whose
+ * tripwires it fired, however many of them it fired and in whatever
+ * order the walk meets them (here A, B, A).
+ */
+static void a_flush_counts_once_per_endpoint(struct kunit *test)
+{
+	struct tw_env *t = test->priv;
+	struct clanq_ioc_ep_create c2;
+	struct clanq_kep *ep2 = tw_ep_create(test, t->e->exp, 64, &c2);
+	struct clanq_ep_counters *ctr2 = (struct clanq_ep_counters *)
+		((u8 *)ep2->shm->vaddr + c2.counters);
+	struct tw b;
+	u32 fired;
+
+	tw_new(test, t, 0, 8, PERSISTENT);
+	KUNIT_ASSERT_EQ(test, tw_create_on(t->e->exp, ep2, t->d.region, 8, 8,
+					   PERSISTENT, &b), 0);
+	tw_new(test, t, 16, 8, PERSISTENT);
+	KUNIT_ASSERT_EQ(test, ap_flush(t, t->d.ap, 0, 24, &fired), 0);
+	KUNIT_EXPECT_EQ(test, fired, 3);
+	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_fires), 2);
+	KUNIT_EXPECT_EQ(test, ctr(&ctr2->tw_fires), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_flushes), 1);
+	KUNIT_EXPECT_EQ(test, ctr(&ctr2->tw_flushes), 1);
+}
+
 KUNIT_DEFINE_ACTION_WRAPPER(kevq_destroy_action, clanq_kevq_destroy,
 			    struct clanq_kevq *);
 
@@ -1218,6 +1245,7 @@ static struct kunit_case clanq_tripwire_cases[] = {
 	KUNIT_CASE(flush_fires_at_every_edge),
 	KUNIT_CASE(a_write_fires_every_tripwire_it_overlaps),
 	KUNIT_CASE(a_write_inside_a_long_tripwire_fires_it),
+	KUNIT_CASE(a_flush_counts_once_per_endpoint),
 	KUNIT_CASE(a_fire_raises_a_tripwire_event),
 	KUNIT_CASE(one_shot_fires_once_persistent_always),
 	KUNIT_CASE(destroy_while_armed_stops_fires_and_frees_the_bit),
