@@ -658,7 +658,6 @@ int clanq_ioctl_ap_flush(void *obj, void *arg)
 		err = -ERANGE;
 		goto out;
 	}
-	atomic64_inc(&ctx->nic->stats.tw_flushes);
 	r = ap->region;
 	if (f->len) {
 		down_read(&r->revoke_sem);
@@ -668,6 +667,9 @@ int clanq_ioctl_ap_flush(void *obj, void *arg)
 			fired = clanq_tw_flush(r, ap->off + f->off, f->len);
 		up_read(&r->revoke_sem);
 	}
+	if (err)
+		goto out;
+	atomic64_inc(&ctx->nic->stats.tw_flushes);
 	if (!fired)
 		atomic64_inc(&ctx->nic->stats.tw_spurious);
 	f->fired = fired;
