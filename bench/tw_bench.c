@@ -49,8 +49,9 @@
  * pass/fail on timing: it fails (exit 1) only when something is wrong
  * functionally: a failed call, a wrong value, a wake-up lost (timeout).
  *
- *	tw_bench [-q]
+ *	tw_bench [-q] [-o pio|cost|pingpong]
  *	-q	quick run for the test list: fewer rounds, shorter slices
+ *	-o	only that part (pingpong's breakdown then lacks the costs)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -67,6 +68,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,9 +97,9 @@ static struct {
 	.pio_batch = 1000,
 	.sys_batch = 100,
 	.pp_rounds = 3,
-	.pp_slice_ns = 500000000ull,
+	.pp_slice_ns = 400000000ull,
 	.pp_batch = 20,
-	.pp_max = 2000,
+	.pp_max = 20000,
 };
 
 static __attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...)
@@ -128,6 +130,24 @@ static void pin(int cpu)
 	sched_setaffinity(0, sizeof(set), &set);	/* best effort */
 }
 
+/* the first line of path starting with key, without it, or "?" */
+static void read_line(const char *path, const char *key, char *buf, size_t size)
+{
+	char line[256];
+	FILE *f = fopen(path, "r");
+
+	snprintf(buf, size, "?");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, strlen(key)))
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		snprintf(buf, size, "%s", line + strlen(key));
+		break;
+	}
+	if (f)
+		fclose(f);
+}
+
 static void print_clocksource(const char *when)
 {
 	char buf[64] = "?";
@@ -142,16 +162,23 @@ static void print_clocksource(const char *when)
 	printf("# clocksource %s: %s\n", when, buf);
 }
 
-/* voluntary context switches of this process so far: its sleeps */
-static uint64_t sleeps(void)
+/*
+ * Context switches of this process so far: voluntary ones (its sleeps)
+ * and involuntary ones (preemptions) in *preempted.
+ */
+static uint64_t sleeps(uint64_t *preempted)
 {
 	char line[128];
 	uint64_t n = 0;
 	FILE *f = fopen("/proc/self/status", "r");
 
-	while (f && fgets(line, sizeof(line), f))
+	*preempted = 0;
+	while (f && fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
 			n = strtoull(line + 24, NULL, 10);
+		else if (!strncmp(line, "nonvoluntary_ctxt_switches:", 27))
+			*preempted = strtoull(line + 27, NULL, 10);
+	}
 	if (f)
 		fclose(f);
 	return n;
@@ -470,26 +497,72 @@ struct mode {
 	enum kind kind;
 	uint64_t spin_ns;	/* K_TW: clanq_tw_set_spin() */
 	int one_cpu;		/* both processes on CPU 0 */
+	int timeout;		/* K_TW: wait with TIMEOUT_NS, not forever */
 };
 
 static const struct mode modes[] = {
-	{ "pio_spin", K_PIO_SPIN, 0, 0 },
-	{ "tw_block", K_TW, 0, 0 },
-	{ "tw_spin1us", K_TW, 1000, 0 },
-	{ "tw_spin5us", K_TW, 5000, 0 },
-	{ "tw_spin15us", K_TW, 15000, 0 },
-	{ "eventfd", K_EFD, 0, 0 },
-	{ "pipe", K_PIPE, 0, 0 },
-	{ "evq_block", K_EVQ, 0, 0 },
-	{ "tw_block_1cpu", K_TW, 0, 1 },
-	{ "eventfd_1cpu", K_EFD, 0, 1 },
+	{ "pio_spin", K_PIO_SPIN, 0, 0, 0 },
+	{ "tw_block", K_TW, 0, 0, 0 },
+	{ "tw_block_to", K_TW, 0, 0, 1 },
+	{ "tw_spin1us", K_TW, 1000, 0, 0 },
+	{ "tw_spin5us", K_TW, 5000, 0, 0 },
+	{ "tw_spin15us", K_TW, 15000, 0, 0 },
+	{ "eventfd", K_EFD, 0, 0, 0 },
+	{ "pipe", K_PIPE, 0, 0, 0 },
+	{ "evq_block", K_EVQ, 0, 0, 0 },
+	{ "tw_block_1cpu", K_TW, 0, 1, 0 },
+	{ "tw_to_1cpu", K_TW, 0, 1, 1 },
+	{ "eventfd_1cpu", K_EFD, 0, 1, 0 },
 };
+
+/*
+ * The lost wake-up detector. Blocking waits have no timeout (eventfd's
+ * read() has none, and a timeout costs an hrtimer per sleep: that is
+ * what tw_block_to measures); instead a 1 s interval timer checks that
+ * round trips go on, and fails the run after TIMEOUT_NS without one.
+ * TW_WAIT and EVQ_WAIT return -EINTR on the signal: waited for again.
+ */
+static volatile uint64_t progress;
+static uint64_t watch_last, watch_idle;
+static const char *watch_what = "";
+
+static void watchdog(int sig)
+{
+	static const char msg[] = "tw_bench: no round trip for 5 s: a lost wake-up\n";
+
+	(void)sig;
+	if (progress != watch_last) {
+		watch_last = progress;
+		watch_idle = 0;
+		return;
+	}
+	if (++watch_idle < TIMEOUT_NS / NS_PER_S)
+		return;
+	if (write(2, watch_what, strlen(watch_what)) < 0 || write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+static void watchdog_set(const char *what, int on)
+{
+	struct itimerval it = { { on, 0 }, { on, 0 } };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watchdog;
+	sa.sa_flags = SA_RESTART;	/* read() and write() go on */
+	sigaction(SIGALRM, &sa, NULL);
+	watch_what = what;
+	watch_last = progress;
+	watch_idle = 0;
+	setitimer(ITIMER_REAL, &it, NULL);
+}
 
 #define NR_MODES	(sizeof(modes) / sizeof(modes[0]))
 
 /* what one side counted over its timed loop */
 struct side_stats {
-	uint64_t entries, sleeps, fires, flushes, spurious;
+	uint64_t entries, sleeps, preempted, fires, flushes, spurious;
 };
 
 /* a page shared by the two sides of one slice */
@@ -529,7 +602,7 @@ struct side {
 	struct clanq_tw tw;
 	struct clanq_evq evq;
 	int fd_in, fd_out;		/* K_EFD, K_PIPE */
-	uint64_t e0, s0, f0, fl0, sp0;
+	uint64_t e0, s0, p0, f0, fl0, sp0;
 };
 
 static void side_setup(struct side *s)
@@ -566,7 +639,7 @@ static void side_setup(struct side *s)
 
 static void side_begin(struct side *s)
 {
-	s->s0 = sleeps();
+	s->s0 = sleeps(&s->p0);
 	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
 		return;
 	s->e0 = entries(&s->dev);
@@ -578,8 +651,10 @@ static void side_begin(struct side *s)
 static void side_end(struct side *s)
 {
 	struct side_stats *st = &s->sh->st[s->id];
+	uint64_t p;
 
-	st->sleeps = sleeps() - s->s0;
+	st->sleeps = sleeps(&p) - s->s0;
+	st->preempted = p - s->p0;
 	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
 		return;
 	st->entries = entries(&s->dev) - s->e0;
@@ -658,7 +733,12 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 		}
 		break;
 	case K_TW: {
-		int err = clanq_tw_wait_change(&s->tw, word, old, (int64_t)TIMEOUT_NS);
+		int err;
+
+		do {
+			err = clanq_tw_wait_change(&s->tw, word, old,
+						   s->mode->timeout ? (int64_t)TIMEOUT_NS : -1);
+		} while (err == -EINTR);	/* the watchdog's tick */
 
 		if (err == -ETIMEDOUT)
 			fail("%s: side %d: clanq_tw_wait_change() timed out after %llu s: a lost wake-up",
@@ -677,8 +757,10 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 		return c == 'q' ? STOP : old + 1;
 	case K_EVQ:
 		for (;;) {
-			int err = clanq_evq_wait(&s->evq, &ev, (int64_t)TIMEOUT_NS);
+			int err = clanq_evq_wait(&s->evq, &ev, -1);
 
+			if (err == -EINTR)
+				continue;	/* the watchdog's tick */
 			if (err == -ETIMEDOUT)
 				fail("%s: clanq_evq_wait() timed out: a lost wake-up",
 				     s->mode->name);
@@ -702,10 +784,13 @@ static int responder(struct side *s)
 
 	side_setup(s);
 	side_begin(s);
+	watchdog_set("responder: ", 1);
 	while ((val = side_recv(s, last)) != STOP) {
 		side_send(s, val);
 		last = val;
+		progress++;
 	}
+	watchdog_set("", 0);
 	side_end(s);
 	side_teardown(s);
 	return 0;
@@ -731,7 +816,7 @@ static int reap(pid_t pid)
 /* per mode, over all its slices */
 struct mode_result {
 	double *v;
-	unsigned int n;
+	unsigned int n, slow;		/* samples; of them, over 1 ms */
 	uint64_t rts;
 	struct side_stats st[2];
 };
@@ -742,7 +827,9 @@ static void pp_slice(const struct mode *m, struct mode_result *res)
 	struct pp_shared *sh;
 	struct side a = { .id = 0, .mode = m }, b = { .id = 1, .mode = m };
 	int ab[2] = { -1, -1 }, ba[2] = { -1, -1 };
-	uint64_t k = 0, start;
+	/* one RT a sample (a clock read is ~0.07 us), but batches of spins */
+	unsigned int batch = m->kind == K_PIO_SPIN ? cfg.pp_batch : 1;
+	uint64_t k = 0, start, t0, t1;
 	unsigned int s;
 	pid_t pid;
 
@@ -778,21 +865,24 @@ static void pp_slice(const struct mode *m, struct mode_result *res)
 	pin(m->one_cpu ? 0 : 1);
 	side_setup(&a);
 	side_begin(&a);
-	start = clanq_now_ns();
+	watchdog_set("initiator: ", 1);
+	start = t0 = clanq_now_ns();
 	for (s = 0; s < cfg.pp_max; s++) {
-		uint64_t t0 = clanq_now_ns();
-
-		for (unsigned int i = 0; i < cfg.pp_batch; i++) {
+		for (unsigned int i = 0; i < batch; i++) {
 			side_send(&a, ++k);
 			if (side_recv(&a, k - 1) != k)
 				fail("%s: the echo of %llu did not come back",
 				     m->name, (unsigned long long)k);
 		}
-		t0 = clanq_now_ns() - t0;
-		res->v[res->n++] = (double)t0 / 1000.0 / cfg.pp_batch;
-		if (clanq_now_ns() - start > cfg.pp_slice_ns && s >= 2)
+		progress++;
+		t1 = clanq_now_ns();
+		res->v[res->n] = (double)(t1 - t0) / 1000.0 / batch;
+		res->slow += res->v[res->n++] > 1000.0;
+		t0 = t1;
+		if (t1 - start > cfg.pp_slice_ns && s >= 2)
 			break;
 	}
+	watchdog_set("", 0);
 	side_end(&a);
 	side_send(&a, STOP);
 	if (reap(pid))
@@ -802,6 +892,7 @@ static void pp_slice(const struct mode *m, struct mode_result *res)
 	for (int i = 0; i < 2; i++) {
 		res->st[i].entries += sh->st[i].entries;
 		res->st[i].sleeps += sh->st[i].sleeps;
+		res->st[i].preempted += sh->st[i].preempted;
 		res->st[i].fires += sh->st[i].fires;
 		res->st[i].flushes += sh->st[i].flushes;
 		res->st[i].spurious += sh->st[i].spurious;
@@ -843,21 +934,25 @@ static void pp_bench(void)
 		for (unsigned int k = 0; k < NR_MODES; k++)
 			pp_slice(&modes[(k + r) % NR_MODES], &res[(k + r) % NR_MODES]);
 
-	printf("# ping-pong between two processes, us per round trip (%u rounds of %.1f s a mode, samples of %u RTs)\n",
+	printf("# ping-pong between two processes, us per round trip (%u rounds of %.1f s a mode; a sample is one RT, pio_spin's %u RTs)\n",
 	       cfg.pp_rounds, cfg.pp_slice_ns / 1e9, cfg.pp_batch);
+	printf("# waits have no timeout (a watchdog catches lost wake-ups), but *_to's: clanq_tw_wait_change() with a %llu s timeout\n",
+	       (unsigned long long)(TIMEOUT_NS / NS_PER_S));
 	printf("# initiator node 0 on CPU 1, responder node 1 on CPU 0 (*_1cpu: both on CPU 0); per RT, for each side (init/resp):\n");
-	printf("# ent = driver entries, slp = voluntary context switches (sleeps), fires of its tripwire, flushes that fired it\n");
-	printf("#test\t\tt_min\tt_typical\tt_avg\tt_99%%\tRTs\tent_i\tent_r\tslp_i\tslp_r\tfire_i\tfire_r\tflush_i\tflush_r\n");
+	printf("# ent = driver entries, slp = voluntary context switches (sleeps), pre = involuntary ones (preemptions),\n");
+	printf("# fire = fires of its tripwire, flush = AP_FLUSH calls (the peer's) that fired it\n");
+	printf("#test\t\tt_min\tt_typical\tt_avg\tt_99%%\t>1ms%%\tRTs\tent_i\tent_r\tslp_i\tslp_r\tpre_i\tpre_r\tfire_i\tfire_r\tflush_i\tflush_r\n");
 	for (unsigned int i = 0; i < NR_MODES; i++) {
 		struct mode_result *m = &res[i];
 
 		l[i] = stats_of(m->v, m->n);
 		per = m->rts ? 1.0 / (double)m->rts : 0;
-		printf("%-14s\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n",
+		printf("%-14s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n",
 		       modes[i].name, l[i].min, l[i].med, l[i].avg, l[i].p99,
-		       (unsigned long long)m->rts,
+		       100.0 * m->slow / m->n, (unsigned long long)m->rts,
 		       m->st[0].entries * per, m->st[1].entries * per,
 		       m->st[0].sleeps * per, m->st[1].sleeps * per,
+		       m->st[0].preempted * per, m->st[1].preempted * per,
 		       m->st[0].fires * per, m->st[1].fires * per,
 		       m->st[0].flushes * per, m->st[1].flushes * per);
 	}
@@ -869,6 +964,9 @@ static void pp_bench(void)
 	       l[tw].med / l[efd].med, l[tw].avg / l[efd].avg);
 	printf("tw_1cpu_ratio\t%.2f\t%.2f\t# tw_block_1cpu / eventfd_1cpu: median, avg\n",
 	       l[tw1].med / l[efd1].med, l[tw1].avg / l[efd1].avg);
+	printf("tw_to_ratio\t%.2f\t%.2f\t# with a timeout (an hrtimer a sleep): tw_block_to / eventfd, tw_to_1cpu / eventfd_1cpu, medians\n",
+	       l[mode_index("tw_block_to")].med / l[efd].med,
+	       l[mode_index("tw_to_1cpu")].med / l[efd1].med);
 	printf("pio_spin_ratio\t%.3f\t# pio_spin / eventfd, medians\n",
 	       l[mode_index("pio_spin")].med / l[efd].med);
 	printf("pipe_ratio\t%.2f\t# pipe / eventfd, medians\n",
@@ -904,12 +1002,18 @@ static void pp_bench(void)
 
 int main(int argc, char **argv)
 {
+	const char *only = NULL;
 	uint64_t t0;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "q")) != -1) {
+	while ((opt = getopt(argc, argv, "qo:")) != -1) {
+		if (opt == 'o' && (!strcmp(optarg, "pio") || !strcmp(optarg, "cost") ||
+				   !strcmp(optarg, "pingpong"))) {
+			only = optarg;
+			continue;
+		}
 		if (opt != 'q') {
-			fprintf(stderr, "usage: tw_bench [-q]\n");
+			fprintf(stderr, "usage: tw_bench [-q] [-o pio|cost|pingpong]\n");
 			return 2;
 		}
 		cfg.quick = 1;
@@ -917,20 +1021,31 @@ int main(int argc, char **argv)
 		cfg.pio_batch = 500;
 		cfg.sys_batch = 50;
 		cfg.pp_rounds = 1;
-		cfg.pp_slice_ns = 300000000ull;
+		cfg.pp_slice_ns = 250000000ull;
 		cfg.pp_batch = 10;
-		cfg.pp_max = 200;
+		cfg.pp_max = 5000;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	t0 = clanq_now_ns();
-	printf("# tw_bench%s: %ld CPUs\n", cfg.quick ? " -q" : "", sysconf(_SC_NPROCESSORS_ONLN));
+	{
+		char vendor[64], idle[64];
+
+		read_line("/proc/cpuinfo", "vendor_id\t: ", vendor, sizeof(vendor));
+		read_line("/sys/devices/system/cpu/cpuidle/current_driver", "", idle, sizeof(idle));
+		printf("# tw_bench%s: %ld CPUs, %s, cpuidle driver %s\n", cfg.quick ? " -q" : "",
+		       sysconf(_SC_NPROCESSORS_ONLN), vendor, idle);
+	}
 	print_clocksource("at start");
 
 	pio_setup();
-	pio_bench(64);
-	pio_bench(8);
-	cost_bench();
-	pp_bench();
+	if (!only || !strcmp(only, "pio")) {
+		pio_bench(64);
+		pio_bench(8);
+	}
+	if (!only || !strcmp(only, "cost"))
+		cost_bench();
+	if (!only || !strcmp(only, "pingpong"))
+		pp_bench();
 
 	print_clocksource("at end");
 	printf("# tw_bench: %.1f s\n", (clanq_now_ns() - t0) / 1e9);
