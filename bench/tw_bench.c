@@ -35,6 +35,12 @@
  *             eventfd      blocking read()/write() on two eventfds
  *             pipe         blocking read()/write() on two pipes
  *             evq_block    OOB messages, clanq_evq_wait() with spin 0
+ *             pio+efd      the words written by PIO as in tw_block (no
+ *                          tripwire armed: no system call), the wake-up
+ *                          by eventfd: what tripwires replace
+ *             efd+ioctl    eventfd, plus one null clanq ioctl (QUERY) on
+ *                          each side per RT: what entering the driver
+ *                          costs in a blocking round trip
  *             *_1cpu       both processes on one CPU (same-CPU wake-ups
  *                          are stable in the VM; cross-CPU ones bimodal)
  *           Per RT: driver entries (clanq_ctx_entries) and voluntary
@@ -97,7 +103,7 @@ static struct {
 	.pio_batch = 1000,
 	.sys_batch = 100,
 	.pp_rounds = 3,
-	.pp_slice_ns = 400000000ull,
+	.pp_slice_ns = 300000000ull,
 	.pp_batch = 20,
 	.pp_max = 20000,
 };
@@ -364,19 +370,22 @@ static void pio_bench(size_t size)
 /* ---- cost: the parts of a blocking round trip, one process ---- */
 
 enum {
-	C_CLOCK, C_GETPPID, C_QUERY, C_FLUSH_FIRE, C_FLUSH_NONE, C_WAIT_NOW,
-	C_EFD_WRITE, C_EFD_READ, NR_C
+	C_CLOCK, C_GETPPID, C_IOCTL_EFD, C_IOCTL_BAD, C_QUERY, C_FLUSH_FIRE,
+	C_FLUSH_NONE, C_WAIT_NOW, C_EFD_WRITE, C_EFD_READ, NR_C
 };
 
 static const char *const c_name[NR_C] = {
-	"clock_read", "null_syscall", "null_ioctl", "ap_flush_fire",
-	"ap_flush_spurious", "tw_wait_at_once", "efd_write", "efd_read_at_once",
+	"clock_read", "null_syscall", "ioctl_enotty", "clanq_enotty", "null_ioctl",
+	"ap_flush_fire", "ap_flush_spurious", "tw_wait_at_once", "efd_write",
+	"efd_read_at_once",
 };
 
 static const char *const c_what[NR_C] = {
 	"clanq_now_ns(): clock_gettime(CLOCK_MONOTONIC)",
 	"syscall(SYS_getppid)",
-	"clanq_query(): the QUERY ioctl",
+	"ioctl() of an eventfd (it has none): the VFS's ioctl path, -ENOTTY",
+	"a clanq ioctl of an unknown number: the driver entered, counted, -ENOTTY",
+	"clanq_query(): the QUERY ioctl (copy in, check, copy out)",
 	"clanq_ap_write() 8 B into an armed tripwire: AP_FLUSH + fire, nobody sleeping",
 	"clanq_ap_write() 8 B beside one (same block): AP_FLUSH, nothing fired",
 	"TW_WAIT on a changed word: arm, barrier, read, disarm",
@@ -400,6 +409,17 @@ static void cost_one(int c, uint64_t n, int efd)
 	case C_GETPPID:
 		for (uint64_t i = 0; i < n; i++)
 			syscall(SYS_getppid);
+		break;
+	case C_IOCTL_EFD:
+		for (uint64_t i = 0; i < n; i++)
+			if (ioctl(efd, CLANQ_IOC_QUERY, &q) == 0 || errno != ENOTTY)
+				fail("ioctl of an eventfd did not fail with ENOTTY");
+		break;
+	case C_IOCTL_BAD:
+		for (uint64_t i = 0; i < n; i++)
+			if (ioctl(p.d1.fd, _IOWR(CLANQ_IOC_MAGIC, 0x7f, struct clanq_ioc_query),
+				  &q) == 0 || errno != ENOTTY)
+				fail("an unknown clanq ioctl did not fail with ENOTTY");
 		break;
 	case C_QUERY:
 		for (uint64_t i = 0; i < n; i++)
@@ -490,7 +510,13 @@ static void cost_bench(void)
 
 /* ---- ping-pong between two processes ---- */
 
-enum kind { K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ };
+enum kind { K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ, K_EFD_PIO, K_EFD_IOCTL };
+
+/* eventfd, with or without clanq beside it */
+static int is_efd(enum kind k)
+{
+	return k == K_EFD || k == K_EFD_PIO || k == K_EFD_IOCTL;
+}
 
 struct mode {
 	const char *name;
@@ -513,6 +539,9 @@ static const struct mode modes[] = {
 	{ "tw_block_1cpu", K_TW, 0, 1, 0 },
 	{ "tw_to_1cpu", K_TW, 0, 1, 1 },
 	{ "eventfd_1cpu", K_EFD, 0, 1, 0 },
+	{ "pio+efd", K_EFD_PIO, 0, 0, 0 },
+	{ "pio+efd_1cpu", K_EFD_PIO, 0, 1, 0 },
+	{ "efd+ioctl_1cpu", K_EFD_IOCTL, 0, 1, 0 },
 };
 
 /*
@@ -686,7 +715,16 @@ static void side_send(struct side *s, uint64_t val)
 	case K_TW:
 		check(clanq_ap_write(&s->ap, 0, &val, sizeof(val)), "clanq_ap_write");
 		break;
+	case K_EFD_PIO:
+		check(clanq_ap_write(&s->ap, 0, &val, sizeof(val)), "clanq_ap_write");
+		/* fall through */
 	case K_EFD:
+	case K_EFD_IOCTL:
+		if (s->mode->kind == K_EFD_IOCTL) {
+			struct clanq_ioc_query q;
+
+			check(clanq_query(&s->dev, &q), "clanq_query");
+		}
 		val = val == STOP ? 2 : 1;
 		if (write(s->fd_out, &val, 8) != 8)
 			fail("eventfd write: %s", strerror(errno));
@@ -748,9 +786,17 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 		break;
 	}
 	case K_EFD:
+	case K_EFD_IOCTL:
 		if (read(s->fd_in, &val, 8) != 8)
 			fail("eventfd read: %s", strerror(errno));
 		return val == 2 ? STOP : old + 1;
+	case K_EFD_PIO:
+		if (read(s->fd_in, &val, 8) != 8)
+			fail("eventfd read: %s", strerror(errno));
+		if (val == 2)
+			return STOP;
+		val = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		break;
 	case K_PIPE:
 		if (read(s->fd_in, &c, 1) != 1)
 			fail("pipe read: %s", strerror(errno));
@@ -839,7 +885,7 @@ static void pp_slice(const struct mode *m, struct mode_result *res)
 		fail("mmap: %s", strerror(errno));
 	memset(sh, 0, sizeof(*sh));
 	a.sh = b.sh = sh;
-	if (m->kind == K_EFD) {
+	if (is_efd(m->kind)) {
 		ab[0] = ab[1] = eventfd(0, 0);
 		ba[0] = ba[1] = eventfd(0, 0);
 		if (ab[0] < 0 || ba[0] < 0)
@@ -897,7 +943,7 @@ static void pp_slice(const struct mode *m, struct mode_result *res)
 		res->st[i].flushes += sh->st[i].flushes;
 		res->st[i].spurious += sh->st[i].spurious;
 	}
-	if (m->kind == K_EFD) {
+	if (is_efd(m->kind)) {
 		close(ab[0]);
 		close(ba[0]);
 	} else if (m->kind == K_PIPE) {
@@ -967,6 +1013,11 @@ static void pp_bench(void)
 	printf("tw_to_ratio\t%.2f\t%.2f\t# with a timeout (an hrtimer a sleep): tw_block_to / eventfd, tw_to_1cpu / eventfd_1cpu, medians\n",
 	       l[mode_index("tw_block_to")].med / l[efd].med,
 	       l[mode_index("tw_to_1cpu")].med / l[efd1].med);
+	printf("pio_efd_ratio\t%.2f\t%.2f\t# tw_block / pio+efd, tw_block_1cpu / pio+efd_1cpu, medians: tripwires against PIO + an eventfd doorbell\n",
+	       l[tw].med / l[mode_index("pio+efd")].med,
+	       l[tw1].med / l[mode_index("pio+efd_1cpu")].med);
+	printf("efd_ioctl_1cpu\t%.1f\t# efd+ioctl_1cpu - eventfd_1cpu, us per RT (medians): 2 null ioctls in a blocking RT; 2 alone cost %.1f\n",
+	       l[mode_index("efd+ioctl_1cpu")].med - l[efd1].med, 2 * cost_med[C_QUERY] / 1000.0);
 	printf("pio_spin_ratio\t%.3f\t# pio_spin / eventfd, medians\n",
 	       l[mode_index("pio_spin")].med / l[efd].med);
 	printf("pipe_ratio\t%.2f\t# pipe / eventfd, medians\n",
@@ -1021,7 +1072,7 @@ int main(int argc, char **argv)
 		cfg.pio_batch = 500;
 		cfg.sys_batch = 50;
 		cfg.pp_rounds = 1;
-		cfg.pp_slice_ns = 250000000ull;
+		cfg.pp_slice_ns = 200000000ull;
 		cfg.pp_batch = 10;
 		cfg.pp_max = 5000;
 	}
