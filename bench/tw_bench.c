@@ -41,6 +41,8 @@
  *             efd+ioctl    eventfd, plus one null clanq ioctl (QUERY) on
  *                          each side per RT: what entering the driver
  *                          costs in a blocking round trip
+ *             efd+vfs      the same with an ioctl the eventfd refuses
+ *                          (-ENOTTY): the VFS's ioctl path without the driver
  *             *_1cpu       both processes on one CPU (same-CPU wake-ups
  *                          are stable in the VM; cross-CPU ones bimodal)
  *           Per RT: driver entries (clanq_ctx_entries) and voluntary
@@ -510,12 +512,14 @@ static void cost_bench(void)
 
 /* ---- ping-pong between two processes ---- */
 
-enum kind { K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ, K_EFD_PIO, K_EFD_IOCTL };
+enum kind {
+	K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ, K_EFD_PIO, K_EFD_IOCTL, K_EFD_VFS
+};
 
 /* eventfd, with or without clanq beside it */
 static int is_efd(enum kind k)
 {
-	return k == K_EFD || k == K_EFD_PIO || k == K_EFD_IOCTL;
+	return k == K_EFD || k == K_EFD_PIO || k == K_EFD_IOCTL || k == K_EFD_VFS;
 }
 
 struct mode {
@@ -542,6 +546,7 @@ static const struct mode modes[] = {
 	{ "pio+efd", K_EFD_PIO, 0, 0, 0 },
 	{ "pio+efd_1cpu", K_EFD_PIO, 0, 1, 0 },
 	{ "efd+ioctl_1cpu", K_EFD_IOCTL, 0, 1, 0 },
+	{ "efd+vfs_1cpu", K_EFD_VFS, 0, 1, 0 },
 };
 
 /*
@@ -639,7 +644,7 @@ static void side_setup(struct side *s)
 	struct pp_shared *sh = s->sh;
 	int peer = !s->id;
 
-	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
+	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE || s->mode->kind == K_EFD_VFS)
 		return;
 	check(clanq_open_nic(&s->dev, (unsigned int)s->id), "clanq_open_nic");
 	check(clanq_ep_create(&s->dev, &s->ep, 16), "clanq_ep_create");
@@ -669,7 +674,8 @@ static void side_setup(struct side *s)
 static void side_begin(struct side *s)
 {
 	s->s0 = sleeps(&s->p0);
-	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
+	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE ||
+	    s->mode->kind == K_EFD_VFS)
 		return;
 	s->e0 = entries(&s->dev);
 	s->f0 = __atomic_load_n(&s->ep.counters->tw_fires, __ATOMIC_ACQUIRE);
@@ -684,7 +690,8 @@ static void side_end(struct side *s)
 
 	st->sleeps = sleeps(&p) - s->s0;
 	st->preempted = p - s->p0;
-	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
+	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE ||
+	    s->mode->kind == K_EFD_VFS)
 		return;
 	st->entries = entries(&s->dev) - s->e0;
 	st->entries -= entry_cost(&s->dev);
@@ -695,7 +702,8 @@ static void side_end(struct side *s)
 
 static void side_teardown(struct side *s)
 {
-	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE)
+	if (s->mode->kind == K_EFD || s->mode->kind == K_PIPE ||
+	    s->mode->kind == K_EFD_VFS)
 		return;
 	if (s->mode->kind == K_EVQ) {
 		check(clanq_evq_destroy(&s->evq), "clanq_evq_destroy");
@@ -720,10 +728,16 @@ static void side_send(struct side *s, uint64_t val)
 		/* fall through */
 	case K_EFD:
 	case K_EFD_IOCTL:
+	case K_EFD_VFS:
 		if (s->mode->kind == K_EFD_IOCTL) {
 			struct clanq_ioc_query q;
 
 			check(clanq_query(&s->dev, &q), "clanq_query");
+		} else if (s->mode->kind == K_EFD_VFS) {
+			struct clanq_ioc_query q;
+
+			if (ioctl(s->fd_out, CLANQ_IOC_QUERY, &q) == 0 || errno != ENOTTY)
+				fail("ioctl of an eventfd did not fail with ENOTTY");
 		}
 		val = val == STOP ? 2 : 1;
 		if (write(s->fd_out, &val, 8) != 8)
@@ -787,6 +801,7 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 	}
 	case K_EFD:
 	case K_EFD_IOCTL:
+	case K_EFD_VFS:
 		if (read(s->fd_in, &val, 8) != 8)
 			fail("eventfd read: %s", strerror(errno));
 		return val == 2 ? STOP : old + 1;
@@ -1021,6 +1036,8 @@ static void pp_bench(void)
 	       l[tw1].med / l[mode_index("pio+efd_1cpu")].med);
 	printf("efd_ioctl_1cpu\t%.1f\t# efd+ioctl_1cpu - eventfd_1cpu, us per RT (medians): 2 null ioctls in a blocking RT; 2 alone cost %.1f\n",
 	       l[mode_index("efd+ioctl_1cpu")].med - l[efd1].med, 2 * cost_med[C_QUERY] / 1000.0);
+	printf("efd_vfs_1cpu\t%.1f\t# efd+vfs_1cpu - eventfd_1cpu, us per RT (medians): 2 ioctls the VFS refuses; 2 alone cost %.1f\n",
+	       l[mode_index("efd+vfs_1cpu")].med - l[efd1].med, 2 * cost_med[C_IOCTL_EFD] / 1000.0);
 	printf("pio_spin_ratio\t%.3f\t# pio_spin / eventfd, medians\n",
 	       l[mode_index("pio_spin")].med / l[efd].med);
 	printf("pipe_ratio\t%.2f\t# pipe / eventfd, medians\n",
