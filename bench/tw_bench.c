@@ -31,6 +31,7 @@
  *                          clanq_tw_wait_change() (TW_WAIT), the writer's
  *                          clanq_ap_write() fires the peer's tripwire
  *                          (AP_FLUSH)
+ *             tw_block_to  tw_block with a 5 s timeout: an hrtimer a sleep
  *             tw_spinN     tw_block with an N us spin before blocking
  *             eventfd      blocking read()/write() on two eventfds
  *             pipe         blocking read()/write() on two pipes
@@ -45,17 +46,23 @@
  *                          (-ENOTTY): the VFS's ioctl path without the driver
  *             *_1cpu       both processes on one CPU (same-CPU wake-ups
  *                          are stable in the VM; cross-CPU ones bimodal)
- *           Per RT: driver entries (clanq_ctx_entries) and voluntary
- *           context switches (sleeps) of each side, fires and flushes.
+ *           Ten rounds, every mode a 0.1 s slice a round. A sample is one
+ *           RT (pio_spin: a batch). Per RT: driver entries
+ *           (clanq_ctx_entries), voluntary and involuntary context
+ *           switches of each side, fires and flushes; the share of RTs
+ *           over 1 ms shows a busy host (a wake-up waiting for qemu's
+ *           thread to get a host CPU), and a warning is printed then.
  *   cost    one-process costs that make up a blocking round trip: a clock
- *           read, a null system call, a null ioctl (QUERY), AP_FLUSH
- *           that fires or finds nothing, TW_WAIT returning at once, and
- *           eventfd's write and read with nobody waiting.
+ *           read, a null system call, the VFS's and the driver's ioctl
+ *           floors (-ENOTTY), a null ioctl (QUERY), AP_FLUSH that fires
+ *           or finds nothing, TW_WAIT returning at once, and eventfd's
+ *           write and read with nobody waiting.
  *
  * Output is perftest-style: '#' lines describe, tab-separated rows give
  * numbers; ratios are against baselines of the same run. There is no
  * pass/fail on timing: it fails (exit 1) only when something is wrong
- * functionally: a failed call, a wrong value, a wake-up lost (timeout).
+ * functionally: a failed call, a wrong value, a wake-up lost (no round
+ * trip for 5 s: the watchdog's 1 s tick, or -ETIMEDOUT for *_to).
  *
  *	tw_bench [-q] [-o pio|cost|pingpong]
  *	-q	quick run for the test list: fewer rounds, shorter slices
