@@ -19,3 +19,4 @@ echo
 echo "== OOB message rate and blocking wake-ups, beside UDP and eventfd (same kernel, same run)"
 oob_bench || exit 1
 echo; echo "== RDMA engine and PIO apertures: bandwidth beside memcpy, doorbells, crossover, starvation (same run)"; rdma_bench || exit 1
+echo; echo "== tripwires: PIO write cost with 0/1/1000 armed beside memcpy; blocking ping-pong beside eventfd, pipe, evq (same run)"; tw_bench || exit 1
