@@ -795,7 +795,7 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 		int err;
 
 		do {
-			err = clanq_tw_wait_change(&s->tw, word, old,
+			err = clanq_tw_wait_change(&s->tw, (const __u64 *)word, old,
 						   s->mode->timeout ? (int64_t)TIMEOUT_NS : -1);
 		} while (err == -EINTR);	/* the watchdog's tick */
 

@@ -267,6 +267,11 @@ static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
 	__u64 last = (ap->region_off + off + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
 	__u32 w, mask;
 
+	/* the common case: every block written is in one word */
+	if (__builtin_expect(b / 32 == last / 32, 1)) {
+		w = __atomic_load_n(&ap->armed[b / 32], __ATOMIC_RELAXED);
+		return (w >> (b % 32)) & (~0u >> (31 - (last - b)));
+	}
 	for (;;) {
 		w = __atomic_load_n(&ap->armed[b / 32], __ATOMIC_RELAXED);
 		mask = ~0u << (b % 32);
@@ -312,12 +317,24 @@ static inline int clanq_ap_flush(struct clanq_ap *ap, __u64 off, size_t len)
 static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
 				 const void *src, size_t len)
 {
-	if (!ap->base || !(ap->rights & CLANQ_RIGHT_WRITE))
+	/*
+	 * What the check needs, read before the stores: the compiler must
+	 * assume they may alias *ap, and would load it all again after.
+	 */
+	const struct clanq_ap a = *ap;
+
+	if (!a.base || !(a.rights & CLANQ_RIGHT_WRITE))
 		return -ENXIO;
-	if (off > ap->len || len > ap->len - off)
+	if (off > a.len || len > a.len - off)
 		return -ERANGE;
-	memcpy(ap->base + off, src, len);
-	return clanq_ap_flush(ap, off, len);
+	memcpy(a.base + off, src, len);
+	if (!len || !a.armed)
+		return 0;
+	/* [F] of queue.h: our stores, then our look at what is armed */
+	clanq_q_mb();
+	if (!clanq_ap_armed(&a, off, len))
+		return 0;
+	return clanq_ap_flush_armed(ap, off, len);
 }
 
 /*
