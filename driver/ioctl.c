@@ -67,6 +67,7 @@ CLANQ_IOC_ENDS_RESERVED(ap_flush);
 CLANQ_IOC_RESERVED0(evq_create);
 CLANQ_IOC_RESERVED0(tw_create);
 CLANQ_IOC_RESERVED0(ap_flush);
+CLANQ_IOC_RESERVED0(tw_wait);
 
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
@@ -168,7 +169,8 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(TW_ARM, tw_ctl, clanq_ioctl_tw_arm, 0, reserved),
 	CLANQ_IOCTL(TW_DISARM, tw_ctl, clanq_ioctl_tw_disarm, 0, reserved),
 	CLANQ_IOCTL(TW_DESTROY, tw_ctl, clanq_ioctl_tw_destroy, 0, reserved),
-	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, 0, reserved),
+	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, CLANQ_TW_WAIT_FLUSH,
+		    reserved0),
 	CLANQ_IOCTL(AP_FLUSH, ap_flush, clanq_ioctl_ap_flush, 0, reserved0),
 };
 

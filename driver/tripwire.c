@@ -542,6 +542,54 @@ int clanq_ioctl_tw_destroy(void *obj, void *arg)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_destroy);
 
+/*
+ * AP_FLUSH, and TW_WAIT's flush before it waits: fire what [off, off +
+ * len) of aperture @id touches. *fired: how many.
+ */
+static int clanq_kap_flush(struct clanq_ctx *ctx, u32 id, u64 off, u64 len,
+			   unsigned int *fired, const char *cmd)
+{
+	struct clanq_kap *ap = clanq_kap_lookup(ctx, id);
+	struct clanq_kregion *r;
+	int err = 0;
+	u64 end;
+
+	*fired = 0;
+	if (!ap) {
+		clanq_uerr(ctx, "%s: no aperture %u in this context", cmd, id);
+		return -ENOENT;
+	}
+	if (!(ap->rights & CLANQ_RIGHT_WRITE)) {
+		clanq_uerr(ctx, "%s: aperture %u was imported without CLANQ_RIGHT_WRITE",
+			   cmd, id);
+		err = -EACCES;
+		goto out;
+	}
+	if (check_add_overflow(off, len, &end) || end > ap->len) {
+		clanq_uerr(ctx, "%s: [%llu, +%llu) is outside aperture %u's %llu bytes",
+			   cmd, off, len, id, ap->len);
+		err = -ERANGE;
+		goto out;
+	}
+	r = ap->region;
+	if (len) {
+		down_read(&r->revoke_sem);
+		if (r->revoked || ap->closed)
+			err = -ENXIO;
+		else if (READ_ONCE(r->tw.nr_armed))
+			*fired = clanq_tw_flush(r, ap->off + off, len);
+		up_read(&r->revoke_sem);
+	}
+	if (err)
+		goto out;
+	atomic64_inc(&ctx->nic->stats.tw_flushes);
+	if (!*fired)
+		atomic64_inc(&ctx->nic->stats.tw_spurious);
+out:
+	clanq_kap_put(ap);
+	return err;
+}
+
 /* The watched word, read under revoke_sem: -ENXIO once it is freed. */
 static int clanq_tw_read(struct clanq_kregion *r, u64 off, u64 *val)
 {
@@ -593,6 +641,7 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 	bool armed_here;
 	unsigned long flags;
 	u64 fires, val, end;
+	unsigned int fired;
 	int err;
 
 	if (!tw)
@@ -604,6 +653,13 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 			   w->off, tw->off, tw->last);
 		err = -EINVAL;
 		goto out;
+	}
+	/* the request first, then the wait for its answer */
+	if (w->flags & CLANQ_TW_WAIT_FLUSH) {
+		err = clanq_kap_flush(ctx, w->flush_ap, w->flush_off, w->flush_len,
+				      &fired, "TW_WAIT");
+		if (err)
+			goto out;
 	}
 	spin_lock_irqsave(&r->tw.lock, flags);
 	err = tw->dead;
@@ -634,47 +690,8 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_wait);
 
 int clanq_ioctl_ap_flush(void *obj, void *arg)
 {
-	struct clanq_ctx *ctx = obj;
 	struct clanq_ioc_ap_flush *f = arg;
-	struct clanq_kap *ap = clanq_kap_lookup(ctx, f->ap);
-	struct clanq_kregion *r;
-	unsigned int fired = 0;
-	int err = 0;
-	u64 end;
 
-	if (!ap) {
-		clanq_uerr(ctx, "AP_FLUSH: no aperture %u in this context", f->ap);
-		return -ENOENT;
-	}
-	if (!(ap->rights & CLANQ_RIGHT_WRITE)) {
-		clanq_uerr(ctx, "AP_FLUSH: aperture %u was imported without CLANQ_RIGHT_WRITE",
-			   f->ap);
-		err = -EACCES;
-		goto out;
-	}
-	if (check_add_overflow(f->off, f->len, &end) || end > ap->len) {
-		clanq_uerr(ctx, "AP_FLUSH: [%llu, +%llu) is outside aperture %u's %llu bytes",
-			   f->off, f->len, f->ap, ap->len);
-		err = -ERANGE;
-		goto out;
-	}
-	r = ap->region;
-	if (f->len) {
-		down_read(&r->revoke_sem);
-		if (r->revoked || ap->closed)
-			err = -ENXIO;
-		else if (READ_ONCE(r->tw.nr_armed))
-			fired = clanq_tw_flush(r, ap->off + f->off, f->len);
-		up_read(&r->revoke_sem);
-	}
-	if (err)
-		goto out;
-	atomic64_inc(&ctx->nic->stats.tw_flushes);
-	if (!fired)
-		atomic64_inc(&ctx->nic->stats.tw_spurious);
-	f->fired = fired;
-out:
-	clanq_kap_put(ap);
-	return err;
+	return clanq_kap_flush(obj, f->ap, f->off, f->len, &f->fired, "AP_FLUSH");
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_flush);

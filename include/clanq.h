@@ -308,13 +308,15 @@ static inline int clanq_ap_flush(struct clanq_ap *ap, __u64 off, size_t len)
 }
 
 /**
- * \brief PIO: copy len bytes to offset off of a mapped aperture, with
- * plain CPU stores, then clanq_ap_flush() them: no system call unless a
- * tripwire is armed where they landed. If the region is freed
- * meanwhile, the stores fault with SIGBUS.
- * \return 0; -ERANGE outside the window; -ENXIO if it is not mapped.
+ * \brief PIO without the system call: copy len bytes to offset off of a
+ * mapped aperture with plain CPU stores, then look (after a full
+ * barrier) whether a tripwire is armed where they landed. If one is,
+ * the caller owes a flush: clanq_ap_flush_armed(), or the one that
+ * clanq_ap_write_wait() folds into its wait.
+ * \return 0; 1 if a flush is owed; -ERANGE outside the window; -ENXIO
+ *         if it is not mapped for writing.
  */
-static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
+static inline int clanq_ap_store(struct clanq_ap *ap, __u64 off,
 				 const void *src, size_t len)
 {
 	/*
@@ -332,9 +334,22 @@ static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
 		return 0;
 	/* [F] of queue.h: our stores, then our look at what is armed */
 	clanq_q_mb();
-	if (!clanq_ap_armed(&a, off, len))
-		return 0;
-	return clanq_ap_flush_armed(ap, off, len);
+	return clanq_ap_armed(&a, off, len);
+}
+
+/**
+ * \brief PIO: copy len bytes to offset off of a mapped aperture, with
+ * plain CPU stores, then clanq_ap_flush() them: no system call unless a
+ * tripwire is armed where they landed. If the region is freed
+ * meanwhile, the stores fault with SIGBUS.
+ * \return 0; -ERANGE outside the window; -ENXIO if it is not mapped.
+ */
+static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
+				 const void *src, size_t len)
+{
+	int owed = clanq_ap_store(ap, off, src, len);
+
+	return owed > 0 ? clanq_ap_flush_armed(ap, off, len) : owed;
 }
 
 /*
@@ -632,6 +647,19 @@ static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
  */
 int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns);
+
+/**
+ * \brief A request and the wait for its answer: store len bytes at off
+ * of aperture ap by PIO (as clanq_ap_write()), then wait until *addr !=
+ * old (as clanq_tw_wait_change()). When a tripwire waits for the
+ * stores and tw does not spin, the flush and the block are one system
+ * call (CLANQ_TW_WAIT_FLUSH), where an eventfd ping-pong needs two.
+ * \return as clanq_tw_wait_change(); -ERANGE, -ENXIO as clanq_ap_write()
+ *         (then nothing was waited for).
+ */
+int clanq_ap_write_wait(struct clanq_ap *ap, __u64 off, const void *src,
+			size_t len, struct clanq_tw *tw, const __u64 *addr,
+			__u64 old, int64_t timeout_ns);
 
 /*
  * Spinning: what a polling loop needs beside the queues.

@@ -63,47 +63,129 @@ int clanq_tw_destroy(struct clanq_tw *tw)
 	return clanq_tw_ctl(tw, CLANQ_IOC_TW_DESTROY);
 }
 
+/* A flush owed for PIO stores, folded into the next TW_WAIT. */
+struct clanq_tw_flush {
+	struct clanq_ap *ap;	/* NULL: none owed */
+	__u64 off, len;
+};
+
+/*
+ * One TW_WAIT, with the owed flush if there is one. It is spent once
+ * the call got as far as the wait: the driver flushes before it looks
+ * at anything else, and an error in the flush is returned at once.
+ */
+static int clanq_tw_block(struct clanq_tw *tw, __u64 off, __u64 old,
+			  __u64 timeout_ns, struct clanq_tw_flush *fl)
+{
+	struct clanq_ioc_tw_wait w;
+
+	memset(&w, 0, sizeof(w));
+	w.id = tw->id;
+	w.off = off;
+	w.old = old;
+	w.timeout_ns = timeout_ns;
+	if (fl->ap) {
+		w.flags = CLANQ_TW_WAIT_FLUSH;
+		w.flush_ap = fl->ap->id;
+		w.flush_off = fl->off;
+		w.flush_len = fl->len;
+	}
+	if (ioctl(tw->fd, CLANQ_IOC_TW_WAIT, &w) == 0) {
+		fl->ap = NULL;
+		return 0;
+	}
+	/* timed out, interrupted: the flush was done before the wait */
+	if (errno == ETIMEDOUT || errno == EINTR)
+		fl->ap = NULL;
+	return -errno;
+}
+
 /*
  * Spin, then block. The spin is the evq's (the paper's 15 us): a reply
  * that comes within it is taken without the scheduler. Blocking is one
  * system call that arms, issues the full barrier and re-checks the word
  * itself ([F] of queue.h), so the word changing just before we block
- * returns at once instead of sleeping through it.
+ * returns at once instead of sleeping through it. A flush owed for our
+ * own stores goes first: with no spin it rides on that call, else it
+ * is made before the spin, so the peer is not kept waiting for it.
  */
+static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
+			 int64_t timeout_ns, struct clanq_tw_flush *fl)
+{
+	__u64 off = (__u64)((const char *)addr - tw->mem);
+	__u64 start = 0, now = 0, deadline = ~0ull;
+	unsigned int spins = 0;
+	int err;
+
+	if ((const char *)addr < tw->mem || off < tw->off ||
+	    off + sizeof(*addr) > tw->off + tw->len || off % 8)
+		return -EINVAL;
+	if (fl->ap && tw->spin_ns) {
+		err = clanq_ap_flush_armed(fl->ap, fl->off, fl->len);
+		if (err)
+			return err;
+		fl->ap = NULL;
+	}
+	/* the clock is read only when there is a spin or a deadline */
+	if (tw->spin_ns || timeout_ns >= 0) {
+		start = now = clanq_now_ns();
+		if (timeout_ns >= 0)
+			deadline = start + (__u64)timeout_ns;
+	}
+	for (;;) {
+		if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != old)
+			break;
+		if (now - start < tw->spin_ns && now < deadline) {
+			clanq_cpu_relax();
+			/* a look at the word costs less than a look at the clock */
+			if (!(++spins % 8))
+				now = clanq_now_ns();
+			continue;
+		}
+		if (now >= deadline) {
+			err = -ETIMEDOUT;
+			goto out;
+		}
+		err = clanq_tw_block(tw, off, old,
+				     timeout_ns < 0 ? ~0ull : deadline - now, fl);
+		if (err == -ETIMEDOUT) {
+			if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != old)
+				break;
+			goto out;
+		}
+		if (err)
+			goto out;
+		/* fired, or changed: a fire by a write beside the word waits on */
+		if (timeout_ns >= 0)
+			now = clanq_now_ns();
+		start = now - tw->spin_ns;	/* spent: no spin after a wake-up */
+	}
+	err = 0;
+out:
+	/* the answer came before the flush was made: still owed */
+	if (fl->ap && !err)
+		err = clanq_ap_flush_armed(fl->ap, fl->off, fl->len);
+	return err;
+}
+
 int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns)
 {
-	__u64 start = clanq_now_ns(), now = start, deadline;
-	__u64 off = (__u64)((const char *)addr - tw->mem);
-	struct clanq_ioc_tw_wait w;
+	struct clanq_tw_flush none = { NULL, 0, 0 };
 
-	if ((const char *)addr < tw->mem || off < tw->off ||
-	    off + sizeof(*addr) > tw->off + tw->len)
-		return -EINVAL;
-	deadline = timeout_ns < 0 ? ~0ull : start + (__u64)timeout_ns;
-	for (;;) {
-		if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != old)
-			return 0;
-		if (now - start < tw->spin_ns && now < deadline) {
-			clanq_cpu_relax();
-			now = clanq_now_ns();
-			continue;
-		}
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		memset(&w, 0, sizeof(w));
-		w.id = tw->id;
-		w.off = off;
-		w.old = old;
-		w.timeout_ns = timeout_ns < 0 ? ~0ull : deadline - now;
-		if (ioctl(tw->fd, CLANQ_IOC_TW_WAIT, &w) < 0) {
-			if (errno == ETIMEDOUT)
-				return __atomic_load_n(addr, __ATOMIC_ACQUIRE) != old ?
-				       0 : -ETIMEDOUT;
-			return -errno;
-		}
-		/* fired, or changed: a fire by a write beside the word waits on */
-		now = clanq_now_ns();
-		start = now - tw->spin_ns;
-	}
+	return clanq_tw_wait(tw, addr, old, timeout_ns, &none);
+}
+
+int clanq_ap_write_wait(struct clanq_ap *ap, __u64 off, const void *src,
+			size_t len, struct clanq_tw *tw, const __u64 *addr,
+			__u64 old, int64_t timeout_ns)
+{
+	struct clanq_tw_flush fl = { NULL, off, len };
+	int owed = clanq_ap_store(ap, off, src, len);
+
+	if (owed < 0)
+		return owed;
+	if (owed)
+		fl.ap = ap;
+	return clanq_tw_wait(tw, addr, old, timeout_ns, &fl);
 }

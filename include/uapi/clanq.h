@@ -423,15 +423,26 @@ struct clanq_ioc_tw_ctl {
  * off (8-byte aligned, inside the tripwire) and returns 0 at once if it
  * no longer holds old; otherwise sleeps until the tripwire fires (0),
  * the time is up (-ETIMEDOUT), a signal (-EINTR), the tripwire is
- * destroyed (-EIDRM) or its region freed (-ENXIO). A tripwire it armed
- * and that did not fire is disarmed again before it returns.
+ * destroyed (-EIDRM) or its region freed (-ENXIO). It leaves the
+ * tripwire armed or not as it found it.
+ *
+ * With CLANQ_TW_WAIT_FLUSH it first does what AP_FLUSH does for
+ * [flush_off, flush_off + flush_len) of aperture flush_ap, and returns
+ * its error without waiting if it fails: a request and the wait for its
+ * reply in one system call.
  */
+#define CLANQ_TW_WAIT_FLUSH	(1u << 0)
+
 struct clanq_ioc_tw_wait {
 	__u32 id;
-	__u32 flags;		/* in: must be zero */
+	__u32 flags;		/* in: CLANQ_TW_WAIT_* */
 	__u64 off;		/* in: the watched word, into the region */
 	__u64 old;		/* in: its value when the caller last looked */
 	__u64 timeout_ns;	/* in: ~0 = no timeout */
+	__u64 flush_off;	/* in, with CLANQ_TW_WAIT_FLUSH: into the aperture */
+	__u64 flush_len;	/* in, with CLANQ_TW_WAIT_FLUSH */
+	__u32 flush_ap;		/* in, with CLANQ_TW_WAIT_FLUSH */
+	__u32 reserved0;
 	__u64 reserved[2];
 };
 
