@@ -31,6 +31,10 @@
  *                          clanq_tw_wait_change() (TW_WAIT), the writer's
  *                          clanq_ap_write() fires the peer's tripwire
  *                          (AP_FLUSH)
+ *             tw_rpc       tw_block, but the write and the wait for the
+ *                          answer are one call, clanq_ap_write_wait():
+ *                          the flush rides on TW_WAIT (one system call a
+ *                          side per RT, where eventfd makes two)
  *             tw_block_to  tw_block with a 5 s timeout: an hrtimer a sleep
  *             tw_spinN     tw_block with an N us spin before blocking
  *             eventfd      blocking read()/write() on two eventfds
@@ -520,7 +524,8 @@ static void cost_bench(void)
 /* ---- ping-pong between two processes ---- */
 
 enum kind {
-	K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ, K_EFD_PIO, K_EFD_IOCTL, K_EFD_VFS
+	K_PIO_SPIN, K_TW, K_EFD, K_PIPE, K_EVQ, K_EFD_PIO, K_EFD_IOCTL, K_EFD_VFS,
+	K_TW_RPC
 };
 
 /* eventfd, with or without clanq beside it */
@@ -547,6 +552,8 @@ static const struct mode modes[] = {
 	{ "eventfd", K_EFD, 0, 0, 0 },
 	{ "pipe", K_PIPE, 0, 0, 0 },
 	{ "evq_block", K_EVQ, 0, 0, 0 },
+	{ "tw_rpc", K_TW_RPC, 0, 0, 0 },
+	{ "tw_rpc_1cpu", K_TW_RPC, 0, 1, 0 },
 	{ "tw_block_1cpu", K_TW, 0, 1, 0 },
 	{ "tw_to_1cpu", K_TW, 0, 1, 1 },
 	{ "eventfd_1cpu", K_EFD, 0, 1, 0 },
@@ -643,6 +650,8 @@ struct side {
 	struct clanq_tw tw;
 	struct clanq_evq evq;
 	int fd_in, fd_out;		/* K_EFD, K_PIPE */
+	uint64_t pending;		/* K_TW_RPC: sent with the next wait */
+	int has_pending;
 	uint64_t e0, s0, p0, f0, fl0, sp0;
 };
 
@@ -726,6 +735,13 @@ static void side_teardown(struct side *s)
 static void side_send(struct side *s, uint64_t val)
 {
 	switch (s->mode->kind) {
+	case K_TW_RPC:
+		if (val != STOP) {	/* nothing waits after STOP */
+			s->pending = val;
+			s->has_pending = 1;
+			break;
+		}
+		/* fall through */
 	case K_PIO_SPIN:
 	case K_TW:
 		check(clanq_ap_write(&s->ap, 0, &val, sizeof(val)), "clanq_ap_write");
@@ -791,9 +807,17 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 				     (unsigned long long)(TIMEOUT_NS / NS_PER_S));
 		}
 		break;
-	case K_TW: {
+	case K_TW:
+	case K_TW_RPC: {
 		int err;
 
+		if (s->has_pending) {
+			s->has_pending = 0;
+			err = clanq_ap_write_wait(&s->ap, 0, &s->pending, sizeof(s->pending),
+						  &s->tw, (const __u64 *)word, old, -1);
+			if (err != -EINTR)
+				check(err, "clanq_ap_write_wait");
+		}
 		do {
 			err = clanq_tw_wait_change(&s->tw, (const __u64 *)word, old,
 						   s->mode->timeout ? (int64_t)TIMEOUT_NS : -1);
@@ -1035,6 +1059,9 @@ static void pp_bench(void)
 	       l[tw].med / l[efd].med, l[tw].avg / l[efd].avg);
 	printf("tw_1cpu_ratio\t%.2f\t%.2f\t# tw_block_1cpu / eventfd_1cpu: median, avg\n",
 	       l[tw1].med / l[efd1].med, l[tw1].avg / l[efd1].avg);
+	printf("tw_rpc_ratio\t%.2f\t%.2f\t# tw_rpc / eventfd, tw_rpc_1cpu / eventfd_1cpu, medians: write and wait in one call\n",
+	       l[mode_index("tw_rpc")].med / l[efd].med,
+	       l[mode_index("tw_rpc_1cpu")].med / l[efd1].med);
 	printf("tw_to_ratio\t%.2f\t%.2f\t# with a timeout (an hrtimer a sleep): tw_block_to / eventfd, tw_to_1cpu / eventfd_1cpu, medians\n",
 	       l[mode_index("tw_block_to")].med / l[efd].med,
 	       l[mode_index("tw_to_1cpu")].med / l[efd1].med);
