@@ -408,6 +408,36 @@ static void a_pio_writer_enters_the_driver_only_when_a_tripwire_is_armed_where_i
 }
 
 /*
+ * One flush that fires tripwires of two endpoints, interleaved in the
+ * region, counts one flush on each.
+ */
+static void one_flush_firing_two_endpoints_tripwires_counts_one_flush_on_each(void **state)
+{
+	struct clanq_tw a1, b, a2;
+	struct clanq_ep ep_b;
+	struct tw_writer w;
+	struct tw_owner o;
+	__u8 buf[24] = { 1 };
+
+	(void)state;
+	assert_ok(tw_owner_open(&o, 0, REGION));
+	assert_int_equal(clanq_ep_create(&o.dev, &ep_b, 0), 0);
+	assert_int_equal(clanq_tw_create(&o.ep, &a1, &o.r, 0, 8, CLANQ_TW_ARMED), 0);
+	assert_int_equal(clanq_tw_create(&ep_b, &b, &o.r, 8, 8, CLANQ_TW_ARMED), 0);
+	assert_int_equal(clanq_tw_create(&o.ep, &a2, &o.r, 16, 8, CLANQ_TW_ARMED), 0);
+	assert_ok(tw_writer_open(&w, 1, o.r.addr, o.key, REGION));
+	assert_int_equal(clanq_ap_write(&w.ap, 0, buf, sizeof(buf)), 0);
+	assert_true(clanq_tw_fired(&a1) && clanq_tw_fired(&b) && clanq_tw_fired(&a2));
+	assert_int_equal(itest_ctr(&o.ep.counters->tw_fires), 2);
+	assert_int_equal(itest_ctr(&ep_b.counters->tw_fires), 1);
+	assert_int_equal(itest_ctr(&ep_b.counters->tw_flushes), 1);
+	assert_int_equal(itest_ctr(&o.ep.counters->tw_flushes), 1);
+	assert_ok(tw_writer_close(&w));
+	assert_int_equal(clanq_ep_destroy(&ep_b), 0);
+	assert_ok(tw_owner_close(&o));
+}
+
+/*
  * The unified event queue: tripwire events beside OOB and RDMA events
  * of other endpoints.
  */
@@ -1175,6 +1205,7 @@ int main(void)
 		T(an_rdma_write_into_the_word_wakes_a_waiter_across_nodes),
 		T(a_waiter_wakes_with_eidrm_on_destroy_and_enxio_on_region_free),
 		T(a_pio_writer_enters_the_driver_only_when_a_tripwire_is_armed_where_it_wrote),
+		T(one_flush_firing_two_endpoints_tripwires_counts_one_flush_on_each),
 		T(tripwire_events_arrive_on_a_unified_evq_beside_oob_and_rdma_events),
 		T(every_new_ioctl_refuses_garbage_with_its_exact_errno),
 		T(processes_killed_waiting_or_holding_armed_tripwires_leak_nothing),
