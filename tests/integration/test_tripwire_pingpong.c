@@ -14,8 +14,8 @@
  *
  * (a count of 0 leaves that variant out). The defaults are the issue's:
  * 1,000,000 PIO round trips and 20,000 mixed. Under TCG with the debug
- * kernel a round trip takes 0.75 to 5.4 ms, depending on what else the
- * host runs (3.6 ms and up mixed), so 1M would take 12 to 90 minutes,
+ * kernel a round trip takes 0.67 to 5.4 ms, depending on what else the
+ * host runs (3.6 ms and up mixed), so 1M would take 11 to 90 minutes,
  * and no fixed count fits a bounded time: -t ends a variant after that
  * many seconds, at whatever round it reached (side 0 then writes STOP | i,
  * a last tripwire write, and both sides end), and it passes if it did at
