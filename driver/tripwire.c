@@ -580,7 +580,7 @@ static int clanq_kap_flush(struct clanq_ctx *ctx, u32 id, u64 off, u64 len,
 			*fired = clanq_tw_flush(r, ap->off + off, len);
 		up_read(&r->revoke_sem);
 	}
-	if (err)
+	if (err || !len)
 		goto out;
 	atomic64_inc(&ctx->nic->stats.tw_flushes);
 	if (!*fired)

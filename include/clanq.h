@@ -229,7 +229,9 @@ struct clanq_ap {
 	/**
 	 * The armed bitmap, read-only, after clanq_ap_map(): bit b (bit
 	 * b % 32 of word b / 32) is set while a tripwire is armed on region
-	 * bytes [64 b, 64 b + 63].
+	 * bytes [64 b, 64 b + 63]. The ABI's __u64 words, read 32 bits at a
+	 * time (a 32-bit process can load them atomically): the same bits on
+	 * a little-endian CPU, the only kind the driver builds for.
 	 */
 	const __u32 *armed;
 };
