@@ -72,7 +72,7 @@ static void *waiter_fn(void *arg)
 
 	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	t0 = clanq_now_ns();
-	w->rc = clanq_tw_wait_change(w->tw, w->word, w->old, w->timeout_ns);
+	w->rc = clanq_tw_wait_change(w->tw, (const __u64 *)w->word, w->old, w->timeout_ns);
 	w->ns = clanq_now_ns() - t0;
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -732,7 +732,7 @@ static void tw_ctl_and_wait_refuse_garbage(struct tw_owner *o,
 	/* and left it disarmed, as it found it */
 	/* the library refuses a word outside the tripwire itself */
 	assert_int_equal(clanq_tw_wait_change((struct clanq_tw *)tw,
-					      (const volatile __u64 *)((char *)o->r.mem + WORD + 8),
+					      (const __u64 *)((char *)o->r.mem + WORD + 8),
 					      0, 0), -EINVAL);
 }
 
@@ -854,7 +854,7 @@ static void every_new_ioctl_refuses_garbage_with_its_exact_errno(void **state)
 	/* a destroyed tripwire's id is refused */
 	assert_int_equal(clanq_tw_destroy(&tw), 0);
 	assert_int_equal(clanq_tw_destroy(&tw), -ENOENT);
-	assert_int_equal(clanq_tw_wait_change(&tw, (const volatile __u64 *)
+	assert_int_equal(clanq_tw_wait_change(&tw, (const __u64 *)
 					      ((char *)o.r.mem + WORD), 0, -1),
 			 -ENOENT);
 	assert_int_equal(clanq_tw_destroy(&other_tw), 0);
@@ -972,7 +972,7 @@ static void victim_waiter(void *arg)
 	__atomic_store_n(&sh->key, o.key, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->region, itest_addr_pack(o.r.addr), __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
-	r = clanq_tw_wait_change(&tw, (volatile __u64 *)((char *)o.r.mem + WORD),
+	r = clanq_tw_wait_change(&tw, (const __u64 *)((char *)o.r.mem + WORD),
 				 0, -1);
 	CHILD_FAIL("clanq_tw_wait_change returned %d", r);
 }
@@ -1031,7 +1031,7 @@ static void survivor(void *arg)
 	__atomic_store_n(&sh->key, o.key, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->region, itest_addr_pack(o.r.addr), __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-		r = clanq_tw_wait_change(&tw, word, seen, 100 * ITEST_NS_PER_MS);
+		r = clanq_tw_wait_change(&tw, (const __u64 *)word, seen, 100 * ITEST_NS_PER_MS);
 		if (r == -ETIMEDOUT)
 			continue;
 		CHILD_CHECK_INT(r, 0);
