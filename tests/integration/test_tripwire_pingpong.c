@@ -159,7 +159,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 		}
 		if (s == 1) {
 			tw0 = clanq_now_ns();
-			r = clanq_tw_wait_change(&tw, word, i, WAIT_NS);
+			r = clanq_tw_wait_change(&tw, (const __u64 *)word, i, WAIT_NS);
 			lost_wakeup(1, i, r, clanq_now_ns() - tw0);
 			if (r == -ETIMEDOUT)
 				CHILD_FAIL("side 1: round %llu: no write from side 0 within %lld s (word holds %llu)",
@@ -195,7 +195,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 			break;
 		if (s == 0) {
 			tw0 = clanq_now_ns();
-			r = clanq_tw_wait_change(&tw, word, i, WAIT_NS);
+			r = clanq_tw_wait_change(&tw, (const __u64 *)word, i, WAIT_NS);
 			lost_wakeup(0, i, r, clanq_now_ns() - tw0);
 			if (r == -ETIMEDOUT)
 				CHILD_FAIL("side 0: round %llu: no reply from side 1 within %lld s (word holds %llu)",
