@@ -9,17 +9,22 @@
  * out: a failure, with the round and the values, never a hang (and a
  * watchdog alarm backs that up). The mixed variant sends one direction
  * by RDMA (CLANQ_RDMA_LAST, no completion), the receive path's check.
+ * The rpc variant has side 0 make its write and its wait one call,
+ * clanq_ap_write_wait(): the flush rides on TW_WAIT (CLANQ_TW_WAIT_FLUSH)
+ * whenever side 1 is already waiting.
  *
- *	test_tripwire_pingpong [-n PIO_ROUNDS] [-m MIXED_ROUNDS] [-t SECONDS]
+ *	test_tripwire_pingpong [-n PIO_ROUNDS] [-m MIXED_ROUNDS]
+ *			       [-r RPC_ROUNDS] [-t SECONDS]
  *
  * (a count of 0 leaves that variant out). The defaults are the issue's:
- * 1,000,000 PIO round trips and 20,000 mixed. Under TCG with the debug
+ * 1,000,000 PIO round trips, 20,000 mixed and 20,000 rpc. Under TCG with the debug
  * kernel a round trip takes 0.67 to 5.4 ms, depending on what else the
  * host runs (3.6 ms and up mixed), so 1M would take 11 to 90 minutes,
  * and no fixed count fits a bounded time: -t ends a variant after that
  * many seconds, at whatever round it reached (side 0 then writes STOP | i,
  * a last tripwire write, and both sides end), and it passes if it did at
- * least MIN_ROUNDS. tests/vm/tests.list runs each variant for ~120 s.
+ * least MIN_ROUNDS. tests/vm/tests.list gives the PIO variant 10
+ * minutes, the others 2.
  *
  * Runs in the test VM, where clanq.ko is loaded with nr_nics=2.
  */
@@ -46,8 +51,8 @@
 #define WORD		512
 /* a reply that takes this long was slept through */
 #define WAIT_NS		(5 * ITEST_NS_PER_S)
-/* the whole run, whatever happens */
-#define WATCHDOG_S	250
+/* the whole run beyond its budget, whatever happens */
+#define WATCHDOG_SLACK_S	120
 /* side 0's last write, when the time budget is spent: stop after round i */
 #define STOP		(1ull << 63)
 /* a run cut short by its time budget has done at least this many */
@@ -55,6 +60,7 @@
 
 static unsigned long pio_rounds = 1000000;
 static unsigned long mixed_rounds = 20000;
+static unsigned long rpc_rounds = 20000;
 /* -t: stop after this many seconds, whatever the count (0: never) */
 static unsigned long budget_s;
 
@@ -71,6 +77,7 @@ struct pp_sh {
 	unsigned long rounds;
 	__u64 budget_ns;	/* 0: none */
 	int rdma;		/* side 0 writes by RDMA */
+	int rpc;		/* side 0 writes and waits in one call */
 	int stopped;		/* the budget, not the count, ended it */
 };
 
@@ -126,7 +133,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 	__u64 i, v, expect, t0, t, tw0, peer_region;
 	int r;
 
-	alarm(WATCHDOG_S);
+	alarm(budget_s + WATCHDOG_SLACK_S);
 	pin_to_cpu(s);
 	why = tw_owner_open(&o, s, REGION);
 	if (why)
@@ -185,7 +192,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 			if (r)
 				CHILD_FAIL("side 0: round %llu: clanq_rdma_post: %d",
 					   (unsigned long long)i, r);
-		} else {
+		} else if (!(sh->rpc && s == 0 && !(expect & STOP))) {
 			r = clanq_ap_write(&w.ap, WORD, &v, 8);
 			if (r)
 				CHILD_FAIL("side %u: round %llu: clanq_ap_write: %d",
@@ -195,7 +202,12 @@ static void side(struct pp_sh *sh, unsigned int s)
 			break;
 		if (s == 0) {
 			tw0 = clanq_now_ns();
-			r = clanq_tw_wait_change(&tw, (const __u64 *)word, i, WAIT_NS);
+			if (sh->rpc)
+				r = clanq_ap_write_wait(&w.ap, WORD, &v, 8, &tw,
+							(const __u64 *)word, i, WAIT_NS);
+			else
+				r = clanq_tw_wait_change(&tw, (const __u64 *)word, i,
+							 WAIT_NS);
 			lost_wakeup(0, i, r, clanq_now_ns() - tw0);
 			if (r == -ETIMEDOUT)
 				CHILD_FAIL("side 0: round %llu: no reply from side 1 within %lld s (word holds %llu)",
@@ -243,7 +255,7 @@ static void side1(void *arg)
 	side(arg, 1);
 }
 
-static void pingpong(unsigned long rounds, int rdma)
+static void pingpong(unsigned long rounds, int rdma, int rpc)
 {
 	struct pp_sh *sh;
 	pid_t a, b;
@@ -256,16 +268,19 @@ static void pingpong(unsigned long rounds, int rdma)
 	sh->rounds = rounds;
 	sh->budget_ns = (__u64)budget_s * ITEST_NS_PER_S;
 	sh->rdma = rdma;
+	sh->rpc = rpc;
 	a = itest_fork(side0, sh);
 	assert_true(a > 0);
 	b = itest_fork(side1, sh);
 	assert_true(b > 0);
-	sa = itest_wait(a, (WATCHDOG_S + 30) * ITEST_NS_PER_S);
+	sa = itest_wait(a, (budget_s + WATCHDOG_SLACK_S + 30) * ITEST_NS_PER_S);
 	sb = itest_wait(b, 30 * ITEST_NS_PER_S);
 	if (sa >= 0 && WIFSIGNALED(sa) && WTERMSIG(sa) == SIGALRM)
-		fprintf(stderr, "side 0: watchdog: not done after %d s\n", WATCHDOG_S);
+		fprintf(stderr, "side 0: watchdog: not done after %lu s\n",
+			budget_s + WATCHDOG_SLACK_S);
 	if (sb >= 0 && WIFSIGNALED(sb) && WTERMSIG(sb) == SIGALRM)
-		fprintf(stderr, "side 1: watchdog: not done after %d s\n", WATCHDOG_S);
+		fprintf(stderr, "side 1: watchdog: not done after %lu s\n",
+			budget_s + WATCHDOG_SLACK_S);
 	printf("pingpong: side 0 completed %llu, side 1 %llu of %lu rounds\n",
 	       (unsigned long long)sh->side[0].rounds,
 	       (unsigned long long)sh->side[1].rounds, rounds);
@@ -293,13 +308,19 @@ static void pingpong(unsigned long rounds, int rdma)
 static void a_million_blocking_pio_round_trips_lose_no_wake_up(void **state)
 {
 	(void)state;
-	pingpong(pio_rounds, 0);
+	pingpong(pio_rounds, 0, 0);
 }
 
 static void blocking_round_trips_rdma_one_way_pio_back_lose_no_wake_up(void **state)
 {
 	(void)state;
-	pingpong(mixed_rounds, 1);
+	pingpong(mixed_rounds, 1, 0);
+}
+
+static void blocking_round_trips_with_the_flush_in_the_wait_lose_no_wake_up(void **state)
+{
+	(void)state;
+	pingpong(rpc_rounds, 0, 1);
 }
 
 #define T(f)	cmocka_unit_test_teardown(f, itest_teardown)
@@ -309,12 +330,13 @@ int main(int argc, char **argv)
 	const struct CMUnitTest all[] = {
 		T(a_million_blocking_pio_round_trips_lose_no_wake_up),
 		T(blocking_round_trips_rdma_one_way_pio_back_lose_no_wake_up),
+		T(blocking_round_trips_with_the_flush_in_the_wait_lose_no_wake_up),
 	};
 	struct CMUnitTest tests[ARRAY_SIZE(all)];
 	size_t n = 0;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:m:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:m:r:t:")) != -1) {
 		switch (opt) {
 		case 'n':
 			pio_rounds = strtoul(optarg, NULL, 0);
@@ -322,23 +344,26 @@ int main(int argc, char **argv)
 		case 'm':
 			mixed_rounds = strtoul(optarg, NULL, 0);
 			break;
+		case 'r':
+			rpc_rounds = strtoul(optarg, NULL, 0);
+			break;
 		case 't':
 			budget_s = strtoul(optarg, NULL, 0);
-			if (budget_s > WATCHDOG_S - 30)
-				budget_s = WATCHDOG_S - 30;
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-n PIO_ROUNDS] [-m MIXED_ROUNDS] [-t SECONDS]\n",
+			fprintf(stderr, "usage: %s [-n PIO_ROUNDS] [-m MIXED_ROUNDS] [-r RPC_ROUNDS] [-t SECONDS]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	printf("pingpong: %lu PIO round trips, %lu mixed, time budget %lu s\n",
-	       pio_rounds, mixed_rounds, budget_s);
+	printf("pingpong: %lu PIO round trips, %lu mixed, %lu rpc, time budget %lu s\n",
+	       pio_rounds, mixed_rounds, rpc_rounds, budget_s);
 	/* a count of 0 leaves that variant out */
 	if (pio_rounds)
 		tests[n++] = all[0];
 	if (mixed_rounds)
 		tests[n++] = all[1];
+	if (rpc_rounds)
+		tests[n++] = all[2];
 	return _cmocka_run_group_tests("tripwire_pingpong", tests, n, NULL, NULL);
 }
