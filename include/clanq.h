@@ -262,20 +262,20 @@ int clanq_ap_close(struct clanq_ap *ap);
  * aperture touches? One load of the armed bitmap per 32 blocks (2 KiB);
  * the caller has checked the range.
  */
-static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
-				  size_t len)
+static inline bool clanq_armed_bits(const __u32 *armed, __u64 first,
+				    __u64 len)
 {
-	__u64 b = (ap->region_off + off) >> CLANQ_TW_BLOCK_SHIFT;
-	__u64 last = (ap->region_off + off + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
+	__u64 b = first >> CLANQ_TW_BLOCK_SHIFT;
+	__u64 last = (first + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
 	__u32 w, mask;
 
 	/* the common case: every block written is in one word */
 	if (__builtin_expect(b / 32 == last / 32, 1)) {
-		w = __atomic_load_n(&ap->armed[b / 32], __ATOMIC_RELAXED);
+		w = __atomic_load_n(&armed[b / 32], __ATOMIC_RELAXED);
 		return (w >> (b % 32)) & (~0u >> (31 - (last - b)));
 	}
 	for (;;) {
-		w = __atomic_load_n(&ap->armed[b / 32], __ATOMIC_RELAXED);
+		w = __atomic_load_n(&armed[b / 32], __ATOMIC_RELAXED);
 		mask = ~0u << (b % 32);
 		if (last / 32 == b / 32)
 			return w & mask & (~0u >> (31 - last % 32));
@@ -283,6 +283,17 @@ static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
 			return true;
 		b = (b / 32 + 1) * 32;
 	}
+}
+
+/**
+ * \brief Is a tripwire armed on a block that [off, off + len) of a mapped
+ * aperture touches? One load of the armed bitmap per 32 blocks (2 KiB);
+ * the caller has checked the range, len > 0.
+ */
+static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
+				  size_t len)
+{
+	return clanq_armed_bits(ap->armed, ap->region_off + off, len);
 }
 
 /** \brief The system call behind clanq_ap_flush(): CLANQ_IOC_AP_FLUSH. */
@@ -325,18 +336,20 @@ static inline int clanq_ap_store(struct clanq_ap *ap, __u64 off,
 	 * What the check needs, read before the stores: the compiler must
 	 * assume they may alias *ap, and would load it all again after.
 	 */
-	const struct clanq_ap a = *ap;
+	char *base = ap->base;
+	const __u32 *armed = ap->armed;
+	__u64 first = ap->region_off + off, win = ap->len;
 
-	if (!a.base || !(a.rights & CLANQ_RIGHT_WRITE))
+	if (!base || !(ap->rights & CLANQ_RIGHT_WRITE))
 		return -ENXIO;
-	if (off > a.len || len > a.len - off)
+	if (off > win || len > win - off)
 		return -ERANGE;
-	memcpy(a.base + off, src, len);
-	if (!len || !a.armed)
+	memcpy(base + off, src, len);
+	if (!len || !armed)
 		return 0;
 	/* [F] of queue.h: our stores, then our look at what is armed */
 	clanq_q_mb();
-	return clanq_ap_armed(&a, off, len);
+	return clanq_armed_bits(armed, first, len);
 }
 
 /**
