@@ -667,8 +667,9 @@ int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
  * \brief A request and the wait for its answer: store len bytes at off
  * of aperture ap by PIO (as clanq_ap_write()), then wait until *addr !=
  * old (as clanq_tw_wait_change()). When a tripwire waits for the
- * stores and tw does not spin, the flush and the block are one system
- * call (CLANQ_TW_WAIT_FLUSH), where an eventfd ping-pong needs two.
+ * stores, tw does not spin and ap and tw are of one context (one
+ * clanq_dev), the flush and the block are one system call
+ * (CLANQ_TW_WAIT_FLUSH), where an eventfd ping-pong needs two.
  * \return as clanq_tw_wait_change(); -ERANGE, -ENXIO as clanq_ap_write()
  *         (then nothing was waited for).
  */

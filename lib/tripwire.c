@@ -106,8 +106,9 @@ static int clanq_tw_block(struct clanq_tw *tw, __u64 off, __u64 old,
  * system call that arms, issues the full barrier and re-checks the word
  * itself ([F] of queue.h), so the word changing just before we block
  * returns at once instead of sleeping through it. A flush owed for our
- * own stores goes first: with no spin it rides on that call, else it
- * is made before the spin, so the peer is not kept waiting for it.
+ * own stores goes first: with no spin it rides on that call (when the
+ * aperture is of the tripwire's context), else it is made before the
+ * spin, so the peer is not kept waiting for it.
  */
 static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
 			 int64_t timeout_ns, struct clanq_tw_flush *fl)
@@ -120,7 +121,8 @@ static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
 	if ((const char *)addr < tw->mem || off < tw->off ||
 	    off + sizeof(*addr) > tw->off + tw->len || off % 8)
 		return -EINVAL;
-	if (fl->ap && tw->spin_ns) {
+	/* TW_WAIT flushes only an aperture of its own context (fd) */
+	if (fl->ap && (tw->spin_ns || fl->ap->fd != tw->fd)) {
 		err = clanq_ap_flush_armed(fl->ap, fl->off, fl->len);
 		if (err)
 			return err;

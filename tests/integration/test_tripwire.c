@@ -696,8 +696,19 @@ static void tw_ctl_and_wait_refuse_garbage(struct tw_owner *o,
 
 	/* TW_WAIT (the tripwire is [TW_OFF, TW_OFF + TW_LEN), word WORD) */
 	wt = tw_wait_arg(tw->id, WORD);
-	wt.flags = 1;
+	wt.flags = ~CLANQ_TW_WAIT_FLUSH;
 	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_TW_WAIT, &wt), EINVAL);
+	wt = tw_wait_arg(tw->id, WORD);
+	wt.reserved0 = 1;
+	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_TW_WAIT, &wt), EINVAL);
+	/* its flush is refused as AP_FLUSH would be, and nothing is waited for */
+	wt = tw_wait_arg(tw->id, WORD);
+	wt.flags = CLANQ_TW_WAIT_FLUSH;
+	wt.flush_ap = 0;
+	wt.flush_len = 8;
+	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_TW_WAIT, &wt), ENOENT);
+	wt.flush_ap = 0x7fffffff;
+	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_TW_WAIT, &wt), ENOENT);
 	wt = tw_wait_arg(tw->id, WORD);
 	wt.reserved[0] = 1;
 	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_TW_WAIT, &wt), EINVAL);

@@ -91,7 +91,7 @@ fi
 cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/null || true
 # CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
 # (while working on them; the KUnit suites always run)
-grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '$1 ~ re' \
+grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
