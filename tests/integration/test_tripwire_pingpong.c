@@ -127,10 +127,11 @@ static void side(struct pp_sh *sh, unsigned int s)
 	struct clanq_rdma_req req;
 	volatile __u64 *word;
 	struct clanq_tw tw;
+	struct clanq_ap rpc_ap;		/* rpc: in the tripwire's context */
 	struct tw_writer w;
 	struct tw_owner o;
 	const char *why;
-	__u64 i, v, expect, t0, t, tw0, peer_region;
+	__u64 i, v, expect, t0, t, tw0, peer_region, e0 = 0, e1 = 0;
 	int r;
 
 	alarm(budget_s + WATCHDOG_SLACK_S);
@@ -151,11 +152,22 @@ static void side(struct pp_sh *sh, unsigned int s)
 		CHILD_FAIL("side %u: %s", s, why);
 	req = itest_rdma_req(w.src.addr.id, w.ap.id, 0, WORD, 8, 0,
 			     CLANQ_RDMA_LAST);
+	/*
+	 * TW_WAIT flushes an aperture of its own context only: the rpc
+	 * side imports the peer's region once more, there.
+	 */
+	if (sh->rpc && s == 0) {
+		CHILD_CHECK_INT(clanq_ap_import(&o.dev, &rpc_ap, itest_addr_unpack(peer_region),
+						__atomic_load_n(&peer->key, __ATOMIC_RELAXED),
+						0, REGION, CLANQ_RIGHTS_ALL), 0);
+		CHILD_CHECK_INT(clanq_ap_map(&rpc_ap), 0);
+	}
 
 	/*
 	 * Round i: side 0 writes i + 1 to side 1's word and waits for its
 	 * own to become i + 1; side 1 waits for i + 1, then writes it back.
 	 */
+	CHILD_CHECK_INT(clanq_ctx_entries(&o.dev, &e0), 0);
 	t0 = clanq_now_ns();
 	for (i = 0; i < sh->rounds; i++) {
 		expect = i + 1;
@@ -203,7 +215,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 		if (s == 0) {
 			tw0 = clanq_now_ns();
 			if (sh->rpc)
-				r = clanq_ap_write_wait(&w.ap, WORD, &v, 8, &tw,
+				r = clanq_ap_write_wait(&rpc_ap, WORD, &v, 8, &tw,
 							(const __u64 *)word, i, WAIT_NS);
 			else
 				r = clanq_tw_wait_change(&tw, (const __u64 *)word, i,
@@ -226,6 +238,20 @@ static void side(struct pp_sh *sh, unsigned int s)
 		__atomic_store_n(&me->rounds, i + 1, __ATOMIC_RELAXED);
 	}
 	t = clanq_now_ns() - t0;
+	CHILD_CHECK_INT(clanq_ctx_entries(&o.dev, &e1), 0);
+	/*
+	 * The rpc side's write and wait are one system call when side 1
+	 * waits (and only a TW_WAIT when it does not yet): not two. One more
+	 * now and then, when the answer beat the block and the flush was
+	 * still owed; the -1 is the entries query itself.
+	 */
+	if (sh->rpc && s == 0 && i) {
+		printf("pingpong (rpc): side 0 made %.2f system calls per round trip\n",
+		       (double)(e1 - e0 - 1) / (double)i);
+		if ((e1 - e0 - 1) * 4 > i * 5)
+			CHILD_FAIL("side 0: %llu system calls for %llu round trips: the flush did not ride on the wait",
+				   (unsigned long long)(e1 - e0 - 1), (unsigned long long)i);
+	}
 	__atomic_store_n(&me->rounds, i, __ATOMIC_RELAXED);
 	me->fires = itest_ctr(&o.ep.counters->tw_fires);
 	if (s == 0)
@@ -238,6 +264,8 @@ static void side(struct pp_sh *sh, unsigned int s)
 	__atomic_store_n(&me->done, 1, __ATOMIC_RELEASE);
 	wait_published(&peer->done);
 	CHILD_CHECK_INT(clanq_tw_destroy(&tw), 0);
+	if (sh->rpc && s == 0)
+		CHILD_CHECK_INT(clanq_ap_close(&rpc_ap), 0);
 	why = tw_writer_close(&w);
 	if (!why)
 		why = tw_owner_close(&o);
