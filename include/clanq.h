@@ -502,7 +502,10 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 int clanq_evq_destroy(struct clanq_evq *evq);
 
 /**
- * \brief Deliver the events in mask (CLANQ_EV_*) of ep to evq.
+ * \brief Deliver the events in mask (CLANQ_EV_*) of ep to evq. OOB
+ * messages and completions already waiting raise an event at once;
+ * tripwires that fired before the registration do not (the driver
+ * never reads the fired bitmap): look at it after registering.
  * \return the registration index (>= 0), which events carry; -EINVAL,
  *         -ENOENT if ep is not of the evq's context, -ENOSPC when full.
  */
