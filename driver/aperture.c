@@ -67,34 +67,61 @@ struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_lookup);
 
+/*
+ * An aperture has two mappings, the PIO window and its region's armed
+ * bitmap, each under an mmap key of its own. One set of VMA operations
+ * serves both and tells them apart by the key in the VMA's page offset
+ * (the key is the offset's high part, context.c; splits keep it).
+ */
+static bool clanq_kap_vma_armed(struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = vma->vm_private_data;
+
+	return vma->vm_pgoff >> CLANQ_MAP_SHIFT == ap->armed_map.key;
+}
+
+static struct clanq_map *clanq_kap_vma_map(struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = vma->vm_private_data;
+
+	return clanq_kap_vma_armed(vma) ? &ap->armed_map : &ap->map;
+}
+
 static void clanq_kap_vm_open(struct vm_area_struct *vma)
 {
 	struct clanq_kap *ap = vma->vm_private_data;
 
 	kref_get(&ap->ref);
-	clanq_map_vma_open(&ap->map);
+	clanq_map_vma_open(clanq_kap_vma_map(vma));
 }
 
 static void clanq_kap_vm_close(struct vm_area_struct *vma)
 {
 	struct clanq_kap *ap = vma->vm_private_data;
 
-	clanq_map_vma_close(&ap->map);
+	clanq_map_vma_close(clanq_kap_vma_map(vma));
 	clanq_kap_put(ap);
 }
 
 static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 {
-	struct clanq_kap *ap = vmf->vma->vm_private_data;
+	struct vm_area_struct *vma = vmf->vma;
+	struct clanq_kap *ap = vma->vm_private_data;
 	struct clanq_kregion *r = ap->region;
+	bool armed = clanq_kap_vma_armed(vma);
 	/* the mapping starts at the object's first page (context.c) */
 	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
 	vm_fault_t ret = VM_FAULT_SIGBUS;
+	struct page *page;
 
 	down_read(&r->revoke_sem);
-	if (!r->revoked && !ap->closed && idx < ap->map_pages)
-		ret = vmf_insert_pfn(vmf->vma, vmf->address,
-				     page_to_pfn(r->pages[ap->map_page0 + idx]));
+	/* not revoked: the region's memory, bitmap included, is there */
+	if (!r->revoked && !ap->closed &&
+	    idx < (armed ? ap->armed_pages : ap->map_pages)) {
+		page = armed ? r->tw.bitmap->pages[idx] :
+			       r->pages[ap->map_page0 + idx];
+		ret = vmf_insert_pfn(vma, vmf->address, page_to_pfn(page));
+	}
 	up_read(&r->revoke_sem);
 	return ret;
 }
@@ -105,51 +132,14 @@ static const struct vm_operations_struct clanq_kap_vm_ops = {
 	.fault	= clanq_kap_fault,
 };
 
-static void clanq_kap_armed_vm_open(struct vm_area_struct *vma)
+/* Map @pages pages of @ap's, whole and shared; writable only if @writable. */
+static int clanq_kap_map_vma(struct clanq_kap *ap, struct vm_area_struct *vma,
+			     unsigned long pages, bool writable)
 {
-	struct clanq_kap *ap = vma->vm_private_data;
-
-	kref_get(&ap->ref);
-	clanq_map_vma_open(&ap->armed_map);
-}
-
-static void clanq_kap_armed_vm_close(struct vm_area_struct *vma)
-{
-	struct clanq_kap *ap = vma->vm_private_data;
-
-	clanq_map_vma_close(&ap->armed_map);
-	clanq_kap_put(ap);
-}
-
-static vm_fault_t clanq_kap_armed_fault(struct vm_fault *vmf)
-{
-	struct clanq_kap *ap = vmf->vma->vm_private_data;
-	struct clanq_kregion *r = ap->region;
-	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
-	vm_fault_t ret = VM_FAULT_SIGBUS;
-
-	down_read(&r->revoke_sem);
-	if (!r->revoked && !ap->closed && idx < ap->armed_pages)
-		ret = vmf_insert_pfn(vmf->vma, vmf->address,
-				     page_to_pfn(r->tw.bitmap->pages[idx]));
-	up_read(&r->revoke_sem);
-	return ret;
-}
-
-static const struct vm_operations_struct clanq_kap_armed_vm_ops = {
-	.open	= clanq_kap_armed_vm_open,
-	.close	= clanq_kap_armed_vm_close,
-	.fault	= clanq_kap_armed_fault,
-};
-
-static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
-{
-	struct clanq_kap *ap = container_of(map, struct clanq_kap, map);
-
-	if (vma->vm_end - vma->vm_start != ap->map_pages << PAGE_SHIFT ||
+	if (vma->vm_end - vma->vm_start != pages << PAGE_SHIFT ||
 	    !(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
-	if (!(ap->rights & CLANQ_RIGHT_WRITE)) {
+	if (!writable) {
 		if (vma->vm_flags & VM_WRITE)
 			return -EACCES;
 		vm_flags_clear(vma, VM_MAYWRITE);
@@ -163,25 +153,23 @@ static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 	return 0;
 }
 
-/* Read-only, whole, shared: the armed bitmap as the region has it. */
+static int clanq_kap_mmap(struct clanq_map *map, struct vm_area_struct *vma)
+{
+	struct clanq_kap *ap = container_of(map, struct clanq_kap, map);
+
+	return clanq_kap_map_vma(ap, vma, ap->map_pages,
+				 ap->rights & CLANQ_RIGHT_WRITE);
+}
+
+/*
+ * The armed bitmap, read-only whatever the rights: it is the driver's
+ * alone, so no importer can forge the hint other writers act on.
+ */
 static int clanq_kap_armed_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 {
 	struct clanq_kap *ap = container_of(map, struct clanq_kap, armed_map);
 
-	if (vma->vm_end - vma->vm_start != ap->armed_pages << PAGE_SHIFT ||
-	    !(vma->vm_flags & VM_MAYSHARE))
-		return -EINVAL;
-	/* the driver's alone: the hint must not be forged for other writers */
-	if (vma->vm_flags & VM_WRITE)
-		return -EACCES;
-	vm_flags_clear(vma, VM_MAYWRITE);
-	if (READ_ONCE(ap->region->revoked))
-		return -ENXIO;
-	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
-	vma->vm_ops = &clanq_kap_armed_vm_ops;
-	vma->vm_private_data = ap;
-	clanq_kap_armed_vm_open(vma);
-	return 0;
+	return clanq_kap_map_vma(ap, vma, ap->armed_pages, false);
 }
 
 /* Zap @ap's PIO mappings in every process of its context. */
