@@ -474,3 +474,42 @@ unsigned long itest_param(const char *name)
 	fclose(f);
 	return v;
 }
+
+/* In a child: drop to the unprivileged user nobody, for good. */
+void itest_become_nobody(void)
+{
+	CHILD_CHECK_INT(setresgid(ITEST_NOBODY, ITEST_NOBODY, ITEST_NOBODY), 0);
+	CHILD_CHECK_INT(setresuid(ITEST_NOBODY, ITEST_NOBODY, ITEST_NOBODY), 0);
+}
+
+/* Set a module parameter of the loaded driver, and check it took. */
+void itest_param_set(const char *name, unsigned long v)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fprintf(f, "%lu\n", v) > 0);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(itest_param(name), v);
+}
+
+/* One counter of /sys/kernel/debug/clanq/clanqN/stats, or -1. */
+long long itest_nic_stat(unsigned int nic, const char *key)
+{
+	char path[64], name[64];
+	long long value, found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/clanq/clanq%u/stats", nic);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", name, &value) == 2)
+		if (!strcmp(name, key))
+			found = value;
+	fclose(f);
+	return found;
+}

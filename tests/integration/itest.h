@@ -243,6 +243,18 @@ __u64 itest_query_cost(const struct clanq_dev *dev);
 /* A module parameter of the loaded driver. */
 unsigned long itest_param(const char *name);
 
+/* The unprivileged user the limit tests run as. */
+#define ITEST_NOBODY	65534
+
+/* In a child: drop to the unprivileged user nobody, for good. */
+void itest_become_nobody(void);
+
+/* Set a module parameter of the loaded driver, and check it took. */
+void itest_param_set(const char *name, unsigned long v);
+
+/* One counter of /sys/kernel/debug/clanq/clanqN/stats, or -1. */
+long long itest_nic_stat(unsigned int nic, const char *key);
+
 #endif /* cmocka_unit_test */
 
 #endif /* CLANQ_ITEST_H */

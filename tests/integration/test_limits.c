@@ -29,19 +29,6 @@
 
 #include "itest.h"
 
-static void set_param(const char *name, unsigned long v)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	assert_true(fprintf(f, "%lu\n", v) > 0);
-	assert_int_equal(fclose(f), 0);
-	assert_int_equal(itest_param(name), v);
-}
-
 #define MAX_EPS	8192
 #define SMALL_BUDGET	(1ul << 20)	/* 256 one-page endpoints */
 
@@ -51,14 +38,14 @@ static int budget_small(void **state)
 {
 	(void)state;
 	saved_budget = itest_param("max_ctx_bytes");
-	set_param("max_ctx_bytes", SMALL_BUDGET);
+	itest_param_set("max_ctx_bytes", SMALL_BUDGET);
 	return 0;
 }
 
 static int budget_restore(void **state)
 {
 	(void)state;
-	set_param("max_ctx_bytes", saved_budget);
+	itest_param_set("max_ctx_bytes", saved_budget);
 	return 0;
 }
 
@@ -152,17 +139,10 @@ static void endpoints_of_a_context_stop_at_max_eps_with_enospc(void **state)
  * Per user.
  */
 
-#define NOBODY		65534
 #define USER_BUDGET	(2ul << 20)	/* 512 one-page endpoints */
 #define LOOP_MAX	4096u
 
 /* Become an unprivileged user: every capability goes with uid 0. */
-static void become_nobody(void)
-{
-	CHILD_CHECK_INT(setresgid(NOBODY, NOBODY, NOBODY), 0);
-	CHILD_CHECK_INT(setresuid(NOBODY, NOBODY, NOBODY), 0);
-}
-
 /*
  * The classic escape from a per-context limit: open, create, keep a
  * mapping (which keeps the context alive), close, again. As an ordinary
@@ -179,7 +159,7 @@ static void open_map_close_child(void *arg)
 	int err = 0;
 
 	(void)arg;
-	become_nobody();
+	itest_become_nobody();
 	for (n = 0; n < LOOP_MAX; n++) {
 		err = clanq_open_nic(&dev, 0);
 		if (err)
@@ -210,19 +190,19 @@ static void contexts_of_one_user_stop_together_at_max_user_bytes(void **state)
 	int ok;
 
 	(void)state;
-	set_param("max_user_bytes", USER_BUDGET);
+	itest_param_set("max_user_bytes", USER_BUDGET);
 	pid = itest_fork(open_map_close_child, NULL);
 	assert_true(pid > 0);
 	ok = itest_status_ok(itest_wait(pid, 60 * ITEST_NS_PER_S), "open/map/close");
 	/* root is not counted: two more than the bound fit at once */
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
-	set_param("max_user_bytes", 4096);
+	itest_param_set("max_user_bytes", 4096);
 	assert_int_equal(clanq_ep_create(&dev, &eps[0], 2), 0);
 	assert_int_equal(clanq_ep_create(&dev, &eps[1], 2), 0);
 	assert_int_equal(clanq_ep_destroy(&eps[1]), 0);
 	assert_int_equal(clanq_ep_destroy(&eps[0]), 0);
 	assert_int_equal(clanq_close(&dev), 0);
-	set_param("max_user_bytes", saved);
+	itest_param_set("max_user_bytes", saved);
 	assert_true(ok);
 }
 
@@ -246,7 +226,7 @@ static void fork_register_exit_child(void *arg)
 
 	(void)arg;
 	CHILD_CHECK_INT(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
-	become_nobody();
+	itest_become_nobody();
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 0), 0);
 	for (i = 0; i < 4 * PIN_LIMIT / PIN_CHUNK; i++) {
 		pid = fork();

@@ -872,24 +872,6 @@ static void many_endpoints_in_one_context_get_distinct_ids_and_each_its_own_mess
 	assert_int_equal(clanq_close(&dev), 0);
 }
 
-/* One counter of /sys/kernel/debug/clanq/clanqN/stats, or -1. */
-static long long nic_stat(unsigned int nic, const char *key)
-{
-	char path[64], name[64];
-	long long value, found = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/clanq/clanq%u/stats", nic);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fscanf(f, "%63s %lld", name, &value) == 2)
-		if (!strcmp(name, key))
-			found = value;
-	fclose(f);
-	return found;
-}
-
 static void the_nics_counters_in_debugfs_count_sends_deliveries_and_drops(void **state)
 {
 	long long sent1, delivered0, dropped0, no_ep0;
@@ -903,10 +885,10 @@ static void the_nics_counters_in_debugfs_count_sends_deliveries_and_drops(void *
 	assert_int_equal(clanq_open_nic(&tx_dev, 1), 0);
 	assert_int_equal(clanq_ep_create(&rx_dev, &rx, 4), 0);	/* holds 3 */
 	assert_int_equal(clanq_ep_create(&tx_dev, &tx, 0), 0);
-	sent1 = nic_stat(1, "oob_sent");
-	delivered0 = nic_stat(0, "oob_delivered");
-	dropped0 = nic_stat(0, "oob_dropped");
-	no_ep0 = nic_stat(0, "oob_no_endpoint");
+	sent1 = itest_nic_stat(1, "oob_sent");
+	delivered0 = itest_nic_stat(0, "oob_delivered");
+	dropped0 = itest_nic_stat(0, "oob_dropped");
+	no_ep0 = itest_nic_stat(0, "oob_no_endpoint");
 	assert_true(sent1 >= 0 && delivered0 >= 0 && dropped0 >= 0 && no_ep0 >= 0);
 
 	for (i = 0; i < 5; i++)
@@ -916,12 +898,12 @@ static void the_nics_counters_in_debugfs_count_sends_deliveries_and_drops(void *
 	nowhere.id = 0x7ffffff0u;
 	assert_int_equal(clanq_oob_send(&tx, nowhere, CLANQ_OOB_TYPE_USER, NULL, 0), 0);
 
-	assert_int_equal(nic_stat(1, "oob_sent"), sent1 + 6);
-	assert_int_equal(nic_stat(0, "oob_delivered"), delivered0 + 3);
-	assert_int_equal(nic_stat(0, "oob_dropped"), dropped0 + 2);
-	assert_int_equal(nic_stat(0, "oob_no_endpoint"), no_ep0 + 1);
-	assert_true(nic_stat(0, "endpoints") >= 1);
-	assert_true(nic_stat(0, "driver_entries") > 0);
+	assert_int_equal(itest_nic_stat(1, "oob_sent"), sent1 + 6);
+	assert_int_equal(itest_nic_stat(0, "oob_delivered"), delivered0 + 3);
+	assert_int_equal(itest_nic_stat(0, "oob_dropped"), dropped0 + 2);
+	assert_int_equal(itest_nic_stat(0, "oob_no_endpoint"), no_ep0 + 1);
+	assert_true(itest_nic_stat(0, "endpoints") >= 1);
+	assert_true(itest_nic_stat(0, "driver_entries") > 0);
 
 	assert_int_equal(clanq_ep_destroy(&rx), 0);
 	assert_int_equal(clanq_ep_destroy(&tx), 0);

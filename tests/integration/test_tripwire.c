@@ -882,46 +882,8 @@ static void every_new_ioctl_refuses_garbage_with_its_exact_errno(void **state)
  * Killed processes leak nothing.
  */
 
-#define NOBODY		65534
 #define USER_BUDGET	(256ul << 10)
 #define KILL_ROUNDS	6
-
-static void set_param(const char *name, unsigned long v)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	assert_true(fprintf(f, "%lu\n", v) > 0);
-	assert_int_equal(fclose(f), 0);
-	assert_int_equal(itest_param(name), v);
-}
-
-/* One counter of /sys/kernel/debug/clanq/clanqN/stats, or -1. */
-static long long nic_stat(unsigned int nic, const char *key)
-{
-	char path[64], name[64];
-	long long value, found = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/clanq/clanq%u/stats", nic);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fscanf(f, "%63s %lld", name, &value) == 2)
-		if (!strcmp(name, key))
-			found = value;
-	fclose(f);
-	return found;
-}
-
-static void become_nobody(void)
-{
-	CHILD_CHECK_INT(setresgid(NOBODY, NOBODY, NOBODY), 0);
-	CHILD_CHECK_INT(setresuid(NOBODY, NOBODY, NOBODY), 0);
-}
 
 /*
  * How many one-page regions an unprivileged user can hold right now:
@@ -935,7 +897,7 @@ static void probe_child(void *arg)
 	int err;
 
 	(void)arg;
-	become_nobody();
+	itest_become_nobody();
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 0), 0);
 	while (!(err = clanq_region_alloc(&dev, &r, 4096)))
 		n++;
@@ -974,7 +936,7 @@ static void victim_waiter(void *arg)
 	const char *why;
 	int r;
 
-	become_nobody();
+	itest_become_nobody();
 	why = tw_owner_open(&o, 0, REGION);
 	if (why)
 		CHILD_FAIL("%s", why);
@@ -1002,7 +964,7 @@ static void victim_holder(void *arg)
 	const char *why;
 	unsigned int i;
 
-	become_nobody();
+	itest_become_nobody();
 	why = tw_owner_open(&o, 0, REGION);
 	if (why)
 		CHILD_FAIL("%s", why);
@@ -1075,7 +1037,7 @@ static void wait_stat(unsigned int nic, const char *key, long long want)
 	__u64 end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
 	long long v;
 
-	while ((v = nic_stat(nic, key)) != want) {
+	while ((v = itest_nic_stat(nic, key)) != want) {
 		if (clanq_now_ns() > end)
 			fail_msg("clanq%u %s is %lld, expected %lld", nic, key, v,
 				 want);
@@ -1118,11 +1080,11 @@ static void processes_killed_waiting_or_holding_armed_tripwires_leak_nothing(voi
 	assert_true(sh != MAP_FAILED);
 	ssh = sh + 1;
 	memset(sh, 0, 2 * sizeof(*sh));
-	set_param("max_user_bytes", USER_BUDGET);
-	ctx0 = nic_stat(0, "contexts");
-	ctx1 = nic_stat(1, "contexts");
-	eps0 = nic_stat(0, "endpoints");
-	eps1 = nic_stat(1, "endpoints");
+	itest_param_set("max_user_bytes", USER_BUDGET);
+	ctx0 = itest_nic_stat(0, "contexts");
+	ctx1 = itest_nic_stat(1, "contexts");
+	eps0 = itest_nic_stat(0, "endpoints");
+	eps1 = itest_nic_stat(1, "endpoints");
 	assert_true(ctx0 >= 0 && ctx1 >= 0 && eps0 >= 0 && eps1 >= 0);
 	pages0 = user_budget_pages();
 	assert_true(pages0 >= 32);
@@ -1187,7 +1149,7 @@ static void processes_killed_waiting_or_holding_armed_tripwires_leak_nothing(voi
 	wait_stat(1, "endpoints", eps1 + 1);
 	pages1 = user_budget_pages();
 	assert_int_equal(pages1, pages0);
-	set_param("max_user_bytes", saved);
+	itest_param_set("max_user_bytes", saved);
 
 	/* the survivor still wakes, and ends cleanly */
 	survivor_round(ssh, &sw, ++v, spid);
