@@ -108,6 +108,33 @@ static void lost_wakeup(unsigned int s, __u64 round, int r, __u64 ns)
 			   (long long)(WAIT_NS / ITEST_NS_PER_MS));
 }
 
+/*
+ * Side s's wait of round i, begun at @since, returned @r: fail on a
+ * timeout, an error, or a word that is neither @expect nor (side 1
+ * only) side 0's STOP | i. Returns the word, read once.
+ */
+static __u64 waited(unsigned int s, __u64 round, int r, __u64 since,
+		    const volatile __u64 *word, __u64 expect)
+{
+	__u64 got;
+
+	lost_wakeup(s, round, r, clanq_now_ns() - since);
+	got = *word;
+	if (r == -ETIMEDOUT)
+		CHILD_FAIL("side %u: round %llu: no write from side %u within %lld s (word holds %llu)",
+			   s, (unsigned long long)round, 1 - s,
+			   (long long)(WAIT_NS / ITEST_NS_PER_S),
+			   (unsigned long long)got);
+	if (r)
+		CHILD_FAIL("side %u: round %llu: the wait: %d",
+			   s, (unsigned long long)round, r);
+	if (got != expect && !(s == 1 && got == (STOP | round)))
+		CHILD_FAIL("side %u: round %llu: word %llu, expected %llu",
+			   s, (unsigned long long)round,
+			   (unsigned long long)got, (unsigned long long)expect);
+	return got;
+}
+
 static void pin_to_cpu(unsigned int cpu)
 {
 	cpu_set_t set;
@@ -179,22 +206,8 @@ static void side(struct pp_sh *sh, unsigned int s)
 		if (s == 1) {
 			tw0 = clanq_now_ns();
 			r = clanq_tw_wait_change(&tw, (const __u64 *)word, i, WAIT_NS);
-			lost_wakeup(1, i, r, clanq_now_ns() - tw0);
-			if (r == -ETIMEDOUT)
-				CHILD_FAIL("side 1: round %llu: no write from side 0 within %lld s (word holds %llu)",
-					   (unsigned long long)i,
-					   (long long)(WAIT_NS / ITEST_NS_PER_S),
-					   (unsigned long long)*word);
-			if (r)
-				CHILD_FAIL("side 1: round %llu: clanq_tw_wait_change: %d",
-					   (unsigned long long)i, r);
-			if (*word == (STOP | i))
+			if (waited(1, i, r, tw0, word, expect) == (STOP | i))
 				break;
-			if (*word != expect)
-				CHILD_FAIL("side 1: round %llu: word %llu, expected %llu",
-					   (unsigned long long)i,
-					   (unsigned long long)*word,
-					   (unsigned long long)expect);
 		}
 		v = expect;
 		if (rdma) {
@@ -220,20 +233,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 			else
 				r = clanq_tw_wait_change(&tw, (const __u64 *)word, i,
 							 WAIT_NS);
-			lost_wakeup(0, i, r, clanq_now_ns() - tw0);
-			if (r == -ETIMEDOUT)
-				CHILD_FAIL("side 0: round %llu: no reply from side 1 within %lld s (word holds %llu)",
-					   (unsigned long long)i,
-					   (long long)(WAIT_NS / ITEST_NS_PER_S),
-					   (unsigned long long)*word);
-			if (r)
-				CHILD_FAIL("side 0: round %llu: clanq_tw_wait_change: %d",
-					   (unsigned long long)i, r);
-			if (*word != expect)
-				CHILD_FAIL("side 0: round %llu: word %llu, expected %llu",
-					   (unsigned long long)i,
-					   (unsigned long long)*word,
-					   (unsigned long long)expect);
+			waited(0, i, r, tw0, word, expect);
 		}
 		__atomic_store_n(&me->rounds, i + 1, __ATOMIC_RELAXED);
 	}
