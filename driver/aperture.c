@@ -43,6 +43,8 @@ static void clanq_kap_release(struct kref *ref)
 	struct clanq_kap *ap = container_of(ref, struct clanq_kap, ref);
 
 	clanq_kregion_put(ap->region);
+	if (ap->sink_page)
+		__free_page(ap->sink_page);
 	kfree_rcu(ap, rcu);
 }
 
@@ -103,6 +105,30 @@ static void clanq_kap_vm_close(struct vm_area_struct *vma)
 	clanq_kap_put(ap);
 }
 
+/*
+ * The sink of a revoked CLANQ_AP_SINK aperture: one page of its own,
+ * behind every page of both its mappings, so a store that raced with the
+ * revocation lands there instead of killing the writer. Its own: a page
+ * shared between apertures would let one process read what another
+ * stored. Allocated at the first fault after the revocation.
+ */
+static struct page *clanq_kap_sink(struct clanq_kap *ap)
+{
+	struct page *page = READ_ONCE(ap->sink_page), *old;
+
+	if (page)
+		return page;
+	page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!page)
+		return NULL;
+	old = cmpxchg(&ap->sink_page, NULL, page);
+	if (old) {
+		__free_page(page);
+		page = old;
+	}
+	return page;
+}
+
 static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -121,6 +147,10 @@ static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 		page = armed ? r->tw.bitmap->pages[idx] :
 			       r->pages[ap->map_page0 + idx];
 		ret = vmf_insert_pfn(vma, vmf->address, page_to_pfn(page));
+	} else if (r->revoked && !ap->closed && ap->sink) {
+		page = clanq_kap_sink(ap);
+		ret = page ? vmf_insert_pfn(vma, vmf->address, page_to_pfn(page)) :
+			     VM_FAULT_OOM;
 	}
 	up_read(&r->revoke_sem);
 	return ret;
@@ -195,8 +225,11 @@ void clanq_kap_revoke_all(struct clanq_kregion *r)
 	up_write(&r->revoke_sem);
 	/* importers stay on the list, and their contexts alive, until closed */
 	mutex_lock(&r->ap_lock);
-	list_for_each_entry(ap, &r->aps, region_node)
+	list_for_each_entry(ap, &r->aps, region_node) {
 		clanq_kap_zap(ap);
+		if (ap->notify_ep)
+			clanq_oob_notify_revoked(ap);
+	}
 	mutex_unlock(&r->ap_lock);
 }
 
@@ -306,11 +339,25 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		clanq_kregion_put(r);
 		return err;
 	}
+	if (im->notify_ep) {
+		struct clanq_kep *ep = clanq_kep_lookup_owned(ctx, im->notify_ep);
+
+		if (!ep) {
+			clanq_uerr(ctx, "AP_IMPORT: notify_ep %u: no such endpoint in this context",
+				   im->notify_ep);
+			clanq_kregion_put(r);
+			return -ENOENT;
+		}
+		clanq_kep_put(ep);
+	}
 	ap = kzalloc(sizeof(*ap), GFP_KERNEL_ACCOUNT);
 	if (!ap) {
 		clanq_kregion_put(r);
 		return -ENOMEM;
 	}
+	ap->sink = im->flags & CLANQ_AP_SINK;
+	ap->notify_ep = im->notify_ep;
+	ap->notify_cookie = im->notify_cookie;
 	kref_init(&ap->ref);
 	ap->ctx = ctx;
 	ap->region = r;		/* our reference */

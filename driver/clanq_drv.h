@@ -108,6 +108,7 @@ struct clanq_nic_stats {
 	atomic64_t oob_delivered;
 	atomic64_t oob_dropped;		/* receiver's queue full */
 	atomic64_t oob_no_ep;		/* no such endpoint here */
+	atomic64_t oob_unreachable;	/* notices sent back for those */
 	atomic64_t events;		/* posted to evq rings */
 	atomic64_t evq_overflows;	/* ring full: user cleared bits */
 	atomic64_t evq_blocks;		/* WAIT calls that slept */
@@ -318,6 +319,12 @@ struct clanq_kap {
 	/* with a PIO mapping: the region's armed bitmap, read-only */
 	struct clanq_map armed_map;
 	unsigned long armed_pages;
+	/* CLANQ_AP_SINK: where faults go once revoked (allocated then) */
+	bool sink;
+	struct page *sink_page;
+	/* told of the revocation: an endpoint of ctx, 0 for none */
+	u32 notify_ep;
+	u64 notify_cookie;
 };
 
 /* A request the engine has taken: its private copy, resolved. */
@@ -503,7 +510,8 @@ long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg
 
 /* endpoint.c */
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots, u32 tw_slots);
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
+				   u32 service);
 void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
@@ -639,6 +647,9 @@ void clanq_wire_unregister(struct clanq_wire *wire);
 /* the receive path */
 int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		 const struct clanq_oob_msg *msg);
+void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
+			   const struct clanq_oob_msg *msg);
+void clanq_oob_notify_revoked(struct clanq_kap *ap);
 int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
 		   const struct clanq_kap *via);

@@ -45,8 +45,13 @@ static u32 clanq_kep_layout(struct clanq_ioc_ep_create *c, u32 oob_slots,
 	return c->tw_fired + tw_slots / 8;
 }
 
+/*
+ * @service: the id asked for (1 .. CLANQ_SERVICE_MAX, checked by the
+ * caller), or 0 for one the driver picks above them.
+ */
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots, u32 tw_slots)
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
+				   u32 service)
 {
 	struct clanq_nic *nic = ctx->nic;
 	struct clanq_ioc_ep_create c;
@@ -90,8 +95,16 @@ struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 	 * long while rather than a new endpoint at once. Published last:
 	 * once in the xarray, the endpoint can receive.
 	 */
-	err = xa_alloc_cyclic(&nic->eps, &ep->id, ep, XA_LIMIT(1, S32_MAX),
-			      &nic->next_ep_id, GFP_KERNEL_ACCOUNT);
+	if (service) {
+		ep->id = service;
+		err = xa_insert(&nic->eps, service, ep, GFP_KERNEL_ACCOUNT);
+		if (err == -EBUSY)
+			err = -EADDRINUSE;
+	} else {
+		err = xa_alloc_cyclic(&nic->eps, &ep->id, ep,
+				      XA_LIMIT(CLANQ_SERVICE_MAX + 1, S32_MAX),
+				      &nic->next_ep_id, GFP_KERNEL_ACCOUNT);
+	}
 	if (err < 0)
 		goto err_mmap;
 	list_add_tail(&ep->ctx_node, &ctx->eps);
@@ -226,6 +239,7 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 	u32 max_tw = clamp(round_up(READ_ONCE(clanq_max_tripwires), 64),
 			   CLANQ_DEFAULT_TW_SLOTS, CLANQ_MAX_TW_SLOTS);
 	struct clanq_kep *ep;
+	u32 service = 0;
 
 	if (slots < 2 || slots > clanq_max_oob_slots || !is_power_of_2(slots)) {
 		clanq_uerr(ctx, "EP_CREATE: oob_slots %u: want a power of two, 2..%u",
@@ -243,13 +257,30 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 			   c->tw_slots, max_tw);
 		return -EINVAL;
 	}
+	if (c->flags & CLANQ_EP_SERVICE) {
+		service = c->addr.id;
+		if (!service || service > CLANQ_SERVICE_MAX) {
+			clanq_uerr(ctx, "EP_CREATE: service %u: want 1..%u",
+				   service, CLANQ_SERVICE_MAX);
+			return -EINVAL;
+		}
+		if (service < CLANQ_SERVICE_PRIV &&
+		    !capable(CAP_NET_BIND_SERVICE)) {
+			clanq_uerr(ctx, "EP_CREATE: service %u < %u needs CAP_NET_BIND_SERVICE",
+				   service, CLANQ_SERVICE_PRIV);
+			return -EACCES;
+		}
+	}
 	mutex_lock(&ctx->lock);
-	ep = clanq_kep_create(ctx, slots, rq, cq, tw);
+	ep = clanq_kep_create(ctx, slots, rq, cq, tw, service);
 	if (IS_ERR(ep)) {
 		mutex_unlock(&ctx->lock);
 		if (PTR_ERR(ep) == -ENOSPC)
 			clanq_uerr(ctx, "EP_CREATE: context has %u endpoints already (max_eps)",
 				   clanq_max_eps);
+		else if (PTR_ERR(ep) == -EADDRINUSE)
+			clanq_uerr(ctx, "EP_CREATE: service %u is in use on this node",
+				   service);
 		return PTR_ERR(ep);
 	}
 	clanq_kep_describe(ep, c);

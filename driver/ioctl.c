@@ -68,6 +68,7 @@ CLANQ_IOC_RESERVED0(evq_create);
 CLANQ_IOC_RESERVED0(tw_create);
 CLANQ_IOC_RESERVED0(ap_flush);
 CLANQ_IOC_RESERVED0(tw_wait);
+CLANQ_IOC_RESERVED0(ap_import);
 
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
@@ -152,7 +153,8 @@ static int clanq_ioctl_query(void *obj, void *arg)
 /* The context fd's commands; the evq fd has its own table (evq.c). */
 static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(QUERY, query, clanq_ioctl_query, 0, reserved),
-	CLANQ_IOCTL(EP_CREATE, ep_create, clanq_ioctl_ep_create, 0, reserved),
+	CLANQ_IOCTL(EP_CREATE, ep_create, clanq_ioctl_ep_create, CLANQ_EP_FLAGS,
+		    reserved),
 	CLANQ_IOCTL(EP_DESTROY, ep_destroy, clanq_ioctl_ep_destroy, 0, reserved),
 	CLANQ_IOCTL(OOB_SEND, oob_send, clanq_ioctl_oob_send, 0, reserved),
 	CLANQ_IOCTL(EVQ_CREATE, evq_create, clanq_ioctl_evq_create, 0, reserved0),
@@ -161,7 +163,8 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(REGION_FREE, region_free, clanq_ioctl_region_free, 0, reserved),
 	CLANQ_IOCTL_NO_FLAGS(REGION_EXPORT, region_export,
 			     clanq_ioctl_region_export, reserved),
-	CLANQ_IOCTL(AP_IMPORT, ap_import, clanq_ioctl_ap_import, 0, reserved),
+	CLANQ_IOCTL(AP_IMPORT, ap_import, clanq_ioctl_ap_import, CLANQ_AP_FLAGS,
+		    reserved0),
 	CLANQ_IOCTL(AP_CLOSE, ap_close, clanq_ioctl_ap_close, 0, reserved),
 	CLANQ_IOCTL(RDMA_KICK, rdma_kick, clanq_ioctl_rdma_kick, 0, reserved),
 	CLANQ_IOCTL(TW_CREATE, tw_create, clanq_ioctl_tw_create, CLANQ_TW_FLAGS,
@@ -169,7 +172,7 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(TW_ARM, tw_ctl, clanq_ioctl_tw_arm, 0, reserved),
 	CLANQ_IOCTL(TW_DISARM, tw_ctl, clanq_ioctl_tw_disarm, 0, reserved),
 	CLANQ_IOCTL(TW_DESTROY, tw_ctl, clanq_ioctl_tw_destroy, 0, reserved),
-	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, CLANQ_TW_WAIT_FLUSH,
+	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, CLANQ_TW_WAIT_FLAGS,
 		    reserved0),
 	CLANQ_IOCTL(AP_FLUSH, ap_flush, clanq_ioctl_ap_flush, 0, reserved0),
 };

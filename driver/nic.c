@@ -94,6 +94,7 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "oob_no_endpoint %lld\nevents %lld\nevq_overflows %lld\n",
 		   atomic64_read(&st->oob_no_ep), atomic64_read(&st->events),
 		   atomic64_read(&st->evq_overflows));
+	seq_printf(m, "oob_unreachable %lld\n", atomic64_read(&st->oob_unreachable));
 	seq_printf(m, "evq_blocks %lld\ndriver_entries %lld\n",
 		   atomic64_read(&st->evq_blocks), atomic64_read(&st->entries));
 	seq_printf(m, "rdma_reqs %lld\nrdma_bytes %lld\nrdma_errors %lld\n",

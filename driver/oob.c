@@ -50,6 +50,9 @@ bool clanq_oob_pending(struct clanq_kep *ep)
 	return unread;
 }
 
+static int clanq_oob_put(struct clanq_nic *nic, struct clanq_kep *ep,
+			 const struct clanq_oob_msg *msg);
+
 /**
  * clanq_rx_oob() - the receive path of an OOB message
  * @nic: the destination NIC
@@ -64,15 +67,23 @@ int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		 const struct clanq_oob_msg *msg)
 {
 	struct clanq_kep *ep = clanq_kep_lookup(nic, dst_id);
-	struct clanq_kep_oob *oob;
-	unsigned long flags;
-	bool queued = false, dead;
 
 	if (!ep) {
 		atomic64_inc(&nic->stats.oob_no_ep);
 		return -ENOENT;
 	}
-	oob = &ep->oob;
+	return clanq_oob_put(nic, ep, msg);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_oob);
+
+/* Queue @msg on @ep, drop the caller's reference: as clanq_rx_oob(). */
+static int clanq_oob_put(struct clanq_nic *nic, struct clanq_kep *ep,
+			 const struct clanq_oob_msg *msg)
+{
+	struct clanq_kep_oob *oob = &ep->oob;
+	unsigned long flags;
+	bool queued = false, dead;
+
 	spin_lock_irqsave(&oob->lock, flags);
 	dead = oob->dead;
 	if (!dead) {
@@ -95,7 +106,62 @@ int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		return -ENOENT;
 	return queued ? 0 : -ENOBUFS;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_oob);
+
+/**
+ * clanq_oob_unreachable() - tell a sender its message found nobody
+ * @nic: the sender's NIC
+ * @dst: where the message went
+ * @msg: the message, its source stamped
+ *
+ * A wire calls it when the destination node had no endpoint @dst->id:
+ * a CLANQ_OOB_UNREACHABLE notice goes back to the sending endpoint (the
+ * network's "port unreachable"). A notice is never answered by another.
+ */
+void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
+			   const struct clanq_oob_msg *msg)
+{
+	struct clanq_oob_unreachable *u;
+	struct clanq_oob_msg n = {
+		.type = CLANQ_OOB_UNREACHABLE,
+		.len = sizeof(*u),
+		.src = *dst,
+	};
+
+	static_assert(sizeof(*u) <= CLANQ_OOB_PAYLOAD);
+	if (msg->type & CLANQ_OOB_NOTICE)
+		return;
+	u = (struct clanq_oob_unreachable *)n.payload;
+	u->type = msg->type;
+	u->len = msg->len;
+	memcpy(u->head, msg->payload, sizeof(u->head));
+	atomic64_inc(&nic->stats.oob_unreachable);
+	clanq_rx_oob(nic, msg->src.id, &n);
+}
+EXPORT_SYMBOL_CLANQ_KUNIT(clanq_oob_unreachable);
+
+/*
+ * The region behind @ap was revoked: a CLANQ_OOB_REVOKED notice to the
+ * endpoint named at import, if it is still of @ap's context. Called
+ * with the region's ap_lock held: @ap is not closed, its context alive.
+ */
+void clanq_oob_notify_revoked(struct clanq_kap *ap)
+{
+	struct clanq_kep *ep = clanq_kep_lookup_owned(ap->ctx, ap->notify_ep);
+	struct clanq_oob_revoked *rv;
+	struct clanq_oob_msg n = {
+		.type = CLANQ_OOB_REVOKED,
+		.len = sizeof(*rv),
+		.src = { ap->region->nic->node, ap->region->id },
+	};
+
+	static_assert(sizeof(*rv) <= CLANQ_OOB_PAYLOAD);
+	if (!ep)
+		return;
+	rv = (struct clanq_oob_revoked *)n.payload;
+	rv->ap = ap->id;
+	rv->cookie = ap->notify_cookie;
+	clanq_oob_put(ap->ctx->nic, ep, &n);
+}
 
 int clanq_ioctl_oob_send(void *obj, void *arg)
 {
@@ -110,6 +176,11 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 	if (s->len > CLANQ_OOB_PAYLOAD) {
 		clanq_uerr(ctx, "OOB_SEND: len %u > %u", s->len, CLANQ_OOB_PAYLOAD);
 		return -EMSGSIZE;
+	}
+	if (s->type & CLANQ_OOB_NOTICE) {
+		clanq_uerr(ctx, "OOB_SEND: type %#x: notice types are the driver's",
+			   s->type);
+		return -EINVAL;
 	}
 	ep = clanq_kep_lookup_owned(ctx, s->ep);
 	if (!ep) {

@@ -470,6 +470,62 @@ static void clanq_kregion_copy(struct clanq_kregion *dst, u64 dst_off,
 	}
 }
 
+/* Read @len bytes at @off of @r (checked by the caller) into @buf. */
+static void clanq_kregion_read(struct clanq_kregion *r, u64 off, void *buf,
+			       size_t len)
+{
+	while (len) {
+		u64 a = r->first + off;
+		size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(a));
+		void *p = kmap_local_page(r->pages[a >> PAGE_SHIFT]);
+
+		memcpy(buf, p + offset_in_page(a), n);
+		kunmap_local(p);
+		buf += n;
+		off += n;
+		len -= n;
+	}
+}
+
+/*
+ * The copy of clanq_rx_write(), in the order the ABI promises (uapi
+ * clanq.h, "What a receiver may rely on"): everything of earlier writes
+ * first, then every byte but the final word (the last aligned 8 bytes
+ * inside the destination range), then the final word in one store. A
+ * memcpy() alone promises no order: the kernel's may store a short
+ * copy's tail before its head, which is what a receiver polling the
+ * last word of a 64-byte write used to see. The final word is read from
+ * the source before the rest is copied, so an overlapping write (a
+ * region written through its own aperture) reads what a copy would.
+ */
+static void clanq_rx_copy(struct clanq_kregion *dst, u64 dst_off,
+			  struct clanq_kregion *src, u64 src_off, u64 len)
+{
+	u64 da = dst->first + dst_off;
+	u64 fw = round_down(da + len, 8);	/* the final word's end */
+	u64 head, word;
+	void *p;
+
+	/* pairs with the receiver's acquire of an earlier final word */
+	smp_wmb();
+	if (fw < da + 8) {
+		clanq_kregion_copy(dst, dst_off, src, src_off, len);
+		return;
+	}
+	fw -= 8;
+	head = fw - da;
+	clanq_kregion_read(src, src_off + head, &word, sizeof(word));
+	clanq_kregion_copy(dst, dst_off, src, src_off, head);
+	clanq_kregion_copy(dst, dst_off + head + 8, src, src_off + head + 8,
+			   len - head - 8);
+	/* the rest before the final word: its store is the release */
+	smp_wmb();
+	p = kmap_local_page(dst->pages[fw >> PAGE_SHIFT]);
+	WRITE_ONCE(*(u64 *)(p + offset_in_page(fw)), word);
+	kunmap_local(p);
+	flush_dcache_page(dst->pages[fw >> PAGE_SHIFT]);
+}
+
 /**
  * clanq_rx_write() - the receive path of an RDMA write
  * @dst: the destination region
@@ -508,7 +564,7 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 	if (dst->revoked || (via && via->closed) || READ_ONCE(src->revoked)) {
 		err = -ENXIO;
 	} else if (len) {
-		clanq_kregion_copy(dst, dst_off, src, src_off, len);
+		clanq_rx_copy(dst, dst_off, src, src_off, len);
 		/*
 		 * [F] of queue.h: the copy, then the look at what is armed,
 		 * against a waiter's arm, then its look at the data.

@@ -608,23 +608,40 @@ static int clanq_tw_read(struct clanq_kregion *r, u64 off, u64 *val)
 	return err;
 }
 
-static bool clanq_ktw_woken(struct clanq_ktw *tw, u64 fires)
+static bool clanq_ktw_woken(struct clanq_ktw *tw, u64 fires, bool oob)
 {
-	return READ_ONCE(tw->fires) != fires || READ_ONCE(tw->dead);
+	return READ_ONCE(tw->fires) != fires || READ_ONCE(tw->dead) ||
+	       (oob && clanq_oob_pending(tw->ep));
 }
 
-/* Sleep until @tw fires past @fires or dies: 0 or -errno. */
-static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns)
+/*
+ * Sleep until @tw fires past @fires or dies, or with @oob until its
+ * endpoint has an OOB message: 0 or -errno. For @oob a second entry on
+ * the endpoint's wait queue, with the default wake function, wakes us
+ * whenever the endpoint raises an event (clanq_kep_raise()); the
+ * condition is checked after the task state is set, so an arrival
+ * between the check and schedule() is not slept through.
+ */
+static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns,
+			   bool oob)
 {
+	struct wait_queue_entry ep_wait;
 	long ret;
 
+	if (oob) {
+		init_waitqueue_entry(&ep_wait, current);
+		add_wait_queue(&tw->ep->wq, &ep_wait);
+	}
 	if (timeout_ns == U64_MAX)
-		ret = wait_event_interruptible(tw->wq, clanq_ktw_woken(tw, fires));
+		ret = wait_event_interruptible(tw->wq,
+					       clanq_ktw_woken(tw, fires, oob));
 	else
 		ret = wait_event_interruptible_hrtimeout(tw->wq,
-							 clanq_ktw_woken(tw, fires),
+							 clanq_ktw_woken(tw, fires, oob),
 							 ns_to_ktime(min_t(u64, timeout_ns,
 									   KTIME_MAX)));
+	if (oob)
+		remove_wait_queue(&tw->ep->wq, &ep_wait);
 	if (ret == -ETIME)
 		return -ETIMEDOUT;
 	if (ret == -ERESTARTSYS)
@@ -673,8 +690,10 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 	/* [F] armed, then look: pairs with the writer's store, mb, look */
 	smp_mb();
 	err = clanq_tw_read(r, w->off, &val);
-	if (!err && val == w->old)
-		err = clanq_ktw_sleep(tw, fires, w->timeout_ns);
+	if (!err && val == w->old &&
+	    !((w->flags & CLANQ_TW_WAIT_OOB) && clanq_oob_pending(tw->ep)))
+		err = clanq_ktw_sleep(tw, fires, w->timeout_ns,
+				      w->flags & CLANQ_TW_WAIT_OOB);
 	/* leave it as we found it: disarmed, unless it was armed before */
 	if (armed_here) {
 		spin_lock_irqsave(&r->tw.lock, flags);

@@ -25,7 +25,8 @@ static int clanq_loop_send_oob(struct clanq_nic *src,
 
 	if (!nic)
 		return -EHOSTUNREACH;
-	clanq_rx_oob(nic, dst->id, msg);
+	if (clanq_rx_oob(nic, dst->id, msg) == -ENOENT)
+		clanq_oob_unreachable(src, dst, msg);
 	return 0;
 }
 

@@ -117,6 +117,12 @@ struct clanq_ep_attr {
 	unsigned int rq_slots;		/**< RDMA request queue */
 	unsigned int cq_slots;		/**< RDMA completion queue */
 	unsigned int tw_slots;		/**< tripwires it can own: a multiple of 64 */
+	/**
+	 * 0: the driver picks the id. Else a service number (1 ..
+	 * CLANQ_SERVICE_MAX) peers can name without being told it;
+	 * below CLANQ_SERVICE_PRIV it needs CAP_NET_BIND_SERVICE.
+	 */
+	unsigned int service;
 };
 
 /**
@@ -130,8 +136,10 @@ int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 
 /**
  * \brief Create an endpoint with the queue lengths in attr (powers of
- * two; each queue holds one item fewer than its length).
- * \return as clanq_ep_create().
+ * two; each queue holds one item fewer than its length), and with
+ * attr->service, at that id.
+ * \return as clanq_ep_create(); -EADDRINUSE if the service is taken;
+ *         -EACCES below CLANQ_SERVICE_PRIV without CAP_NET_BIND_SERVICE.
  */
 int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 			 const struct clanq_ep_attr *attr);
@@ -244,6 +252,25 @@ struct clanq_ap {
 int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 		    struct clanq_addr region, __u64 key, __u64 offset,
 		    __u64 len, __u32 rights);
+
+/** What else an import asks for (clanq_ap_import_attr()). */
+struct clanq_ap_attr {
+	__u32 flags;		/**< CLANQ_AP_SINK */
+	__u32 notify_ep;	/**< endpoint id told of a revocation, or 0 */
+	__u64 notify_cookie;	/**< in that CLANQ_OOB_REVOKED notice */
+};
+
+/**
+ * \brief clanq_ap_import(), and: with attr->notify_ep, a
+ * CLANQ_OOB_REVOKED notice on that endpoint (of dev's context) when the
+ * region is freed; with CLANQ_AP_SINK, stores through the mapping after
+ * that land in a sink page instead of raising SIGBUS.
+ * \return as clanq_ap_import(); -ENOENT for a notify_ep not of dev.
+ */
+int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
+			 struct clanq_addr region, __u64 key, __u64 offset,
+			 __u64 len, __u32 rights,
+			 const struct clanq_ap_attr *attr);
 
 /**
  * \brief Map an aperture for PIO (read-write if imported with
@@ -665,6 +692,17 @@ static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
  */
 int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns);
+
+/**
+ * \brief clanq_tw_wait_change(), and also return, with 1, as soon as
+ * an OOB message waits on ep, which must be the tripwire's owner: one
+ * blocked receive that a driver notice (CLANQ_OOB_REVOKED) wakes too.
+ * \return 0 once *addr != old; 1 when ep has an OOB message; else as
+ *         clanq_tw_wait_change().
+ */
+int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
+			     __u64 old, struct clanq_ep *ep,
+			     int64_t timeout_ns);
 
 /**
  * \brief A request and the wait for its answer: store len bytes at off

@@ -32,6 +32,10 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	c.rq_slots = attr->rq_slots;
 	c.cq_slots = attr->cq_slots;
 	c.tw_slots = attr->tw_slots;
+	if (attr->service) {
+		c.flags = CLANQ_EP_SERVICE;
+		c.addr.id = attr->service;
+	}
 	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
 		return -errno;
 	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,

@@ -95,6 +95,17 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 		    struct clanq_addr region, __u64 key, __u64 offset,
 		    __u64 len, __u32 rights)
 {
+	struct clanq_ap_attr none = { 0, 0, 0 };
+
+	return clanq_ap_import_attr(dev, ap, region, key, offset, len, rights,
+				    &none);
+}
+
+int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
+			 struct clanq_addr region, __u64 key, __u64 offset,
+			 __u64 len, __u32 rights,
+			 const struct clanq_ap_attr *attr)
+{
 	struct clanq_ioc_ap_import im;
 
 	memset(&im, 0, sizeof(im));
@@ -103,6 +114,9 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 	im.offset = offset;
 	im.len = len;
 	im.rights = rights;
+	im.flags = attr->flags;
+	im.notify_ep = attr->notify_ep;
+	im.notify_cookie = attr->notify_cookie;
 	if (ioctl(dev->fd, CLANQ_IOC_AP_IMPORT, &im) < 0)
 		return -errno;
 	memset(ap, 0, sizeof(*ap));

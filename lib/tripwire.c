@@ -63,10 +63,14 @@ int clanq_tw_destroy(struct clanq_tw *tw)
 	return clanq_tw_ctl(tw, CLANQ_IOC_TW_DESTROY);
 }
 
-/* A flush owed for PIO stores, folded into the next TW_WAIT. */
+/*
+ * A flush owed for PIO stores, folded into the next TW_WAIT; and the
+ * endpoint whose OOB messages end the wait too, if any.
+ */
 struct clanq_tw_flush {
 	struct clanq_ap *ap;	/* NULL: none owed */
 	__u64 off, len;
+	struct clanq_ep *oob;	/* NULL: none */
 };
 
 /*
@@ -80,12 +84,14 @@ static int clanq_tw_block(struct clanq_tw *tw, __u64 off, __u64 old,
 	struct clanq_ioc_tw_wait w;
 
 	memset(&w, 0, sizeof(w));
+	if (fl->oob)
+		w.flags = CLANQ_TW_WAIT_OOB;
 	w.id = tw->id;
 	w.off = off;
 	w.old = old;
 	w.timeout_ns = timeout_ns;
 	if (fl->ap) {
-		w.flags = CLANQ_TW_WAIT_FLUSH;
+		w.flags |= CLANQ_TW_WAIT_FLUSH;
 		w.flush_ap = fl->ap->id;
 		w.flush_off = fl->off;
 		w.flush_len = fl->len;
@@ -137,6 +143,10 @@ static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
 	for (;;) {
 		if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != old)
 			break;
+		if (fl->oob && !clanq_q_empty(&fl->oob->oob)) {
+			err = 1;
+			goto out;
+		}
 		if (now - start < tw->spin_ns && now < deadline) {
 			clanq_cpu_relax();
 			/* a look at the word costs less than a look at the clock */
@@ -165,7 +175,7 @@ static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
 	err = 0;
 out:
 	/* the answer came before the flush was made: still owed */
-	if (fl->ap && !err)
+	if (fl->ap && err >= 0)
 		err = clanq_ap_flush_armed(fl->ap, fl->off, fl->len);
 	return err;
 }
@@ -173,16 +183,25 @@ out:
 int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
 			 __u64 old, int64_t timeout_ns)
 {
-	struct clanq_tw_flush none = { NULL, 0, 0 };
+	struct clanq_tw_flush none = { NULL, 0, 0, NULL };
 
 	return clanq_tw_wait(tw, addr, old, timeout_ns, &none);
+}
+
+int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
+			     __u64 old, struct clanq_ep *ep,
+			     int64_t timeout_ns)
+{
+	struct clanq_tw_flush fl = { NULL, 0, 0, ep };
+
+	return clanq_tw_wait(tw, addr, old, timeout_ns, &fl);
 }
 
 int clanq_ap_write_wait(struct clanq_ap *ap, __u64 off, const void *src,
 			size_t len, struct clanq_tw *tw, const __u64 *addr,
 			__u64 old, int64_t timeout_ns)
 {
-	struct clanq_tw_flush fl = { NULL, off, len };
+	struct clanq_tw_flush fl = { NULL, off, len, NULL };
 	int owed = clanq_ap_store(ap, off, src, len);
 
 	if (owed < 0)

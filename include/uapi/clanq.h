@@ -22,7 +22,7 @@
 #include <linux/ioctl.h>
 
 /* Bumped on every incompatible change; the library refuses a mismatch. */
-#define CLANQ_ABI_VERSION	3
+#define CLANQ_ABI_VERSION	4
 
 /* /dev/clanq0 ... /dev/clanqN-1, one per soft NIC (node). */
 #define CLANQ_DEV_PREFIX	"/dev/clanq"
@@ -77,11 +77,47 @@ struct clanq_ioc_query {
 #define CLANQ_OOB_PAYLOAD	48
 #define CLANQ_OOB_TYPE_USER	0x100
 
+/*
+ * Notices: OOB messages the driver itself puts on an endpoint's queue,
+ * with CLANQ_OOB_NOTICE set in the type (OOB_SEND refuses such a type,
+ * so a peer cannot forge one). They travel like any OOB message: a full
+ * queue drops them, and counts it in oob_dropped.
+ *
+ * CLANQ_OOB_UNREACHABLE: a message this endpoint sent found no endpoint
+ * at its destination (nobody has that id, or it was destroyed): src is
+ * that destination, the payload a struct clanq_oob_unreachable. The
+ * network's "port unreachable"; a connect to a service nobody serves is
+ * refused by it.
+ *
+ * CLANQ_OOB_REVOKED: the region behind an aperture imported with
+ * notify_ep set to this endpoint was freed (its owner freed it, or
+ * died): src is the region's address, the payload a struct
+ * clanq_oob_revoked. How a survivor learns that its peer is gone.
+ */
+#define CLANQ_OOB_NOTICE	0x80000000u
+#define CLANQ_OOB_UNREACHABLE	(CLANQ_OOB_NOTICE | 1)
+#define CLANQ_OOB_REVOKED	(CLANQ_OOB_NOTICE | 2)
+
 struct clanq_oob_msg {
 	__u32 type;
 	__u32 len;		/* payload bytes that mean something */
 	struct clanq_addr src;	/* stamped by the driver */
 	__u8 payload[CLANQ_OOB_PAYLOAD];
+};
+
+/* The payload of a CLANQ_OOB_UNREACHABLE notice. */
+struct clanq_oob_unreachable {
+	__u32 type;		/* the undelivered message's */
+	__u32 len;		/* the undelivered message's */
+	__u8 head[40];		/* the first 40 bytes of its payload */
+};
+
+/* The payload of a CLANQ_OOB_REVOKED notice. */
+struct clanq_oob_revoked {
+	__u32 ap;		/* the aperture, of the endpoint's context */
+	__u32 reserved;
+	__u64 cookie;		/* notify_cookie, as given to AP_IMPORT */
+	__u64 reserved2[4];
 };
 
 /*
@@ -126,12 +162,25 @@ struct clanq_ep_counters {
  * of them, as __u64 words at offset tw_fired): the driver only sets
  * bits, the application polls the words and clears bits itself.
  */
+#define CLANQ_EP_SERVICE	(1u << 0)	/* addr.id in: a service number */
+#define CLANQ_EP_FLAGS		CLANQ_EP_SERVICE
+/*
+ * Service numbers: endpoint ids 1 .. CLANQ_SERVICE_MAX are never handed
+ * out by the driver; an endpoint takes one by asking for it (EP_CREATE
+ * with CLANQ_EP_SERVICE and addr.id), so that peers can name it without
+ * being told its id, as a TCP port is named. Below CLANQ_SERVICE_PRIV
+ * that needs CAP_NET_BIND_SERVICE (-EACCES); one in use is -EADDRINUSE.
+ */
+#define CLANQ_SERVICE_MAX	65535u
+#define CLANQ_SERVICE_PRIV	1024u
+
 struct clanq_ioc_ep_create {
 	__u32 oob_slots;	/* in: power of two; 0 = driver default */
-	__u32 flags;		/* in: must be zero */
+	__u32 flags;		/* in: CLANQ_EP_* */
 	__u32 rq_slots;		/* in: power of two; 0 = driver default */
 	__u32 cq_slots;		/* in: power of two; 0 = driver default */
-	struct clanq_addr addr;	/* out: node-wide address */
+	/* out: node-wide address; in: addr.id with CLANQ_EP_SERVICE */
+	struct clanq_addr addr;
 	__u64 mmap_offset;	/* out */
 	__u64 mmap_size;	/* out */
 	struct clanq_queue_off oob;	/* out: OOB queue, driver produces */
@@ -299,6 +348,16 @@ struct clanq_ioc_region_export {
  * b / 64) covers region bytes [b * 64, b * 64 + 63]: the aperture's byte
  * x is region byte offset + x.
  */
+/*
+ * CLANQ_AP_SINK: once the region is revoked, the PIO mapping does not
+ * raise SIGBUS but maps a page of the aperture's own where stores are
+ * discarded (and reads see them): as a NIC drops writes to a peer that
+ * went away. For libraries that learn of the revocation by a notice and
+ * must not be killed by a store that raced with it.
+ */
+#define CLANQ_AP_SINK		(1u << 0)
+#define CLANQ_AP_FLAGS		CLANQ_AP_SINK
+
 struct clanq_ioc_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */
 	__u64 key;		/* in */
@@ -309,9 +368,13 @@ struct clanq_ioc_ap_import {
 	__u64 mmap_offset;	/* out */
 	__u64 mmap_size;	/* out: 0 if it cannot be mapped */
 	__u32 map_delta;	/* out */
-	__u32 flags;		/* in: must be zero */
+	__u32 flags;		/* in: CLANQ_AP_* */
 	__u64 armed_mmap_offset;	/* out: with a PIO mapping */
 	__u64 armed_mmap_size;	/* out: 0 without one */
+	__u64 notify_cookie;	/* in: returned in the notice */
+	/* in: an endpoint of this context told of a revocation, or 0 */
+	__u32 notify_ep;
+	__u32 reserved0;
 	__u64 reserved[2];
 };
 
@@ -328,6 +391,19 @@ struct clanq_ioc_ap_close {
  * it and validates the copy. Requests of one logical message (up to and
  * including the one flagged LAST) are served together, unless they pass
  * the engine's transfer limit, when they are split across turns.
+ *
+ * What a receiver may rely on (every wire keeps it):
+ *  - the requests of one queue become visible at the destination in
+ *    queue order: everything a request wrote is visible before anything
+ *    a later request of that queue writes;
+ *  - within one request, the last naturally aligned 8 bytes wholly
+ *    inside it (its "final word") become visible last, with release
+ *    semantics: a receiver that sees the final word's new value with an
+ *    acquire load (or a load, then a read barrier) sees every other byte
+ *    of the request. So polling the last word of a message works, as on
+ *    many RDMA NICs, provided that word is 8-byte aligned and changes.
+ *  A request shorter than 8 bytes, or with no aligned word inside it,
+ *  has no final word: its bytes land in no defined order.
  */
 #define CLANQ_RDMA_LAST		(1u << 0)	/* last of a logical message */
 #define CLANQ_RDMA_SIGNAL	(1u << 1)	/* complete even on success */
@@ -432,6 +508,12 @@ struct clanq_ioc_tw_ctl {
  * reply in one system call.
  */
 #define CLANQ_TW_WAIT_FLUSH	(1u << 0)
+/*
+ * CLANQ_TW_WAIT_OOB: also return (0) while the tripwire's endpoint has
+ * an OOB message queued, so one blocked receive sees a notice too.
+ */
+#define CLANQ_TW_WAIT_OOB	(1u << 1)
+#define CLANQ_TW_WAIT_FLAGS	(CLANQ_TW_WAIT_FLUSH | CLANQ_TW_WAIT_OOB)
 
 struct clanq_ioc_tw_wait {
 	__u32 id;

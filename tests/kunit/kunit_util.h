@@ -178,7 +178,7 @@ static inline struct clanq_kep *ep_create(struct kunit *test,
 
 	mutex_lock(&ctx->lock);
 	ep = clanq_kep_create(ctx, slots, CLANQ_DEFAULT_RDMA_SLOTS,
-			      CLANQ_DEFAULT_RDMA_SLOTS, CLANQ_DEFAULT_TW_SLOTS);
+			      CLANQ_DEFAULT_RDMA_SLOTS, CLANQ_DEFAULT_TW_SLOTS, 0);
 	if (!IS_ERR(ep))
 		clanq_kep_describe(ep, c);
 	mutex_unlock(&ctx->lock);

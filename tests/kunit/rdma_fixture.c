@@ -232,7 +232,7 @@ struct uep *rdma_uep_create(struct kunit *test, struct clanq_ctx *ctx,
 	KUNIT_ASSERT_NOT_NULL(test, u);
 	mutex_lock(&ctx->lock);
 	ep = clanq_kep_create(ctx, 8, rq_slots, cq_slots,
-			      CLANQ_DEFAULT_TW_SLOTS);
+			      CLANQ_DEFAULT_TW_SLOTS, 0);
 	if (!IS_ERR(ep))
 		clanq_kep_describe(ep, &u->c);
 	mutex_unlock(&ctx->lock);

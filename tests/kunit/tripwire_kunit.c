@@ -68,7 +68,7 @@ static struct clanq_kep *tw_ep_create(struct kunit *test,
 	struct clanq_kep *ep;
 
 	mutex_lock(&ctx->lock);
-	ep = clanq_kep_create(ctx, 8, 8, 8, tw_slots);
+	ep = clanq_kep_create(ctx, 8, 8, 8, tw_slots, 0);
 	if (!IS_ERR(ep))
 		clanq_kep_describe(ep, c);
 	mutex_unlock(&ctx->lock);
