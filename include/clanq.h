@@ -44,8 +44,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <uapi/clanq.h>
 #include <clanq/queue.h>
+#include <clanq/ring.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -737,6 +741,281 @@ static inline __u64 clanq_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
+
+/*
+ * Connections and messaging (paper sections 3.1 and 4): listen, connect,
+ * accept and close over OOB messages (the protocol is the library's,
+ * lib/handshake.h); messages through a ring in the receiver's region,
+ * written by the sender through an aperture (include/clanq/ring.h).
+ *
+ * Threads. A clanq_net and everything on it (listeners, connections)
+ * belongs to one thread at a time, as a UCX worker does: the calls below
+ * share the net's endpoint and its connection table and take no lock.
+ * A program with several threads opens a net per thread (each on its
+ * own clanq_dev). Blocking calls wait in the driver without losing a
+ * wake-up (tripwires, the event queue) after spinning net->spin_ns.
+ *
+ * Cost. An idle connection costs each side one region (its receive
+ * ring, rounded up to pages), the driver's armed bitmap page of that
+ * region, one tripwire, one aperture onto the peer's ring and its two
+ * mappings; a default ring is one page. No thread, no timer.
+ *
+ * Peer death. Each side imports the other's ring with CLANQ_AP_SINK and
+ * a notify endpoint (the net's): when the peer's process dies its
+ * region is freed, the driver queues CLANQ_OOB_REVOKED on our net
+ * endpoint (waking a receive blocked in TW_WAIT, CLANQ_TW_WAIT_OOB), and
+ * our stores that raced with it land in a sink page. The connection is
+ * then reset: data already in our ring is still delivered, then
+ * -ECONNRESET. An orderly close writes a FIN record first: the peer
+ * reads its data, then end of stream (0).
+ */
+
+#define CLANQ_NET_SPIN_NS_DEFAULT	15000	/**< as the paper's server */
+#define CLANQ_CONN_RING_DEFAULT		(4096 - CLANQ_RING_HDR)	/**< one page */
+#define CLANQ_CONN_TIMEOUT_NS_DEFAULT	(5ull * 1000 * 1000 * 1000)
+
+struct clanq_conn;
+struct clanq_listener;
+
+/** What a net counts, for tools: never reset, the net's own. */
+struct clanq_net_stats {
+	__u64 conns_opened, conns_closed, conns_reset;
+	__u64 connects_sent;	/**< CONNECT messages, retransmissions too */
+	__u64 accepts_sent, refused;
+	__u64 ignored;		/**< OOB messages stale, duplicated or forged */
+	__u64 probes;		/**< liveness probes after a lost notice */
+	__u64 arms;		/**< tripwires armed before blocking */
+	__u64 blocks;		/**< waits that went to the driver */
+};
+
+/** Attributes of a new net; zero picks the default. */
+struct clanq_net_attr {
+	unsigned int max_conns;	/**< connections at once (default 1024) */
+	unsigned int oob_slots;	/**< its endpoint's OOB queue (default 256) */
+};
+
+/** One thread's connections on one NIC. */
+struct clanq_net {
+	struct clanq_dev *dev;
+	struct clanq_ep ep;		/**< handshake answers, notices, tripwires */
+	struct clanq_evq evq;		/**< everything the net waits for */
+	int ep_reg;			/**< ep's registration on evq */
+	struct clanq_conn **conns;	/**< by slot */
+	struct clanq_conn **by_bit;	/**< by tripwire bit */
+	__u32 *gen;			/**< each slot's generation */
+	__u32 max_conns, nr_conns, free_hint;
+	struct clanq_conn *hot;		/**< disarmed: polled while spinning */
+	struct clanq_listener *listeners;
+	__u64 spin_ns;			/**< clanq_net_wait() and blocking calls */
+	__u64 oob_dropped_seen;
+	struct clanq_event *stash;	/**< the application's events, taken early */
+	__u32 nr_stash, stash_cap;
+	struct clanq_net_stats stats;
+};
+
+/**
+ * \brief Open a net on dev: an endpoint, an event queue, a connection
+ * table. dev stays open while the net is.
+ * \return 0; -EINVAL; -ENOMEM; -errno from the driver.
+ */
+int clanq_net_open(struct clanq_net *net, struct clanq_dev *dev,
+		   const struct clanq_net_attr *attr);
+
+/** \brief Close a net: every listener and connection on it is closed. */
+int clanq_net_close(struct clanq_net *net);
+
+/** A listening service: a service number (endpoint id) on a node. */
+struct clanq_listener {
+	struct clanq_net *net;
+	struct clanq_ep ep;		/**< at (node, service) */
+	int ep_reg;			/**< its registration on net->evq */
+	unsigned int service;
+	__u32 max_ring;			/**< largest receive ring it allocates */
+	void *backlog;			/**< lib/handshake.h */
+	struct clanq_listener *next;
+	__u64 refused, ignored;
+};
+
+/**
+ * \brief Listen on service (1 .. CLANQ_SERVICE_MAX) of net's node, with
+ * room for backlog connections not yet accepted; more are refused.
+ * \return 0; -EADDRINUSE; -EACCES below CLANQ_SERVICE_PRIV without
+ *         CAP_NET_BIND_SERVICE; -EINVAL; -ENOMEM.
+ */
+int clanq_listen(struct clanq_net *net, struct clanq_listener *l,
+		 unsigned int service, unsigned int backlog);
+
+/** \brief Stop listening: pending connections are refused. */
+int clanq_listener_close(struct clanq_listener *l);
+
+/** Options of a connection; zero picks the default. */
+struct clanq_conn_opts {
+	__u64 timeout_ns;	/**< connect gives up after (default 5 s) */
+	__u32 rx_ring;		/**< our receive ring's record bytes */
+	__u32 tx_ring;		/**< the peer's, that we write (asked for) */
+	/**
+	 * Messages of this many bytes or more go by the RDMA engine, the
+	 * rest by PIO; an aperture that cannot be mapped takes RDMA always.
+	 * 0: the default, CLANQ_CONN_RDMA_DEFAULT.
+	 */
+	__u32 rdma_threshold;
+	__u32 flags;		/**< must be zero */
+};
+
+/**
+ * Default RDMA threshold: on the loop wire PIO is one copy by the
+ * sender's CPU, RDMA a copy into the staging region plus the engine's
+ * copy, so PIO wins at every size (measured: README, clanq-stream); RDMA
+ * is what apertures that cannot be mapped use.
+ */
+#define CLANQ_CONN_RDMA_DEFAULT		0xffffffffu
+
+/** Flags for clanq_send(), clanq_sendv(), clanq_recv(), clanq_recv_peek(). */
+#define CLANQ_MSG_DONTWAIT	(1u << 0)	/**< -EAGAIN instead of blocking */
+
+enum clanq_conn_state {
+	CLANQ_CONN_CONNECTING = 1,
+	CLANQ_CONN_OPEN,
+	CLANQ_CONN_FIN,		/**< the peer closed: what is left, then 0 */
+	CLANQ_CONN_RESET,	/**< the peer died or broke the protocol */
+};
+
+/** A connection. Caller-owned; it must not move while open. */
+struct clanq_conn {
+	struct clanq_net *net;
+	__u32 slot;			/**< in net->conns */
+	__u32 peer_slot;
+	enum clanq_conn_state state;
+	int error;			/**< why it was reset */
+	struct clanq_addr peer;		/**< the peer net's endpoint */
+	__u64 nonce, peer_nonce;
+	__u64 cookie;			/**< the application's */
+	/* receive side: our ring, the peer writes it */
+	struct clanq_region rx;
+	struct clanq_tw tw;		/**< on rx's header */
+	struct clanq_ring_hdr *rx_hdr;
+	char *rx_ring;
+	__u64 rx_key;
+	__u64 rx_cap, rx_head, rx_returned, want_seen;
+	__u64 peek_size;		/**< record bytes of the peeked message */
+	bool armed, hot, fin_seen;
+	/* send side: the peer's ring, through an aperture */
+	struct clanq_ap tx;
+	__u64 tx_cap, tx_tail, tx_want;
+	__u32 rdma_threshold;
+	struct clanq_region stage;	/**< RDMA source, mirrors the peer's ring */
+	bool closing;
+	struct clanq_conn *next_hot;
+	void *hs;			/**< connecting: lib/handshake.h */
+	/* counts */
+	__u64 msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
+};
+
+/**
+ * \brief Connect to service on node: a handshake over OOB messages
+ * (retransmitted when lost) exchanging the rings, then both sides can
+ * send. Blocks up to opts->timeout_ns.
+ * \return 0; -ECONNREFUSED if nobody listens there or the backlog is
+ *         full; -ETIMEDOUT; -EHOSTUNREACH for an unknown node; -ENOSPC
+ *         at net's max_conns; -EINVAL for bad opts; -errno.
+ */
+int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
+		  unsigned int service, const struct clanq_conn_opts *opts);
+
+/**
+ * \brief Accept the oldest pending connection of l. Waits up to
+ * timeout_ns (-1: for ever; 0: take one only if it is there).
+ * \return 0; -ETIMEDOUT (-EAGAIN for timeout 0) with none; -ENOSPC at
+ *         max_conns; -errno.
+ */
+int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
+		 const struct clanq_conn_opts *opts, int64_t timeout_ns);
+
+/**
+ * \brief Close: a FIN record to the peer (if its ring has room for it),
+ * then the ring, the aperture and the tripwire go. Never blocks.
+ */
+int clanq_conn_close(struct clanq_conn *c);
+
+/** \brief The longest message c can send. */
+static inline size_t clanq_conn_max_msg(const struct clanq_conn *c)
+{
+	return clanq_ring_max_msg(c->tx_cap);
+}
+
+/**
+ * \brief Send one message of len bytes (1 .. clanq_conn_max_msg()).
+ * Without credit it blocks (spins, then waits for the peer's credit in
+ * the driver), or with CLANQ_MSG_DONTWAIT returns -EAGAIN. No system
+ * call while the peer polls; one (the flush) when it is blocked.
+ * \return 0; -EMSGSIZE; -EINVAL for len 0; -EAGAIN; -EPIPE after the
+ *         peer closed; -ECONNRESET; -EPROTO if the peer broke the ring.
+ */
+int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
+	       unsigned int flags);
+
+/** \brief clanq_send() of the concatenation of iov[0 .. iovcnt). */
+int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
+		unsigned int flags);
+
+/**
+ * \brief Receive one message into buf (len bytes of room). Blocks (spin,
+ * then the tripwire on our ring's tail) unless CLANQ_MSG_DONTWAIT.
+ * \return its length (> 0); 0 at end of stream (the peer closed);
+ *         -EMSGSIZE if it is longer than len (it stays queued); -EAGAIN;
+ *         -ECONNRESET; -EPROTO; -EINTR.
+ */
+ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
+		   unsigned int flags);
+
+/**
+ * \brief Zero copy: the next message, in place in the ring, until
+ * clanq_recv_done(). The peer cannot overwrite it meanwhile without
+ * breaking the protocol (it has no credit for that space).
+ * \return its length (> 0) with *data set; as clanq_recv() otherwise.
+ */
+ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
+			unsigned int flags);
+
+/** \brief Done with the message clanq_recv_peek() returned. */
+void clanq_recv_done(struct clanq_conn *c);
+
+/** \brief Is a message (or the end) there to receive? No system call. */
+bool clanq_conn_readable(struct clanq_conn *c);
+
+/** What clanq_net_wait() reports. */
+#define CLANQ_NET_IN		(1u << 0)	/**< a message, or end of stream */
+#define CLANQ_NET_OUT		(1u << 1)	/**< credit came back */
+#define CLANQ_NET_HUP		(1u << 2)	/**< reset (-ECONNRESET) */
+#define CLANQ_NET_ACCEPT	(1u << 3)	/**< a listener has a pending one */
+#define CLANQ_NET_OTHER		(1u << 4)	/**< an event of the application's */
+
+struct clanq_net_event {
+	__u32 what;			/**< CLANQ_NET_* */
+	struct clanq_conn *conn;	/**< IN, OUT, HUP */
+	struct clanq_listener *listener;	/**< ACCEPT */
+	struct clanq_event ev;		/**< OTHER: as from net->evq */
+};
+
+/**
+ * \brief The server's loop: wait until connections can be read (or were
+ * reset, or got credit back) or listeners have connections pending, and
+ * report up to max of them. Polls the connections that were busy lately
+ * for net->spin_ns, then arms the tripwires of the idle ones and blocks
+ * in one clanq_evq_wait() on net->evq, which the application may also
+ * register its own endpoints on (their events come back as
+ * CLANQ_NET_OTHER). A connection is reported IN until it is drained.
+ * \param timeout_ns  -1: no timeout; 0: look once.
+ * \return the number of events (> 0); -ETIMEDOUT; -EINTR; -errno.
+ */
+int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
+		   unsigned int max, int64_t timeout_ns);
+
+/**
+ * \brief Handle what arrived on the net's endpoint (answers, notices)
+ * without waiting. The blocking calls do it themselves.
+ */
+void clanq_net_progress(struct clanq_net *net);
 
 /*
  * Counters.

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The message ring of a clanq connection: its layout and its arithmetic,
+ * shared by the library (lib/msg.c) and its host tests. No system calls,
+ * no driver: everything here is plain integer logic on values that came
+ * from an untrusted peer, and says "no" rather than overflow.
+ *
+ * Each side of a connection owns one region, its receive ring, which the
+ * peer writes through an aperture (PIO, or the RDMA engine):
+ *
+ *	[0, 64)		struct clanq_ring_hdr: written by the peer only
+ *	[64, 64 + cap)	records, written by the peer only
+ *
+ * and reads the peer's ring's header words that concern it (credit)
+ * from its own header. All counters are u64 totals that never wrap in
+ * practice; a position is total % cap.
+ *
+ * A record is an 8-byte header (len, type), the payload padded to 8, and
+ * an 8-byte trailer holding the ring's tail after the record. The
+ * trailer is what an RDMA sender writes into the peer's tail word, in a
+ * second request after the record's (the engine keeps one queue's
+ * requests in order; include/uapi/clanq.h): the staged copy stays put
+ * until the receiver has consumed the record, which it can do only
+ * after it saw that tail. A record never wraps: if it does not fit
+ * before the end, a PAD record fills the rest, and a record is at most
+ * half the ring, so a PAD and the record always fit in an empty ring.
+ *
+ * Ordering ([G], the ring's one pairing). The sender stores the
+ * record, then release-stores hdr.tail (PIO), or posts the record's
+ * request before the tail's (RDMA: the engine writes a request's final
+ * word last, with release semantics). The receiver acquire-loads
+ * hdr.tail, then reads records below it. Credit flows back the same
+ * way: the receiver reads a record, then release-stores its consumed
+ * total into the sender's hdr.credit; the sender acquire-loads it before
+ * it writes over that space.
+ */
+#ifndef _CLANQ_RING_H
+#define _CLANQ_RING_H
+
+#include <linux/types.h>
+
+#define CLANQ_RING_HDR		64u	/* header block; records follow */
+#define CLANQ_REC_HDR		8u
+#define CLANQ_REC_TRAILER	8u
+#define CLANQ_REC_DATA		1u
+#define CLANQ_REC_PAD		2u
+#define CLANQ_REC_FIN		3u	/* orderly close: no more records */
+
+/* The header of a receive ring; every word is written by the peer. */
+struct clanq_ring_hdr {
+	__u64 tail;	/* bytes the peer wrote into this ring, records and pads */
+	__u64 credit;	/* bytes of the peer's ring it consumed (our send credit) */
+	__u64 want;	/* bumped by the peer each time it waits for our credit */
+	__u64 unused[5];
+};
+
+struct clanq_rec {
+	__u32 len;	/* payload bytes (PAD: bytes after this header) */
+	__u16 type;	/* CLANQ_REC_* */
+	__u16 reserved;
+};
+
+/* Bytes a record with len payload bytes takes in the ring. */
+static inline __u64 clanq_rec_size(__u64 len)
+{
+	return CLANQ_REC_HDR + ((len + 7) & ~7ull) + CLANQ_REC_TRAILER;
+}
+
+/* The longest payload a ring of cap bytes takes: a record is <= cap / 2. */
+static inline __u64 clanq_ring_max_msg(__u64 cap)
+{
+	__u64 half = (cap / 2) & ~7ull;
+
+	if (half < CLANQ_REC_HDR + CLANQ_REC_TRAILER)
+		return 0;
+	return half - CLANQ_REC_HDR - CLANQ_REC_TRAILER;
+}
+
+/* A ring capacity that can be used: a multiple of 8, a record fits. */
+static inline int clanq_ring_cap_ok(__u64 cap)
+{
+	return cap >= 64 && cap % 8 == 0 && cap <= (1ull << 40);
+}
+
+/*
+ * Where a record of rec bytes goes when the ring's tail is at total
+ * `tail`: returns the bytes it costs (rec, plus the PAD before it if it
+ * does not fit before the end), and the pad bytes in *pad.
+ */
+static inline __u64 clanq_ring_cost(__u64 cap, __u64 tail, __u64 rec,
+				    __u64 *pad)
+{
+	__u64 pos = tail % cap;
+
+	*pad = pos + rec > cap ? cap - pos : 0;
+	return *pad + rec;
+}
+
+/*
+ * Send credit: bytes of the peer's ring free for us, given what we wrote
+ * (tail) and what the peer says it consumed (credit, untrusted).
+ * Returns -1 if credit makes no sense (ahead of what we wrote, or
+ * further behind than the ring is long).
+ */
+static inline __s64 clanq_ring_space(__u64 cap, __u64 tail, __u64 credit)
+{
+	if (credit > tail || tail - credit > cap)
+		return -1;
+	return (__s64)(cap - (tail - credit));
+}
+
+/* What clanq_ring_check() makes of the record at the reader's head. */
+enum clanq_rec_verdict {
+	CLANQ_REC_NONE = 0,	/* nothing there yet */
+	CLANQ_REC_OK = 1,	/* a whole record: *size bytes */
+	CLANQ_REC_BAD = -1,	/* the peer wrote nonsense */
+};
+
+/*
+ * Check the record header h found at total `head` of a ring whose
+ * peer-written tail is `tail` (both untrusted but tail acquire-loaded):
+ * is it whole, inside the ring, of a known type, no longer than allowed?
+ * *size gets the bytes it takes (a PAD: to the end of the ring).
+ */
+static inline enum clanq_rec_verdict
+clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
+		 __u64 *size)
+{
+	__u64 pos = head % cap, avail, n;
+
+	if (tail == head)
+		return CLANQ_REC_NONE;
+	if (tail < head || tail - head > cap || head % 8)
+		return CLANQ_REC_BAD;
+	avail = tail - head;
+	if (h.reserved)
+		return CLANQ_REC_BAD;
+	switch (h.type) {
+	case CLANQ_REC_PAD:
+		n = cap - pos;
+		if ((__u64)h.len + CLANQ_REC_HDR != n)
+			return CLANQ_REC_BAD;
+		break;
+	case CLANQ_REC_DATA:
+	case CLANQ_REC_FIN:
+		if (h.len > clanq_ring_max_msg(cap) ||
+		    (h.type == CLANQ_REC_FIN && h.len))
+			return CLANQ_REC_BAD;
+		n = clanq_rec_size(h.len);
+		if (pos + n > cap)
+			return CLANQ_REC_BAD;
+		break;
+	default:
+		return CLANQ_REC_BAD;
+	}
+	if (n > avail)
+		return CLANQ_REC_BAD;
+	*size = n;
+	return CLANQ_REC_OK;
+}
+
+/*
+ * Should the reader hand credit back now? consumed: its total; returned:
+ * what it last told the peer. Every quarter ring, so a streaming sender
+ * never waits for it; otherwise it rides on the reader's next send, or
+ * goes when the reader is about to block or the peer asks (hdr.want).
+ */
+static inline int clanq_ring_credit_due(__u64 cap, __u64 consumed,
+					__u64 returned)
+{
+	return consumed - returned >= cap / 4;
+}
+
+#endif /* _CLANQ_RING_H */

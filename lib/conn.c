@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq: connections. Connect and accept run the handshake of
+ * handshake.h over the net's endpoint; each side then owns its receive
+ * ring (a region, exported, with a tripwire on its header) and an
+ * aperture onto the peer's, imported with CLANQ_AP_SINK and the net's
+ * endpoint to notify, so that the peer's death is a notice, not a
+ * SIGBUS and not a hang.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handshake.h"
+#include "net_internal.h"
+
+#define CLANQ_PAGE	4096u
+
+/* Record bytes of a ring of at least want bytes: whole pages, header included. */
+static int clanq_conn_ring_cap(__u64 want, __u64 max, __u64 *cap)
+{
+	__u64 size;
+
+	if (!want)
+		want = CLANQ_CONN_RING_DEFAULT;
+	if (want > max || !clanq_ring_cap_ok(want))
+		return -EINVAL;
+	size = (want + CLANQ_RING_HDR + CLANQ_PAGE - 1) / CLANQ_PAGE * CLANQ_PAGE;
+	*cap = size - CLANQ_RING_HDR;
+	return 0;
+}
+
+/* Our receive ring: a region, exported, and a tripwire on its header. */
+static int clanq_conn_rx_setup(struct clanq_conn *c, __u64 want, __u64 max,
+			       __u64 *key)
+{
+	struct clanq_net *net = c->net;
+	__u64 cap;
+	int err;
+
+	err = clanq_conn_ring_cap(want, max, &cap);
+	if (err)
+		return err;
+	err = clanq_region_alloc(net->dev, &c->rx, CLANQ_RING_HDR + cap);
+	if (err)
+		return err;
+	err = clanq_region_export(&c->rx, CLANQ_RIGHTS_ALL, key);
+	if (err)
+		goto err_region;
+	/* one-shot, disarmed: the loop arms it before it blocks */
+	err = clanq_tw_create(&net->ep, &c->tw, &c->rx, 0, sizeof(struct clanq_ring_hdr),
+			      0);
+	if (err)
+		goto err_region;
+	clanq_tw_set_spin(&c->tw, net->spin_ns);
+	net->by_bit[c->tw.bit] = c;
+	c->rx_hdr = c->rx.mem;
+	c->rx_ring = (char *)c->rx.mem + CLANQ_RING_HDR;
+	c->rx_cap = cap;
+	return 0;
+
+err_region:
+	clanq_region_free(&c->rx);
+	c->rx.mem = NULL;
+	return err;
+}
+
+/* The aperture onto the peer's ring; PIO if it can be mapped. */
+static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
+			       __u64 key, __u64 cap)
+{
+	struct clanq_net *net = c->net;
+	struct clanq_ap_attr attr = {
+		.flags = CLANQ_AP_SINK,
+		.notify_ep = net->ep.addr.id,
+		.notify_cookie = clanq_conn_cookie(net, c->slot),
+	};
+	int err;
+
+	if (!clanq_ring_cap_ok(cap) || !clanq_ring_max_msg(cap))
+		return -EPROTO;
+	err = clanq_ap_import_attr(net->dev, &c->tx, ring, key, 0,
+				   CLANQ_RING_HDR + cap, CLANQ_RIGHTS_ALL, &attr);
+	if (err)
+		return err;
+	err = clanq_ap_map(&c->tx);
+	if (err && err != -EOPNOTSUPP) {
+		clanq_ap_close(&c->tx);
+		return err;
+	}
+	c->tx_cap = cap;
+	return 0;
+}
+
+static void clanq_conn_init(struct clanq_net *net, struct clanq_conn *c,
+			    const struct clanq_conn_opts *opts)
+{
+	memset(c, 0, sizeof(*c));
+	c->net = net;
+	c->tx.id = 0;
+	c->rdma_threshold = opts && opts->rdma_threshold ? opts->rdma_threshold :
+							   CLANQ_CONN_RDMA_DEFAULT;
+}
+
+/* Undo what is set up, in any state. */
+static void clanq_conn_teardown(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+
+	clanq_net_unhot(net, c);
+	if (c->rx_hdr) {
+		net->by_bit[c->tw.bit] = NULL;
+		clanq_tw_destroy(&c->tw);
+	}
+	if (c->rx.mem)
+		clanq_region_free(&c->rx);
+	if (c->tx.id)
+		clanq_ap_close(&c->tx);
+	if (c->stage.mem)
+		clanq_region_free(&c->stage);
+	free(c->hs);
+	c->hs = NULL;
+	c->rx_hdr = NULL;
+	c->rx.mem = NULL;
+	c->tx.id = 0;
+	c->stage.mem = NULL;
+	clanq_net_slot_put(net, c);
+}
+
+void clanq_conn_reset(struct clanq_conn *c, int err)
+{
+	if (c->state == CLANQ_CONN_RESET)
+		return;
+	c->state = CLANQ_CONN_RESET;
+	c->error = err;
+	c->net->stats.conns_reset++;
+	clanq_net_hot(c->net, c);	/* the loop reports it */
+}
+
+/*
+ * The peer's ring was freed: it closed (after its FIN, which is in our
+ * ring before the notice could be sent) or it died.
+ */
+void clanq_conn_on_revoked(struct clanq_conn *c)
+{
+	if (c->fin_seen || c->state == CLANQ_CONN_FIN) {
+		clanq_net_hot(c->net, c);
+		return;
+	}
+	/* FIN may be in the ring, unread: the reader finds it first */
+	clanq_conn_reset(c, -ECONNRESET);
+}
+
+void clanq_conn_probe(struct clanq_conn *c)
+{
+	if (c->state != CLANQ_CONN_OPEN || !c->tx.id)
+		return;
+	if (clanq_ap_flush_armed(&c->tx, 0, 8) == -ENXIO)
+		clanq_conn_on_revoked(c);
+}
+
+static int clanq_conn_send_connect(struct clanq_conn *c)
+{
+	struct clanq_hs_client *hs = c->hs;
+	int err;
+
+	c->net->stats.connects_sent++;
+	err = clanq_oob_send(&c->net->ep, hs->dst, CLANQ_HS_CONNECT, &hs->msg,
+			     sizeof(hs->msg));
+	return err;
+}
+
+void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m)
+{
+	struct clanq_hs_client *hs = c->hs;
+
+	switch (clanq_hs_client_on_msg(hs, m)) {
+	case CLANQ_HS_IGNORED:
+		c->net->stats.ignored++;
+		break;
+	default:
+		break;		/* clanq_connect() looks at hs->state */
+	}
+}
+
+int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
+		  unsigned int service, const struct clanq_conn_opts *opts)
+{
+	__u64 timeout = opts && opts->timeout_ns ? opts->timeout_ns :
+						   CLANQ_CONN_TIMEOUT_NS_DEFAULT;
+	struct clanq_addr dst = { node, service };
+	struct clanq_hs_client *hs;
+	__u64 key, nonce, now;
+	int err;
+
+	if ((opts && opts->flags) || !service || service > CLANQ_SERVICE_MAX)
+		return -EINVAL;
+	if (opts && opts->tx_ring && !clanq_ring_cap_ok(opts->tx_ring))
+		return -EINVAL;
+	clanq_conn_init(net, c, opts);
+	err = clanq_net_slot_get(net, c);
+	if (err)
+		return err;
+	hs = calloc(1, sizeof(*hs));
+	if (!hs) {
+		err = -ENOMEM;
+		goto err_slot;
+	}
+	c->hs = hs;
+	c->state = CLANQ_CONN_CONNECTING;
+	err = clanq_net_random(&nonce);
+	if (err)
+		goto err_teardown;
+	err = clanq_conn_rx_setup(c, opts ? opts->rx_ring : 0, 1ull << 30, &key);
+	if (err)
+		goto err_teardown;
+	c->nonce = nonce;
+	c->rx_key = key;
+	hs->msg.ring = c->rx.addr;
+	hs->msg.key = key;
+	hs->msg.ring_cap = (__u32)c->rx_cap;
+	hs->msg.want_cap = opts ? opts->tx_ring : 0;
+	now = clanq_now_ns();
+	clanq_hs_client_start(hs, dst, c->slot, nonce, now, timeout);
+	err = clanq_conn_send_connect(c);
+	while (!err && hs->state == CLANQ_HS_SENT) {
+		err = clanq_net_block(net, clanq_hs_client_due(hs));
+		if (err == -ETIMEDOUT)
+			err = 0;
+		if (err)
+			break;
+		clanq_net_progress(net);
+		if (hs->state != CLANQ_HS_SENT)
+			break;
+		if (clanq_hs_client_tick(hs, clanq_now_ns()) == CLANQ_HS_SEND)
+			err = clanq_conn_send_connect(c);
+	}
+	if (!err && hs->state == CLANQ_HS_ERROR)
+		err = hs->err;
+	if (err)
+		goto err_teardown;
+	c->peer = hs->srv_ep;
+	c->peer_slot = hs->acc.srv_conn;
+	c->peer_nonce = hs->acc.srv_nonce;
+	err = clanq_conn_tx_setup(c, hs->acc.ring, hs->acc.key, hs->acc.ring_cap);
+	if (err) {
+		/* the server's ring is already gone: it reset us */
+		err = err == -ENOENT ? -ECONNRESET : err;
+		goto err_teardown;
+	}
+	free(c->hs);
+	c->hs = NULL;
+	c->state = CLANQ_CONN_OPEN;
+	net->stats.conns_opened++;
+	clanq_net_hot(net, c);
+	return 0;
+
+err_teardown:
+	clanq_conn_teardown(c);
+	return err;
+err_slot:
+	clanq_net_slot_put(net, c);
+	return err;
+}
+
+bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src,
+			      __u32 conn, __u64 nonce)
+{
+	struct clanq_hs_accept a;
+	struct clanq_conn *c;
+	__u32 i;
+
+	for (i = 0; i < net->max_conns; i++) {
+		c = net->conns[i];
+		if (!c || c->hs || c->peer.node != src.node ||
+		    c->peer.id != src.id || c->peer_slot != conn ||
+		    c->peer_nonce != nonce)
+			continue;
+		memset(&a, 0, sizeof(a));
+		a.magic = CLANQ_HS_MAGIC;
+		a.conn = conn;
+		a.nonce = nonce;
+		a.srv_conn = c->slot;
+		a.ring_cap = (__u32)c->rx_cap;
+		a.ring = c->rx.addr;
+		a.key = c->rx_key;
+		a.srv_nonce = c->nonce;
+		net->stats.accepts_sent++;
+		(void)clanq_oob_send(&net->ep, src, CLANQ_HS_ACCEPT, &a, sizeof(a));
+		return true;
+	}
+	return false;
+}
+
+/* Accept one pending CONNECT: 0, or -errno to drop it and go on. */
+static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
+			    const struct clanq_hs_pending *p,
+			    const struct clanq_conn_opts *opts)
+{
+	struct clanq_net *net = l->net;
+	__u64 want = opts && opts->rx_ring ? opts->rx_ring : p->c.want_cap;
+	struct clanq_hs_accept a;
+	__u64 key, nonce;
+	int err;
+
+	clanq_conn_init(net, c, opts);
+	err = clanq_net_slot_get(net, c);
+	if (err)
+		return err;
+	err = clanq_net_random(&nonce);
+	if (!err)
+		err = clanq_conn_rx_setup(c, want, l->max_ring, &key);
+	if (err)
+		goto err_teardown;
+	c->nonce = nonce;
+	c->rx_key = key;
+	c->peer = p->src;
+	c->peer_slot = p->c.conn;
+	c->peer_nonce = p->c.nonce;
+	err = clanq_conn_tx_setup(c, p->c.ring, p->c.key, p->c.ring_cap);
+	if (err)
+		goto err_teardown;	/* the client gave up: its ring is gone */
+	memset(&a, 0, sizeof(a));
+	a.magic = CLANQ_HS_MAGIC;
+	a.conn = p->c.conn;
+	a.nonce = p->c.nonce;
+	a.srv_conn = c->slot;
+	a.ring_cap = (__u32)c->rx_cap;
+	a.ring = c->rx.addr;
+	a.key = key;
+	a.srv_nonce = nonce;
+	net->stats.accepts_sent++;
+	err = clanq_oob_send(&net->ep, p->src, CLANQ_HS_ACCEPT, &a, sizeof(a));
+	if (err)
+		goto err_teardown;
+	c->state = CLANQ_CONN_OPEN;
+	net->stats.conns_opened++;
+	clanq_net_hot(net, c);
+	return 0;
+
+err_teardown:
+	clanq_conn_teardown(c);
+	return err;
+}
+
+int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
+		 const struct clanq_conn_opts *opts, int64_t timeout_ns)
+{
+	struct clanq_net *net = l->net;
+	struct clanq_hs_pending p;
+	__u64 deadline;
+	int err;
+
+	if ((opts && opts->flags) || !l->backlog)
+		return -EINVAL;
+	deadline = timeout_ns < 0 ? ~0ull : clanq_now_ns() + (__u64)timeout_ns;
+	for (;;) {
+		clanq_listener_intake(l);
+		while (!clanq_hs_backlog_take(l->backlog, &p)) {
+			err = clanq_accept_one(l, c, &p, opts);
+			if (!err || err == -ENOSPC || err == -ENOMEM)
+				return err;
+			/* that client is gone, or sent nonsense: the next one */
+			l->ignored++;
+		}
+		if (!timeout_ns)
+			return -EAGAIN;
+		err = clanq_net_block(net, deadline);
+		if (err)
+			return err;
+	}
+}
+
+int clanq_conn_close(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+
+	if (!net)
+		return -EINVAL;
+	if (c->state == CLANQ_CONN_OPEN)
+		(void)clanq_conn_write_fin(c);
+	if (c->state != CLANQ_CONN_CONNECTING)
+		net->stats.conns_closed++;
+	clanq_conn_teardown(c);
+	c->net = NULL;
+	return 0;
+}

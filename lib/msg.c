@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq: messages on a connection (the ring of include/clanq/ring.h).
+ *
+ * Sending is plain stores into the peer's ring through the mapped
+ * aperture (PIO), or, for messages of rdma_threshold bytes and more and
+ * for apertures that cannot be mapped, a copy into the staging region
+ * (a mirror of the peer's ring) and RDMA requests from it. Either way
+ * the record goes first and the tail after it ([G] of ring.h); the only
+ * system call is the flush a PIO writer owes when the peer armed its
+ * tripwire, because it is blocked (clanq_ap_flush(): the futex idea),
+ * and the doorbell when the engine went idle.
+ *
+ * Credit: the receiver hands back what it consumed through the
+ * sender's hdr.credit: with its next send, every quarter ring, before
+ * it blocks, or when the sender asks (hdr.want) because it waits.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "net_internal.h"
+
+/* RDMA completions carry the connection's cookie; this bit marks a FIN's. */
+#define CLANQ_COOKIE_FIN	(1ull << 31)
+
+static struct clanq_ring_hdr *clanq_peer_hdr(struct clanq_conn *c)
+{
+	return (struct clanq_ring_hdr *)c->tx.base;
+}
+
+/* One RDMA completion of the net's endpoint: an error resets its connection. */
+static void clanq_net_comp(struct clanq_net *net, const struct clanq_rdma_comp *comp)
+{
+	__u32 slot = (__u32)comp->cookie & ~(__u32)CLANQ_COOKIE_FIN;
+	struct clanq_conn *c = clanq_net_conn(net, slot);
+
+	if (!c || clanq_conn_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FIN))
+		return;
+	if (comp->status == -ENXIO)
+		clanq_conn_on_revoked(c);
+	else if (comp->status)
+		clanq_conn_reset(c, comp->status);
+}
+
+void clanq_net_drain_rdma(struct clanq_net *net)
+{
+	struct clanq_rdma_comp comp;
+
+	while (!clanq_rdma_poll(&net->ep, &comp))
+		clanq_net_comp(net, &comp);
+}
+
+/* The staging region: the RDMA engine's source, a mirror of the peer's ring. */
+static int clanq_conn_stage(struct clanq_conn *c)
+{
+	if (c->stage.mem)
+		return 0;
+	return clanq_region_alloc(c->net->dev, &c->stage,
+				  CLANQ_RING_HDR + c->tx_cap);
+}
+
+/* Queue one request; when the queue is full, let the engine catch up. */
+static int clanq_conn_post(struct clanq_conn *c, __u64 src_off, __u64 dst_off,
+			   __u64 len, __u32 flags, __u64 cookie)
+{
+	struct clanq_ep *ep = &c->net->ep;
+	struct clanq_rdma_req r = {
+		.src_region = c->stage.addr.id,
+		.dst_ap = c->tx.id,
+		.src_off = src_off,
+		.dst_off = dst_off,
+		.len = len,
+		.cookie = cookie,
+		.flags = flags,
+	};
+	int err;
+
+	while ((err = clanq_rdma_post_init(ep, &r)) == -EAGAIN) {
+		err = clanq_rdma_post_push(ep);
+		if (err)
+			return err;
+		clanq_net_drain_rdma(c->net);
+		clanq_cpu_relax();
+	}
+	return err;
+}
+
+/*
+ * Write one word of the peer's header: by PIO with a release store, or
+ * from the staging header by RDMA (a newer value read by the engine
+ * later is as good: these words only grow). Flushes (PIO) only if the
+ * peer armed its tripwire.
+ */
+static int clanq_conn_put_word(struct clanq_conn *c, size_t off, __u64 v)
+{
+	int err;
+
+	if (c->tx.base) {
+		__atomic_store_n((__u64 *)(c->tx.base + off), v, __ATOMIC_RELEASE);
+		err = clanq_ap_flush(&c->tx, off, sizeof(v));
+	} else {
+		err = clanq_conn_stage(c);
+		if (err)
+			return err;
+		memcpy((char *)c->stage.mem + off, &v, sizeof(v));
+		err = clanq_conn_post(c, off, off, sizeof(v), CLANQ_RDMA_LAST,
+				      clanq_conn_cookie(c->net, c->slot));
+		if (!err)
+			err = clanq_rdma_post_push(&c->net->ep);
+	}
+	if (err == -ENXIO)
+		clanq_conn_on_revoked(c);
+	return err;
+}
+
+int clanq_conn_return_credit(struct clanq_conn *c)
+{
+	int err;
+
+	if (c->rx_head == c->rx_returned || c->state == CLANQ_CONN_RESET ||
+	    !c->tx.id)
+		return 0;
+	err = clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, credit),
+				  c->rx_head);
+	if (!err)
+		c->rx_returned = c->rx_head;
+	return err;
+}
+
+void clanq_conn_answer_want(struct clanq_conn *c)
+{
+	__u64 w = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE);
+
+	/* nothing to hand back yet: answer with the next consume */
+	if (w != c->want_seen && c->rx_head != c->rx_returned &&
+	    !clanq_conn_return_credit(c))
+		c->want_seen = w;
+}
+
+/*
+ * The next record at our head, PADs skipped: 1 and *h for a message or
+ * FIN (c->peek_size its bytes), -EAGAIN for none, -EPROTO for nonsense.
+ */
+static int clanq_conn_next(struct clanq_conn *c, struct clanq_rec *h)
+{
+	__u64 tail, size;
+
+	for (;;) {
+		/* [G] of ring.h: the tail, then the records below it */
+		tail = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
+		if (tail == c->rx_head)
+			return -EAGAIN;
+		memcpy(h, c->rx_ring + c->rx_head % c->rx_cap, sizeof(*h));
+		switch (clanq_ring_check(c->rx_cap, c->rx_head, tail, *h, &size)) {
+		case CLANQ_REC_OK:
+			break;
+		case CLANQ_REC_NONE:
+			return -EAGAIN;
+		default:
+			clanq_conn_reset(c, -EPROTO);
+			return -EPROTO;
+		}
+		if (h->type != CLANQ_REC_PAD) {
+			c->peek_size = size;
+			return 1;
+		}
+		c->rx_head += size;
+	}
+}
+
+bool clanq_conn_readable(struct clanq_conn *c)
+{
+	if (c->state == CLANQ_CONN_RESET || c->fin_seen)
+		return true;
+	if (c->state != CLANQ_CONN_OPEN && c->state != CLANQ_CONN_FIN)
+		return false;
+	return __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE) != c->rx_head;
+}
+
+bool clanq_conn_ready(struct clanq_conn *c)
+{
+	return clanq_conn_readable(c);
+}
+
+/* Consume the record at our head; credit goes back every quarter ring. */
+static void clanq_conn_consume(struct clanq_conn *c)
+{
+	struct clanq_rec h;
+
+	memcpy(&h, c->rx_ring + c->rx_head % c->rx_cap, sizeof(h));
+	c->msgs_in++;
+	c->bytes_in += h.len;
+	c->rx_head += c->peek_size;
+	c->peek_size = 0;
+	if (clanq_ring_credit_due(c->rx_cap, c->rx_head, c->rx_returned))
+		(void)clanq_conn_return_credit(c);
+	clanq_conn_answer_want(c);
+}
+
+/* Wait until the word at addr moves from old, or the net has news. */
+static int clanq_conn_block(struct clanq_conn *c, const __u64 *addr, __u64 old)
+{
+	struct clanq_net *net = c->net;
+	int rc;
+
+	net->stats.blocks++;
+	rc = clanq_tw_wait_change_oob(&c->tw, addr, old, &net->ep, -1);
+	if (rc == 1) {
+		clanq_net_progress(net);
+		rc = 0;
+	}
+	return rc;
+}
+
+/*
+ * Find the next message: 1 with *h; 0 at the end; -errno. Blocks
+ * unless CLANQ_MSG_DONTWAIT.
+ */
+static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
+			       unsigned int flags)
+{
+	__u64 tail;
+	int err;
+
+	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
+		return -ENOTCONN;
+	for (;;) {
+		if (c->state == CLANQ_CONN_RESET && c->error != -ECONNRESET)
+			return c->error;
+		clanq_conn_answer_want(c);
+		err = clanq_conn_next(c, h);
+		if (err == 1 && h->type == CLANQ_REC_FIN) {
+			c->fin_seen = true;
+			if (c->state == CLANQ_CONN_OPEN)
+				c->state = CLANQ_CONN_FIN;
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+		if (c->fin_seen)
+			return 0;
+		if (c->state == CLANQ_CONN_RESET)
+			return c->error;
+		if (flags & CLANQ_MSG_DONTWAIT)
+			return -EAGAIN;
+		/* a blocked reader must not keep its writer waiting */
+		(void)clanq_conn_return_credit(c);
+		tail = c->rx_head;
+		err = clanq_conn_block(c, &c->rx_hdr->tail, tail);
+		if (err)
+			return err;
+	}
+}
+
+ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
+		   unsigned int flags)
+{
+	struct clanq_rec h;
+	int err = clanq_conn_wait_msg(c, &h, flags);
+
+	if (err <= 0)
+		return err;
+	if (h.len > len)
+		return -EMSGSIZE;
+	memcpy(buf, c->rx_ring + c->rx_head % c->rx_cap + CLANQ_REC_HDR, h.len);
+	clanq_conn_consume(c);
+	return h.len;
+}
+
+ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
+			unsigned int flags)
+{
+	struct clanq_rec h;
+	int err = clanq_conn_wait_msg(c, &h, flags);
+
+	if (err <= 0)
+		return err;
+	*data = c->rx_ring + c->rx_head % c->rx_cap + CLANQ_REC_HDR;
+	return h.len;
+}
+
+void clanq_recv_done(struct clanq_conn *c)
+{
+	if (c->peek_size)
+		clanq_conn_consume(c);
+}
+
+/*
+ * Wait for cost bytes of credit: 0; -EAGAIN (CLANQ_MSG_DONTWAIT); the
+ * connection's error. Waiting bumps the peer's hdr.want first, so a
+ * peer that polls hands back what it consumed at once.
+ */
+static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
+				  unsigned int flags)
+{
+	__u64 credit;
+	__s64 space;
+	bool asked = false;
+	int err;
+
+	for (;;) {
+		if (c->state == CLANQ_CONN_RESET)
+			return c->error;
+		if (c->state != CLANQ_CONN_OPEN)
+			return c->state == CLANQ_CONN_FIN ? -EPIPE : -ENOTCONN;
+		credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
+		space = clanq_ring_space(c->tx_cap, c->tx_tail, credit);
+		if (space < 0) {
+			clanq_conn_reset(c, -EPROTO);
+			return -EPROTO;
+		}
+		if ((__u64)space >= cost)
+			return 0;
+		if (!asked)
+			c->credit_waits++;
+		if (flags & CLANQ_MSG_DONTWAIT)
+			return -EAGAIN;
+		if (!asked) {
+			/* ours too: the peer may be waiting for it */
+			(void)clanq_conn_return_credit(c);
+			err = clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, want),
+						  ++c->tx_want);
+			if (err)
+				return c->state == CLANQ_CONN_RESET ? c->error : err;
+			asked = true;
+			/* the flush's barrier ordered the store before this look */
+			continue;
+		}
+		err = clanq_conn_block(c, &c->rx_hdr->credit, credit);
+		if (err)
+			return err;
+		asked = false;
+	}
+}
+
+/* Copy iov (len bytes in all) to dst. */
+static void clanq_iov_copy(char *dst, const struct iovec *iov, int iovcnt)
+{
+	int i;
+
+	for (i = 0; i < iovcnt; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+}
+
+/* Lay out [PAD] record trailer at ring (the peer's, or the stage's). */
+static void clanq_conn_lay(char *ring, __u64 pos, __u64 pad, __u16 type,
+			   const struct iovec *iov, int iovcnt, __u64 len,
+			   __u64 rec, __u64 new_tail)
+{
+	struct clanq_rec h = { 0, CLANQ_REC_PAD, 0 };
+
+	if (pad) {
+		h.len = (__u32)(pad - CLANQ_REC_HDR);
+		memcpy(ring + pos, &h, sizeof(h));
+		pos = 0;
+	}
+	h.len = (__u32)len;
+	h.type = type;
+	memcpy(ring + pos, &h, sizeof(h));
+	clanq_iov_copy(ring + pos + CLANQ_REC_HDR, iov, iovcnt);
+	memcpy(ring + pos + rec - CLANQ_REC_TRAILER, &new_tail, sizeof(new_tail));
+}
+
+/* PIO: the record, then the credit we owe and the tail, released ([G]). */
+static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
+				const struct iovec *iov, int iovcnt, __u64 len,
+				__u64 rec, __u64 new_tail)
+{
+	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
+	int err;
+
+	clanq_conn_lay(c->tx.base + CLANQ_RING_HDR, c->tx_tail % c->tx_cap, pad,
+		       type, iov, iovcnt, len, rec, new_tail);
+	if (c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
+		__atomic_store_n(&ph->credit, c->rx_head, __ATOMIC_RELEASE);
+		c->rx_returned = c->rx_head;
+	}
+	__atomic_store_n(&ph->tail, new_tail, __ATOMIC_RELEASE);
+	/* a system call only if the peer sleeps on it */
+	err = clanq_ap_flush(&c->tx, 0, 2 * sizeof(__u64));
+	if (err == -ENXIO) {
+		clanq_conn_on_revoked(c);
+		err = 0;	/* the loss is reported by the next call */
+	}
+	return err;
+}
+
+/*
+ * RDMA: the record into the stage, then requests for [PAD header,]
+ * record, credit and tail (its trailer), in that order in one queue:
+ * the engine makes them visible in that order.
+ */
+static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
+				 const struct iovec *iov, int iovcnt, __u64 len,
+				 __u64 rec, __u64 new_tail, __u64 cookie)
+{
+	struct clanq_ring_hdr *sh;
+	__u64 pos = c->tx_tail % c->tx_cap;
+	int err = clanq_conn_stage(c);
+
+	if (err)
+		return err;
+	sh = c->stage.mem;
+	clanq_conn_lay((char *)c->stage.mem + CLANQ_RING_HDR, pos, pad, type,
+		       iov, iovcnt, len, rec, new_tail);
+	if (pad) {
+		err = clanq_conn_post(c, CLANQ_RING_HDR + pos, CLANQ_RING_HDR + pos,
+				      CLANQ_REC_HDR, 0, cookie);
+		pos = 0;
+	}
+	if (!err)
+		err = clanq_conn_post(c, CLANQ_RING_HDR + pos, CLANQ_RING_HDR + pos,
+				      rec, 0, cookie);
+	if (!err && c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
+		sh->credit = c->rx_head;
+		err = clanq_conn_post(c, offsetof(struct clanq_ring_hdr, credit),
+				      offsetof(struct clanq_ring_hdr, credit),
+				      sizeof(__u64), 0, cookie);
+		if (!err)
+			c->rx_returned = c->rx_head;
+	}
+	if (!err)
+		err = clanq_conn_post(c, CLANQ_RING_HDR + pos + rec - CLANQ_REC_TRAILER,
+				      0, sizeof(__u64), CLANQ_RDMA_LAST |
+				      (cookie & CLANQ_COOKIE_FIN ? CLANQ_RDMA_SIGNAL : 0),
+				      cookie);
+	if (!err)
+		err = clanq_rdma_post_push(&c->net->ep);
+	c->rdma_sends++;
+	return err;
+}
+
+static int clanq_conn_write(struct clanq_conn *c, __u16 type,
+			    const struct iovec *iov, int iovcnt, __u64 len,
+			    unsigned int flags)
+{
+	__u64 rec = clanq_rec_size(len), pad, cost, new_tail, cookie;
+	int err;
+
+	if (len > clanq_ring_max_msg(c->tx_cap))
+		return -EMSGSIZE;
+	cost = clanq_ring_cost(c->tx_cap, c->tx_tail, rec, &pad);
+	err = clanq_conn_wait_credit(c, cost, flags);
+	if (err)
+		return err;
+	new_tail = c->tx_tail + cost;
+	cookie = clanq_conn_cookie(c->net, c->slot);
+	if (c->tx.base && len < c->rdma_threshold) {
+		err = clanq_conn_write_pio(c, pad, type, iov, iovcnt, len, rec,
+					   new_tail);
+	} else {
+		if (type == CLANQ_REC_FIN)
+			cookie |= CLANQ_COOKIE_FIN;
+		err = clanq_conn_write_rdma(c, pad, type, iov, iovcnt, len, rec,
+					    new_tail, cookie);
+	}
+	if (err)
+		return err;
+	c->tx_tail = new_tail;
+	if (type == CLANQ_REC_DATA) {
+		c->msgs_out++;
+		c->bytes_out += len;
+	}
+	return 0;
+}
+
+int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
+		unsigned int flags)
+{
+	__u64 len = 0;
+	int i;
+
+	if (iovcnt < 0 || (iovcnt && !iov) || (flags & ~CLANQ_MSG_DONTWAIT))
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (1ull << 40))
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	if (!len)
+		return -EINVAL;
+	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
+		return -ENOTCONN;
+	return clanq_conn_write(c, CLANQ_REC_DATA, iov, iovcnt, len, flags);
+}
+
+int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
+	       unsigned int flags)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return clanq_sendv(c, &iov, 1, flags);
+}
+
+/*
+ * Close: a FIN record if the ring has room now (closing never waits);
+ * by RDMA, wait (a while) for the engine to have written it before the
+ * staging region goes.
+ */
+int clanq_conn_write_fin(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+	struct clanq_rdma_comp comp;
+	__u64 deadline;
+	int err;
+
+	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, 0, CLANQ_MSG_DONTWAIT);
+	if (err || c->tx.base)
+		return err;
+	deadline = clanq_now_ns() + 1000 * 1000 * 1000ull;
+	while (clanq_now_ns() < deadline) {
+		if (!clanq_rdma_poll(&net->ep, &comp)) {
+			if ((__u32)comp.cookie == (c->slot | CLANQ_COOKIE_FIN))
+				return comp.status;
+			clanq_net_comp(net, &comp);
+			continue;
+		}
+		clanq_cpu_relax();
+	}
+	return -ETIMEDOUT;
+}

@@ -1,0 +1,574 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq: the net (one thread's connections on one NIC), listeners,
+ * and the server's loop, clanq_net_wait().
+ *
+ * Everything a net waits for arrives through its event queue: its
+ * endpoint's OOB messages (handshake answers, driver notices) and
+ * tripwires (one per connection, on its ring's header), and each
+ * listener's OOB messages (CONNECTs). A connection is either "hot"
+ * (disarmed, on net->hot, polled by the loop) or armed (its peer's next
+ * write fires its tripwire): so a peer writing to a connection we poll
+ * makes no system call, and one we sleep on wakes us. The loop arms the
+ * hot connections only when it is about to block, after its spin.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "handshake.h"
+#include "net_internal.h"
+
+#define CLANQ_NET_MAX_CONNS_DEFAULT	1024
+#define CLANQ_NET_OOB_SLOTS_DEFAULT	256
+
+int clanq_net_random(__u64 *v)
+{
+	ssize_t n = getrandom(v, sizeof(*v), 0);
+
+	if (n == (ssize_t)sizeof(*v))
+		return 0;
+	return n < 0 ? -errno : -EIO;
+}
+
+int clanq_net_open(struct clanq_net *net, struct clanq_dev *dev,
+		   const struct clanq_net_attr *attr)
+{
+	unsigned int max = attr && attr->max_conns ? attr->max_conns :
+						     CLANQ_NET_MAX_CONNS_DEFAULT;
+	struct clanq_ep_attr ea = {
+		.oob_slots = attr && attr->oob_slots ? attr->oob_slots :
+						       CLANQ_NET_OOB_SLOTS_DEFAULT,
+		/* a tripwire per connection: its bit in the fired bitmap */
+		.tw_slots = (max + 63) / 64 * 64,
+	};
+	int err;
+
+	if (max > (1u << 20))
+		return -EINVAL;
+	memset(net, 0, sizeof(*net));
+	net->dev = dev;
+	net->max_conns = max;
+	net->spin_ns = CLANQ_NET_SPIN_NS_DEFAULT;
+	net->conns = calloc(max, sizeof(*net->conns));
+	net->by_bit = calloc(ea.tw_slots, sizeof(*net->by_bit));
+	net->gen = calloc(max, sizeof(*net->gen));
+	if (!net->conns || !net->by_bit || !net->gen) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = clanq_ep_create_attr(dev, &net->ep, &ea);
+	if (err)
+		goto err_free;
+	/* a registration per listener, plus ours, plus the application's */
+	err = clanq_evq_create(dev, &net->evq, 64);
+	if (err)
+		goto err_ep;
+	clanq_evq_set_spin(&net->evq, 0);	/* we spin ourselves */
+	net->ep_reg = clanq_evq_register(&net->evq, &net->ep,
+					 CLANQ_EV_OOB | CLANQ_EV_TRIPWIRE,
+					 (__u64)(uintptr_t)net);
+	if (net->ep_reg < 0) {
+		err = net->ep_reg;
+		goto err_evq;
+	}
+	return 0;
+
+err_evq:
+	clanq_evq_destroy(&net->evq);
+err_ep:
+	clanq_ep_destroy(&net->ep);
+err_free:
+	free(net->conns);
+	free(net->by_bit);
+	free(net->gen);
+	return err;
+}
+
+int clanq_net_close(struct clanq_net *net)
+{
+	__u32 i;
+
+	while (net->listeners)
+		clanq_listener_close(net->listeners);
+	for (i = 0; i < net->max_conns; i++)
+		if (net->conns[i])
+			clanq_conn_close(net->conns[i]);
+	clanq_evq_destroy(&net->evq);
+	clanq_ep_destroy(&net->ep);
+	free(net->conns);
+	free(net->by_bit);
+	free(net->gen);
+	free(net->stash);
+	memset(net, 0, sizeof(*net));
+	return 0;
+}
+
+int clanq_net_slot_get(struct clanq_net *net, struct clanq_conn *c)
+{
+	__u32 i, s;
+
+	if (net->nr_conns >= net->max_conns)
+		return -ENOSPC;
+	for (i = 0; i < net->max_conns; i++) {
+		s = (net->free_hint + i) % net->max_conns;
+		if (!net->conns[s]) {
+			net->conns[s] = c;
+			net->gen[s]++;
+			net->nr_conns++;
+			net->free_hint = s + 1;
+			c->slot = s;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void clanq_net_slot_put(struct clanq_net *net, struct clanq_conn *c)
+{
+	if (c->slot < net->max_conns && net->conns[c->slot] == c) {
+		net->conns[c->slot] = NULL;
+		net->gen[c->slot]++;	/* a late notice for it finds nobody */
+		net->nr_conns--;
+	}
+}
+
+struct clanq_conn *clanq_net_conn(struct clanq_net *net, __u32 slot)
+{
+	return slot < net->max_conns ? net->conns[slot] : NULL;
+}
+
+void clanq_net_hot(struct clanq_net *net, struct clanq_conn *c)
+{
+	if (c->hot)
+		return;
+	c->hot = true;
+	c->next_hot = net->hot;
+	net->hot = c;
+}
+
+void clanq_net_unhot(struct clanq_net *net, struct clanq_conn *c)
+{
+	struct clanq_conn **p;
+
+	if (!c->hot)
+		return;
+	for (p = &net->hot; *p; p = &(*p)->next_hot) {
+		if (*p == c) {
+			*p = c->next_hot;
+			break;
+		}
+	}
+	c->hot = false;
+	c->next_hot = NULL;
+}
+
+/* A notice for one of our connections: cookie = generation, slot. */
+static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg *m)
+{
+	struct clanq_oob_revoked rv;
+	struct clanq_conn *c;
+
+	memcpy(&rv, m->payload, sizeof(rv));
+	c = clanq_net_conn(net, (__u32)rv.cookie);
+	if (m->len != sizeof(rv) || !c ||
+	    clanq_conn_cookie(net, c->slot) != rv.cookie || rv.ap != c->tx.id) {
+		net->stats.ignored++;
+		return;
+	}
+	clanq_conn_on_revoked(c);
+}
+
+/*
+ * A notice may have been dropped (our OOB queue was full): ask the
+ * driver, one AP_FLUSH per connection, which peers are still there.
+ */
+static void clanq_net_probe(struct clanq_net *net)
+{
+	__u64 dropped = clanq_ep_dropped(&net->ep);
+	__u32 i;
+
+	if (dropped == net->oob_dropped_seen)
+		return;
+	net->oob_dropped_seen = dropped;
+	net->stats.probes++;
+	for (i = 0; i < net->max_conns; i++)
+		if (net->conns[i])
+			clanq_conn_probe(net->conns[i]);
+}
+
+/* The handshake answers and notices on the net's endpoint. */
+static void clanq_net_drain_oob(struct clanq_net *net)
+{
+	struct clanq_oob_msg m;
+	struct clanq_conn *c;
+	__u32 slot;
+
+	while (!clanq_oob_recv(&net->ep, &m)) {
+		switch (m.type) {
+		case CLANQ_OOB_REVOKED:
+			clanq_net_revoked(net, &m);
+			continue;
+		case CLANQ_HS_ACCEPT:
+		case CLANQ_HS_REFUSE:
+			/* both start with magic, then the client's slot */
+			memcpy(&slot, m.payload + 4, sizeof(slot));
+			break;
+		case CLANQ_OOB_UNREACHABLE:
+			/* the head of our CONNECT: magic, slot, ... */
+			memcpy(&slot, m.payload + 8 + 4, sizeof(slot));
+			break;
+		default:
+			net->stats.ignored++;
+			continue;
+		}
+		c = clanq_net_conn(net, slot);
+		if (c && c->hs)
+			clanq_conn_hs_msg(c, &m);
+		else
+			net->stats.ignored++;
+	}
+	clanq_net_probe(net);
+}
+
+/* Tripwires that fired: those connections are disarmed now, and hot. */
+static void clanq_net_take_fired(struct clanq_net *net)
+{
+	__u64 bits;
+	__u32 w;
+	int b;
+
+	for (w = 0; w < net->ep.tw_words; w++) {
+		bits = clanq_ep_tw_take(&net->ep, w);
+		while (bits) {
+			b = __builtin_ctzll(bits);
+			bits &= bits - 1;
+			struct clanq_conn *c = net->by_bit[w * 64 + b];
+
+			if (c) {
+				c->armed = false;
+				clanq_net_hot(net, c);
+			}
+		}
+	}
+}
+
+void clanq_net_progress(struct clanq_net *net)
+{
+	struct clanq_listener *l;
+
+	clanq_net_drain_oob(net);
+	clanq_net_take_fired(net);
+	clanq_net_drain_rdma(net);
+	for (l = net->listeners; l; l = l->next)
+		clanq_listener_intake(l);
+}
+
+void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
+{
+	struct clanq_listener *l;
+	struct clanq_event *s;
+
+	if ((int)ev->reg == net->ep_reg) {
+		clanq_net_drain_oob(net);
+		clanq_net_take_fired(net);
+		return;
+	}
+	for (l = net->listeners; l; l = l->next) {
+		if ((int)ev->reg == l->ep_reg) {
+			clanq_listener_intake(l);
+			return;
+		}
+	}
+	/* the application's: keep it for clanq_net_wait() */
+	if (net->nr_stash == net->stash_cap) {
+		__u32 cap = net->stash_cap ? net->stash_cap * 2 : 16;
+
+		s = realloc(net->stash, cap * sizeof(*s));
+		if (!s)
+			return;		/* its source is still there to drain */
+		net->stash = s;
+		net->stash_cap = cap;
+	}
+	net->stash[net->nr_stash++] = *ev;
+}
+
+/*
+ * Wait in the driver for anything of the net (no spin: the callers
+ * spin on what they wait for), handle it, and return. 0, -ETIMEDOUT at
+ * the deadline, -EINTR.
+ */
+int clanq_net_block(struct clanq_net *net, __u64 deadline)
+{
+	struct clanq_event ev;
+	__u64 now = clanq_now_ns();
+	int err;
+
+	if (deadline != ~0ull && now >= deadline)
+		return -ETIMEDOUT;
+	net->stats.blocks++;
+	err = clanq_evq_wait(&net->evq, &ev,
+			     deadline == ~0ull ? -1 : (int64_t)(deadline - now));
+	if (err)
+		return err;
+	clanq_net_handle(net, &ev);
+	/* take whatever else came at once */
+	while (!clanq_evq_poll(&net->evq, &ev))
+		clanq_net_handle(net, &ev);
+	return 0;
+}
+
+/*
+ * Listeners.
+ */
+
+void clanq_listener_intake(struct clanq_listener *l)
+{
+	struct clanq_net *net = l->net;
+	struct clanq_hs_backlog *b = l->backlog;
+	struct clanq_hs_connect c;
+	struct clanq_hs_refuse r;
+	struct clanq_oob_msg m;
+
+	while (!clanq_oob_recv(&l->ep, &m)) {
+		if (clanq_hs_parse_connect(&m, &c)) {
+			l->ignored++;
+			net->stats.ignored++;
+			continue;
+		}
+		/* a retransmission: maybe its ACCEPT was lost */
+		if (c.attempt &&
+		    clanq_conn_resend_accept(net, m.src, c.conn, c.nonce))
+			continue;
+		switch (clanq_hs_backlog_add(b, &m)) {
+		case CLANQ_HS_QUEUED:
+			break;
+		case CLANQ_HS_DUP:
+			net->stats.ignored++;
+			break;
+		case CLANQ_HS_FULL:
+			memset(&r, 0, sizeof(r));
+			r.magic = CLANQ_HS_MAGIC;
+			r.conn = c.conn;
+			r.nonce = c.nonce;
+			r.err = -ECONNREFUSED;
+			(void)clanq_oob_send(&l->ep, m.src, CLANQ_HS_REFUSE, &r,
+					     sizeof(r));
+			l->refused++;
+			net->stats.refused++;
+			break;
+		case CLANQ_HS_BAD:
+			l->ignored++;
+			net->stats.ignored++;
+			break;
+		}
+	}
+}
+
+int clanq_listen(struct clanq_net *net, struct clanq_listener *l,
+		 unsigned int service, unsigned int backlog)
+{
+	struct clanq_ep_attr ea = { .oob_slots = 256, .service = service };
+	struct clanq_hs_backlog *b;
+	int err;
+
+	if (!service || service > CLANQ_SERVICE_MAX || !backlog ||
+	    backlog > 65536)
+		return -EINVAL;
+	memset(l, 0, sizeof(*l));
+	b = calloc(1, sizeof(*b));
+	if (b)
+		b->q = calloc(backlog, sizeof(*b->q));
+	if (!b || !b->q) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->cap = backlog;
+	l->net = net;
+	l->service = service;
+	l->backlog = b;
+	l->max_ring = 64u << 20;
+	err = clanq_ep_create_attr(net->dev, &l->ep, &ea);
+	if (err)
+		goto err_free;
+	l->ep_reg = clanq_evq_register(&net->evq, &l->ep, CLANQ_EV_OOB,
+				       (__u64)(uintptr_t)l);
+	if (l->ep_reg < 0) {
+		err = l->ep_reg;
+		clanq_ep_destroy(&l->ep);
+		goto err_free;
+	}
+	l->next = net->listeners;
+	net->listeners = l;
+	return 0;
+
+err_free:
+	free(b->q);
+	free(b);
+	return err;
+}
+
+int clanq_listener_close(struct clanq_listener *l)
+{
+	struct clanq_net *net = l->net;
+	struct clanq_hs_backlog *b = l->backlog;
+	struct clanq_listener **p;
+	struct clanq_hs_pending pend;
+	struct clanq_hs_refuse r;
+
+	for (p = &net->listeners; *p; p = &(*p)->next) {
+		if (*p == l) {
+			*p = l->next;
+			break;
+		}
+	}
+	clanq_listener_intake(l);
+	while (!clanq_hs_backlog_take(b, &pend)) {
+		memset(&r, 0, sizeof(r));
+		r.magic = CLANQ_HS_MAGIC;
+		r.conn = pend.c.conn;
+		r.nonce = pend.c.nonce;
+		r.err = -ECONNREFUSED;
+		(void)clanq_oob_send(&l->ep, pend.src, CLANQ_HS_REFUSE, &r,
+				     sizeof(r));
+	}
+	clanq_evq_unregister(&net->evq, l->ep_reg);
+	clanq_ep_destroy(&l->ep);
+	free(b->q);
+	free(b);
+	l->backlog = NULL;
+	return 0;
+}
+
+/*
+ * The server's loop.
+ */
+
+/* Report what c has to say; true if it said something. */
+static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
+{
+	__u32 what = 0;
+
+	if (c->state == CLANQ_CONN_CONNECTING)
+		return false;
+	clanq_conn_answer_want(c);
+	if (clanq_conn_ready(c))
+		what |= c->state == CLANQ_CONN_RESET && !clanq_conn_readable(c) ?
+			CLANQ_NET_HUP : CLANQ_NET_IN;
+	if (c->credit_waits && c->state == CLANQ_CONN_OPEN &&
+	    clanq_ring_space(c->tx_cap, c->tx_tail,
+			     __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE)) >=
+	    (__s64)(c->tx_cap / 2)) {
+		what |= CLANQ_NET_OUT;
+		c->credit_waits = 0;
+	}
+	if (!what)
+		return false;
+	memset(e, 0, sizeof(*e));
+	e->what = what;
+	e->conn = c;
+	return true;
+}
+
+/* One look at everything, no system call: how many events in evs. */
+static unsigned int clanq_net_scan(struct clanq_net *net,
+				   struct clanq_net_event *evs, unsigned int max)
+{
+	struct clanq_hs_backlog *b;
+	struct clanq_listener *l;
+	struct clanq_conn *c;
+	struct clanq_event ev;
+	unsigned int n = 0;
+
+	while (!clanq_evq_poll(&net->evq, &ev))
+		clanq_net_handle(net, &ev);
+	while (n < max && net->nr_stash) {
+		memset(&evs[n], 0, sizeof(evs[n]));
+		evs[n].what = CLANQ_NET_OTHER;
+		evs[n].ev = net->stash[0];
+		memmove(net->stash, net->stash + 1,
+			--net->nr_stash * sizeof(*net->stash));
+		n++;
+	}
+	for (l = net->listeners; l && n < max; l = l->next) {
+		b = l->backlog;
+		if (b->count) {
+			memset(&evs[n], 0, sizeof(evs[n]));
+			evs[n].what = CLANQ_NET_ACCEPT;
+			evs[n].listener = l;
+			n++;
+		}
+	}
+	for (c = net->hot; c && n < max; c = c->next_hot)
+		if (clanq_net_report(c, &evs[n]))
+			n++;
+	return n;
+}
+
+/*
+ * About to block: arm every hot connection with nothing to say, after
+ * handing back the credit it owes (a blocked reader must not keep its
+ * peer waiting). TW_ARM ends with a full barrier, so the look after it
+ * cannot miss a write that did not fire it ([F] of queue.h). A
+ * connection that has something after all stays hot and is reported.
+ */
+static unsigned int clanq_net_arm(struct clanq_net *net,
+				  struct clanq_net_event *evs, unsigned int max)
+{
+	struct clanq_conn *c, *next;
+	unsigned int n = 0;
+
+	for (c = net->hot; c; c = next) {
+		next = c->next_hot;
+		if (c->state == CLANQ_CONN_CONNECTING)
+			continue;
+		(void)clanq_conn_return_credit(c);
+		if (!c->armed && c->state != CLANQ_CONN_RESET) {
+			if (clanq_tw_arm(&c->tw))
+				continue;	/* stays hot: polled next time */
+			c->armed = true;
+			net->stats.arms++;
+		}
+		if (n < max && clanq_net_report(c, &evs[n])) {
+			n++;
+			continue;
+		}
+		if (c->state != CLANQ_CONN_RESET)
+			clanq_net_unhot(net, c);
+	}
+	return n;
+}
+
+int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
+		   unsigned int max, int64_t timeout_ns)
+{
+	__u64 start = clanq_now_ns(), now = start, deadline;
+	unsigned int n, spins = 0;
+	int err;
+
+	if (!max)
+		return -EINVAL;
+	deadline = timeout_ns < 0 ? ~0ull : start + (__u64)timeout_ns;
+	for (;;) {
+		n = clanq_net_scan(net, evs, max);
+		if (n)
+			return (int)n;
+		if (now - start < net->spin_ns && now < deadline) {
+			clanq_cpu_relax();
+			if (!(++spins % 8))
+				now = clanq_now_ns();
+			continue;
+		}
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		n = clanq_net_arm(net, evs, max);
+		if (n)
+			return (int)n;
+		err = clanq_net_block(net, deadline);
+		if (err)
+			return err;
+		now = clanq_now_ns();
+		start = now - net->spin_ns;	/* no spin after a wake-up */
+	}
+}
