@@ -98,6 +98,7 @@ static void echo_client(void *p)
 	struct clanq_net net;
 	struct clanq_conn c;
 	size_t max, len;
+	__u64 e0, e1;
 	ssize_t n;
 	int err;
 
@@ -109,6 +110,7 @@ static void echo_client(void *p)
 	CHILD_CHECK_INT(err, 0);
 	max = clanq_conn_max_msg(&c);
 	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
+	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e0), 0);
 	for (unsigned int i = 0; i < a->msgs; i++) {
 		len = 1 + (i * 97) % max;
 		fill(out, len, i);
@@ -122,6 +124,12 @@ static void echo_client(void *p)
 		CHILD_CHECK_INT(n, (ssize_t)len);
 		CHILD_CHECK(!memcmp(in, out, len));
 	}
+	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e1), 0);
+	/* both sides poll: not one system call per message, none at all */
+	printf("echo %s: %llu driver entries for %u round trips\n",
+	       a->poll ? "polled" : "blocking", e1 - e0 - 1, a->msgs);
+	if (a->poll)
+		CHILD_CHECK_INT(e1 - e0 - 1, 0);
 	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
 	clanq_net_close(&net);
 	clanq_close(&dev);

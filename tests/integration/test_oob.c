@@ -77,6 +77,29 @@ static void send_seq(struct clanq_ep *ep, struct clanq_addr dst, __u32 seq)
 	assert_int_equal(itest_send(ep, dst, ITEST_TYPE, TAG, seq), 0);
 }
 
+/*
+ * The driver's "port unreachable": a notice back on the sender, naming
+ * the destination and carrying the undelivered message's type and head.
+ */
+static void expect_unreachable(struct clanq_ep *ep, struct clanq_addr dst,
+			       __u32 seq)
+{
+	struct clanq_oob_unreachable u;
+	struct clanq_oob_msg m;
+	__u8 want[CLANQ_OOB_PAYLOAD];
+
+	assert_int_equal(itest_recv(ep, &m, ITEST_RECV_TIMEOUT), 0);
+	assert_int_equal(m.type, CLANQ_OOB_UNREACHABLE);
+	assert_int_equal(m.len, sizeof(u));
+	assert_true(itest_addr_eq(m.src, dst));
+	memcpy(&u, m.payload, sizeof(u));
+	assert_int_equal(u.type, ITEST_TYPE);
+	assert_int_equal(u.len, itest_len(TAG, seq));
+	memset(want, 0, sizeof(want));
+	itest_fill(want, TAG, seq);
+	assert_memory_equal(u.head, want, sizeof(u.head));
+}
+
 /* errno of a raw OOB_SEND of an 8-byte message on fd */
 static int raw_send(int fd, __u32 ep, struct clanq_addr dst)
 {
@@ -346,7 +369,7 @@ static void a_send_to_an_unknown_node_is_ehostunreach(void **state)
 	pair_close(&p);
 }
 
-static void a_send_to_an_unknown_endpoint_succeeds_and_delivers_nothing(void **state)
+static void a_send_to_an_unknown_endpoint_succeeds_and_comes_back_unreachable(void **state)
 {
 	static const __u32 ids[] = { 0, 0x7fffffffu, 0xfffffffeu, 0xffffffffu };
 	struct clanq_dev dev0;
@@ -368,6 +391,14 @@ static void a_send_to_an_unknown_endpoint_succeeds_and_delivers_nothing(void **s
 	}
 	assert_true(itest_quiet(&p.rx));
 	assert_true(itest_quiet(&rx0));
+	/* each comes back as a notice, in order, and nothing else */
+	for (node = 0; node < 2; node++) {
+		for (i = 0; i < ARRAY_SIZE(ids); i++) {
+			dst.node = node;
+			dst.id = ids[i];
+			expect_unreachable(&p.tx, dst, i);
+		}
+	}
 	assert_true(itest_quiet(&p.tx));
 	assert_int_equal(itest_ctr(&p.rx.counters->oob_delivered), 0);
 	assert_int_equal(itest_ctr(&rx0.counters->oob_delivered), 0);
@@ -821,8 +852,11 @@ static void a_destroyed_endpoint_receives_nothing_and_its_id_is_refused(void **s
 	assert_int_equal(clanq_ep_destroy(&gone), 0);
 
 	for (i = 1; i <= 3; i++)
-		send_seq(&p.tx, gone_addr, i);	/* not the sender's business */
+		send_seq(&p.tx, gone_addr, i);	/* the send succeeds... */
 	assert_true(itest_quiet(&p.rx));
+	/* ...and the network says "unreachable", as ICMP would */
+	for (i = 1; i <= 3; i++)
+		expect_unreachable(&p.tx, gone_addr, i);
 	assert_true(itest_quiet(&p.tx));
 
 	assert_int_equal(raw_send(p.rx_dev.fd, gone_addr.id, p.tx.addr), ENOENT);
@@ -921,7 +955,7 @@ int main(void)
 		T(a_full_queue_keeps_the_oldest_messages_and_counts_each_drop),
 		T(the_source_is_stamped_by_the_driver_and_cannot_be_forged),
 		T(a_send_to_an_unknown_node_is_ehostunreach),
-		T(a_send_to_an_unknown_endpoint_succeeds_and_delivers_nothing),
+		T(a_send_to_an_unknown_endpoint_succeeds_and_comes_back_unreachable),
 		T(a_payload_longer_than_48_bytes_is_emsgsize),
 		T(ep_create_refuses_flags_reserved_fields_and_bad_slot_counts),
 		T(ep_destroy_refuses_flags_reserved_fields_and_ids_it_does_not_own),
