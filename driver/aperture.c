@@ -45,6 +45,8 @@ static void clanq_kap_release(struct kref *ref)
 	clanq_kregion_put(ap->region);
 	if (ap->sink_page)
 		__free_page(ap->sink_page);
+	if (ap->budget)
+		clanq_budget_put(ap->budget, sizeof(*ap));
 	kfree_rcu(ap, rcu);
 }
 
@@ -352,6 +354,18 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	}
 	ap = kzalloc(sizeof(*ap), GFP_KERNEL_ACCOUNT);
 	if (!ap) {
+		clanq_kregion_put(r);
+		return -ENOMEM;
+	}
+	/*
+	 * Charged like a tripwire: an aperture holds no memory of its own
+	 * beyond the struct, but a connection takes one, and max_aps alone
+	 * would let many contexts of one user hold a great many
+	 */
+	ap->budget = clanq_budget_charge(ctx, sizeof(*ap));
+	if (!ap->budget) {
+		clanq_uerr(ctx, "AP_IMPORT: over max_ctx_bytes or max_user_bytes");
+		kfree(ap);
 		clanq_kregion_put(r);
 		return -ENOMEM;
 	}

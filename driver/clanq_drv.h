@@ -325,6 +325,7 @@ struct clanq_kap {
 	/* told of the revocation: an endpoint of ctx, 0 for none */
 	u32 notify_ep;
 	u64 notify_cookie;
+	struct clanq_budget *budget;	/* charged with the struct */
 };
 
 /* A request the engine has taken: its private copy, resolved. */

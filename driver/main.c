@@ -36,7 +36,7 @@ unsigned int clanq_max_tripwires = 16384;
 module_param_named(max_tripwires, clanq_max_tripwires, uint, 0644);
 MODULE_PARM_DESC(max_tripwires, "Tripwires one context may hold (each is also charged to max_ctx_bytes and max_user_bytes), and most one endpoint may own");
 
-unsigned long clanq_max_ctx_bytes = 64ul << 20;
+unsigned long clanq_max_ctx_bytes = 128ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions, tripwires) one context may hold");
 
@@ -48,11 +48,11 @@ unsigned int clanq_max_rdma_slots = 4096;
 module_param_named(max_rdma_slots, clanq_max_rdma_slots, uint, 0644);
 MODULE_PARM_DESC(max_rdma_slots, "Longest RDMA request or completion queue an endpoint may ask for");
 
-unsigned int clanq_max_regions = 4096;
+unsigned int clanq_max_regions = 65536;
 module_param_named(max_regions, clanq_max_regions, uint, 0644);
 MODULE_PARM_DESC(max_regions, "Regions one context may hold");
 
-unsigned int clanq_max_aps = 4096;
+unsigned int clanq_max_aps = 65536;
 module_param_named(max_aps, clanq_max_aps, uint, 0644);
 MODULE_PARM_DESC(max_aps, "Apertures one context may hold");
 
