@@ -859,8 +859,14 @@ struct clanq_conn_opts {
 	 * 0: the default, CLANQ_CONN_RDMA_DEFAULT.
 	 */
 	__u32 rdma_threshold;
-	__u32 flags;		/**< must be zero */
+	__u32 flags;		/**< CLANQ_CONN_* */
 };
+
+/**
+ * Do not map the peer's ring: every write goes through the RDMA engine,
+ * as it must to a peer on another machine. For tests and measurements.
+ */
+#define CLANQ_CONN_RDMA_ONLY	(1u << 0)
 
 /**
  * Default RDMA threshold: on the loop wire PIO is one copy by the
@@ -902,6 +908,7 @@ struct clanq_conn {
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
 	__u64 tx_cap, tx_tail, tx_want;
+	__u64 tx_rdma_tail;		/**< tail of our last RDMA send, till seen */
 	__u32 rdma_threshold;
 	struct clanq_region stage;	/**< RDMA source, mirrors the peer's ring */
 	bool closing;

@@ -68,7 +68,7 @@ err_region:
 
 /* The aperture onto the peer's ring; PIO if it can be mapped. */
 static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
-			       __u64 key, __u64 cap)
+			       __u64 key, __u64 cap, __u32 flags)
 {
 	struct clanq_net *net = c->net;
 	struct clanq_ap_attr attr = {
@@ -84,7 +84,7 @@ static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
 				   CLANQ_RING_HDR + cap, CLANQ_RIGHTS_ALL, &attr);
 	if (err)
 		return err;
-	err = clanq_ap_map(&c->tx);
+	err = flags & CLANQ_CONN_RDMA_ONLY ? -EOPNOTSUPP : clanq_ap_map(&c->tx);
 	if (err && err != -EOPNOTSUPP) {
 		clanq_ap_close(&c->tx);
 		return err;
@@ -194,7 +194,8 @@ int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
 	__u64 key, nonce, now;
 	int err;
 
-	if ((opts && opts->flags) || !service || service > CLANQ_SERVICE_MAX)
+	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !service ||
+	    service > CLANQ_SERVICE_MAX)
 		return -EINVAL;
 	if (opts && opts->tx_ring && !clanq_ring_cap_ok(opts->tx_ring))
 		return -EINVAL;
@@ -243,7 +244,8 @@ int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
 	c->peer = hs->srv_ep;
 	c->peer_slot = hs->acc.srv_conn;
 	c->peer_nonce = hs->acc.srv_nonce;
-	err = clanq_conn_tx_setup(c, hs->acc.ring, hs->acc.key, hs->acc.ring_cap);
+	err = clanq_conn_tx_setup(c, hs->acc.ring, hs->acc.key, hs->acc.ring_cap,
+				  opts ? opts->flags : 0);
 	if (err) {
 		/* the server's ring is already gone: it reset us */
 		err = err == -ENOENT ? -ECONNRESET : err;
@@ -318,7 +320,8 @@ static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 	c->peer = p->src;
 	c->peer_slot = p->c.conn;
 	c->peer_nonce = p->c.nonce;
-	err = clanq_conn_tx_setup(c, p->c.ring, p->c.key, p->c.ring_cap);
+	err = clanq_conn_tx_setup(c, p->c.ring, p->c.key, p->c.ring_cap,
+				  opts ? opts->flags : 0);
 	if (err)
 		goto err_teardown;	/* the client gave up: its ring is gone */
 	memset(&a, 0, sizeof(a));
@@ -352,7 +355,7 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
 	__u64 deadline;
 	int err;
 
-	if ((opts && opts->flags) || !l->backlog)
+	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !l->backlog)
 		return -EINVAL;
 	deadline = timeout_ns < 0 ? ~0ull : clanq_now_ns() + (__u64)timeout_ns;
 	for (;;) {

@@ -363,14 +363,36 @@ static void clanq_conn_lay(char *ring, __u64 pos, __u64 pad, __u16 type,
 	memcpy(ring + pos + rec - CLANQ_REC_TRAILER, &new_tail, sizeof(new_tail));
 }
 
+/*
+ * Before a PIO tail store: the engine must have written the tail of our
+ * last RDMA send, or our PIO tail would cover records not there yet. We
+ * read it back through the mapping: only we write that word.
+ */
+static int clanq_conn_rdma_settle(struct clanq_conn *c)
+{
+	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
+
+	while (c->tx_rdma_tail &&
+	       __atomic_load_n(&ph->tail, __ATOMIC_ACQUIRE) != c->tx_rdma_tail) {
+		clanq_net_drain_rdma(c->net);
+		if (c->state == CLANQ_CONN_RESET)
+			return c->error;
+		clanq_cpu_relax();
+	}
+	c->tx_rdma_tail = 0;
+	return 0;
+}
+
 /* PIO: the record, then the credit we owe and the tail, released ([G]). */
 static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
 				const struct iovec *iov, int iovcnt, __u64 len,
 				__u64 rec, __u64 new_tail)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
-	int err;
+	int err = clanq_conn_rdma_settle(c);
 
+	if (err)
+		return err;
 	clanq_conn_lay(c->tx.base + CLANQ_RING_HDR, c->tx_tail % c->tx_cap, pad,
 		       type, iov, iovcnt, len, rec, new_tail);
 	if (c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
@@ -413,7 +435,15 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 	if (!err)
 		err = clanq_conn_post(c, CLANQ_RING_HDR + pos, CLANQ_RING_HDR + pos,
 				      rec, 0, cookie);
-	if (!err && c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
+	/*
+	 * The credit we owe. Through the mapping if there is one: credit is
+	 * not ordered with our data, and a PIO store of it must never be
+	 * overtaken by an older value the engine writes later.
+	 */
+	if (!err && c->tx.base) {
+		err = clanq_conn_return_credit(c);
+	} else if (!err && c->rx_head != c->rx_returned &&
+		   c->state != CLANQ_CONN_RESET) {
 		sh->credit = c->rx_head;
 		err = clanq_conn_post(c, offsetof(struct clanq_ring_hdr, credit),
 				      offsetof(struct clanq_ring_hdr, credit),
@@ -429,6 +459,8 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 	if (!err)
 		err = clanq_rdma_post_push(&c->net->ep);
 	c->rdma_sends++;
+	if (c->tx.base)
+		c->tx_rdma_tail = new_tail;
 	return err;
 }
 

@@ -235,6 +235,7 @@ static void clanq_net_drain_oob(struct clanq_net *net)
 /* Tripwires that fired: those connections are disarmed now, and hot. */
 static void clanq_net_take_fired(struct clanq_net *net)
 {
+	struct clanq_conn *c;
 	__u64 bits;
 	__u32 w;
 	int b;
@@ -244,8 +245,7 @@ static void clanq_net_take_fired(struct clanq_net *net)
 		while (bits) {
 			b = __builtin_ctzll(bits);
 			bits &= bits - 1;
-			struct clanq_conn *c = net->by_bit[w * 64 + b];
-
+			c = net->by_bit[w * 64 + b];
 			if (c) {
 				c->armed = false;
 				clanq_net_hot(net, c);

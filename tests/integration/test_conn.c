@@ -86,6 +86,7 @@ static void test_never_accepts(void **state)
 struct echo_arg {
 	bool poll;
 	unsigned int msgs;
+	struct clanq_conn_opts opts;	/* both sides' */
 };
 
 /* The client: node 1, sizes 1 .. max, each echoed and checked. */
@@ -105,7 +106,7 @@ static void echo_client(void *p)
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	do {
-		err = clanq_connect(&net, &c, 0, SERVICE, NULL);
+		err = clanq_connect(&net, &c, 0, SERVICE, &a->opts);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
 	max = clanq_conn_max_msg(&c);
@@ -126,18 +127,24 @@ static void echo_client(void *p)
 	}
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e1), 0);
 	/* both sides poll: not one system call per message, none at all */
-	printf("echo %s: %llu driver entries for %u round trips\n",
-	       a->poll ? "polled" : "blocking", e1 - e0 - 1, a->msgs);
-	if (a->poll)
+	printf("echo %s%s: %llu driver entries for %u round trips, %llu by RDMA\n",
+	       a->poll ? "polled" : "blocking",
+	       a->opts.flags & CLANQ_CONN_RDMA_ONLY ? ", RDMA only" :
+	       a->opts.rdma_threshold ? ", RDMA from 512 B" : "",
+	       e1 - e0 - 1, a->msgs, c.rdma_sends);
+	if (a->opts.rdma_threshold || (a->opts.flags & CLANQ_CONN_RDMA_ONLY))
+		CHILD_CHECK(c.rdma_sends > 0);
+	if (a->poll && !a->opts.rdma_threshold && !a->opts.flags)
 		CHILD_CHECK_INT(e1 - e0 - 1, 0);
 	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
 	clanq_net_close(&net);
 	clanq_close(&dev);
 }
 
-static void run_echo(bool poll)
+static void run_echo(bool poll, __u32 rdma_threshold, __u32 conn_flags)
 {
-	struct echo_arg a = { poll, ECHO_MSGS };
+	struct echo_arg a = { poll, ECHO_MSGS,
+			      { .rdma_threshold = rdma_threshold, .flags = conn_flags } };
 	unsigned int flags = poll ? CLANQ_MSG_DONTWAIT : 0;
 	static __u8 buf[8192];
 	struct clanq_listener l;
@@ -153,7 +160,7 @@ static void run_echo(bool poll)
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen(&net, &l, SERVICE, 8), 0);
 	pid = itest_fork(echo_client, &a);
-	assert_int_equal(clanq_accept(&l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(&l, &c, &a.opts, 10 * ITEST_NS_PER_S), 0);
 	for (;;) {
 		n = clanq_recv(&c, buf, sizeof(buf), flags);
 		if (n == -EAGAIN)
@@ -181,13 +188,29 @@ static void run_echo(bool poll)
 static void test_echo_poll(void **state)
 {
 	(void)state;
-	run_echo(true);
+	run_echo(true, 0, 0);
 }
 
 static void test_echo_block(void **state)
 {
 	(void)state;
-	run_echo(false);
+	run_echo(false, 0, 0);
+}
+
+/* PIO below 512 bytes, RDMA above: the two must not overtake each other */
+static void test_echo_mixed(void **state)
+{
+	(void)state;
+	run_echo(true, 512, 0);
+	run_echo(false, 512, 0);
+}
+
+/* everything through the engine, as to a peer on another machine */
+static void test_echo_rdma_only(void **state)
+{
+	(void)state;
+	run_echo(true, 0, CLANQ_CONN_RDMA_ONLY);
+	run_echo(false, 0, CLANQ_CONN_RDMA_ONLY);
 }
 
 /* 4. A peer killed mid-stream: the survivor gets -ECONNRESET, no hang. */
@@ -255,6 +278,8 @@ int main(void)
 		cmocka_unit_test(test_never_accepts),
 		cmocka_unit_test_teardown(test_echo_poll, itest_teardown),
 		cmocka_unit_test_teardown(test_echo_block, itest_teardown),
+		cmocka_unit_test_teardown(test_echo_mixed, itest_teardown),
+		cmocka_unit_test_teardown(test_echo_rdma_only, itest_teardown),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
 	};
 
