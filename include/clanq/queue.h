@@ -102,6 +102,20 @@
  *	    on x86 under TCG (the store buffer's window is short, and the
  *	    kernel side's down_read() is a locked instruction, a full
  *	    barrier there anyway): weakly ordered CPUs need them more.
+ *	[G] connection rings (include/clanq/ring.h): a message, then the
+ *	    ring's tail. Publication, not a sleep flag: release/acquire.
+ *	    PIO	   lib/msg.c clanq_conn_write_pio(): the record's stores;
+ *		   release-store hdr.tail through the aperture
+ *	    RDMA   the record's request, then the tail's, in one queue: the
+ *		   engine makes requests of a queue visible in order and a
+ *		   request's final word last (driver/region.c
+ *		   clanq_rx_copy(): smp_wmb(); copy; smp_wmb(); the word)
+ *	    reader clanq_conn_next(): acquire-load hdr.tail; read records
+ *		   below it. Credit flows back the same way (the reader's
+ *		   release-store of hdr.credit after its reads; the
+ *		   writer's acquire-load before it writes over them). A
+ *		   blocked reader is woken by [F]: the tail is in the
+ *		   tripwire's range, and the writer's flush is [F]'s look.
  *	The doorbell itself (RDMA_KICK against the engine's last look) is
  *	ordered by engine->lock, not by a barrier pair (driver/rdma.c).
  *
