@@ -43,15 +43,16 @@ MODNAME ?= host
 
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
-.PHONY: all lib examples bench module module-stock module-debug vm-bins deps \
+.PHONY: all lib examples benches bench module module-stock module-debug vm-bins deps \
 	check lint test run vm-shell install uninstall clean help fuzz coverage
 
-all: lib examples bench module
+all: lib examples benches module
 
 help:
 	@echo 'make            library, examples, benchmarks, module (for KDIR)'
 	@echo 'make deps       install the Debian packages the project needs'
 	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
+	@echo 'make bench      the benchmarks, with their baselines, in the stock-kernel VM'
 	@echo 'make test       every test: check, lint, then the debug-kernel VM'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
@@ -89,7 +90,7 @@ $(B)/bench/%: bench/%.c $(LIB_A) $(HDRS) $(wildcard bench/*.h)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -lm -o $@
 
 examples: $(EXAMPLES)
-bench: $(BENCHES)
+benches: $(BENCHES)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
@@ -169,6 +170,10 @@ test: deps
 
 run: deps
 	@tests/vm/vm.sh run
+
+# The benchmarks' tables (queue, OOB, RDMA, tripwires), stock-kernel VM.
+bench: deps
+	@tests/vm/vm.sh bench
 
 vm-shell: deps
 	@tests/vm/vm.sh shell

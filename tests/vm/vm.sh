@@ -5,6 +5,7 @@
 #                 suites, then tests/vm/tests.list; results are appended
 #                 to $CLANQ_RESULTS; any kernel splat is a failure
 #   vm.sh run     stock Debian kernel: load the driver and run the demo
+#   vm.sh bench   stock Debian kernel: the benchmarks' tables (bench.sh)
 #   vm.sh shell   debug kernel with the module loaded, at a shell
 #   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
 #                 $CLANQ_FUZZ_SECONDS (default 600), then unload + kmemleak
@@ -26,7 +27,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-job=${1:?usage: vm.sh test|run|shell|fuzz|coverage}
+job=${1:?usage: vm.sh test|run|bench|shell|fuzz|coverage}
 vmdir=$root/build/vm/$job
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 mkdir -p "$vmdir" "$(dirname "$results")"
@@ -42,6 +43,7 @@ fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
 		[[ $fuzz_seconds =~ ^[0-9]+$ ]] || die "CLANQ_FUZZ_SECONDS: not a number"
 		timeout=${CLANQ_VM_TIMEOUT:-$((fuzz_seconds + 600))} ;;
 run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 *)		die "unknown job '$job'" ;;
 esac
 
@@ -94,6 +96,7 @@ cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/nul
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
+cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
 corpus_max=${CLANQ_CORPUS_MAX:-3000}	# entries kept (about 2.5 KiB each at most)
@@ -113,7 +116,7 @@ append="console=ttyS0 panic=-1 clanq.mode=$job"
 # coverage is the test job, with the .gcda files sent back at the end
 [ $job = coverage ] && append="console=ttyS0 panic=-1 clanq.mode=test clanq.gcov=1"
 [ $job = fuzz ] && append="$append clanq.fuzz_seconds=$fuzz_seconds"
-[ $job = run ] && append="$append quiet"
+{ [ $job = run ] || [ $job = bench ]; } && append="$append quiet"
 qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m ${CLANQ_VM_MEM:-512M}
 	-nic none -no-reboot -display none
 	-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append"
@@ -132,8 +135,8 @@ boot() {
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
 		tee "$log" | tr -d '\r' | awk -v job="$job" '
 		{ l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
-		job == "run" && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
-		job == "run" && l ~ /^CLANQ-END demo/ { show = 0 }
+		job ~ /^(run|bench)$/ && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
+		job ~ /^(run|bench)$/ && l ~ /^CLANQ-END demo/ { show = 0 }
 		show { print "   " l; fflush(); next }
 		l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
 			sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
@@ -165,7 +168,7 @@ splat_before_insmod() {
 }
 
 boot
-if [ $job != run ] && splat_before_insmod; then
+if [ $job != run ] && [ $job != bench ] && splat_before_insmod; then
 	cp "$log" "$vmdir/console.boot-splat.log"
 	echo "vm.sh: the kernel reported a problem while booting, before clanq was" \
 		"loaded (log kept: $vmdir/console.boot-splat.log); booting once more" >&2
