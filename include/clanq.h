@@ -866,7 +866,7 @@ struct clanq_conn_opts {
  * Do not map the peer's ring: every write goes through the RDMA engine,
  * as it must to a peer on another machine. For tests and measurements.
  */
-#define CLANQ_CONN_RDMA_ONLY	(1u << 0)
+#define CLANQ_CONN_RDMA_ONLY	0x1u
 
 /**
  * Default RDMA threshold: on the loop wire PIO is one copy by the
@@ -877,7 +877,7 @@ struct clanq_conn_opts {
 #define CLANQ_CONN_RDMA_DEFAULT		0xffffffffu
 
 /** Flags for clanq_send(), clanq_sendv(), clanq_recv(), clanq_recv_peek(). */
-#define CLANQ_MSG_DONTWAIT	(1u << 0)	/**< -EAGAIN instead of blocking */
+#define CLANQ_MSG_DONTWAIT	0x1u	/**< -EAGAIN instead of blocking */
 
 enum clanq_conn_state {
 	CLANQ_CONN_CONNECTING = 1,
@@ -991,11 +991,11 @@ void clanq_recv_done(struct clanq_conn *c);
 bool clanq_conn_readable(struct clanq_conn *c);
 
 /** What clanq_net_wait() reports. */
-#define CLANQ_NET_IN		(1u << 0)	/**< a message, or end of stream */
-#define CLANQ_NET_OUT		(1u << 1)	/**< credit came back */
-#define CLANQ_NET_HUP		(1u << 2)	/**< reset (-ECONNRESET) */
-#define CLANQ_NET_ACCEPT	(1u << 3)	/**< a listener has a pending one */
-#define CLANQ_NET_OTHER		(1u << 4)	/**< an event of the application's */
+#define CLANQ_NET_IN		0x01u	/**< a message, or end of stream */
+#define CLANQ_NET_OUT		0x02u	/**< credit came back */
+#define CLANQ_NET_HUP		0x04u	/**< reset (-ECONNRESET) */
+#define CLANQ_NET_ACCEPT	0x08u	/**< a listener has a pending one */
+#define CLANQ_NET_OTHER		0x10u	/**< an event of the application's */
 
 struct clanq_net_event {
 	__u32 what;			/**< CLANQ_NET_* */
