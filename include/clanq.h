@@ -905,6 +905,7 @@ struct clanq_conn {
 	__u64 rx_cap, rx_head, rx_returned, want_seen;
 	__u64 peek_size;		/**< record bytes of the peeked message */
 	bool armed, hot, fin_seen;
+	bool peer_gone;			/**< its ring was revoked: closed or died */
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
 	__u64 tx_cap, tx_tail, tx_want;

@@ -144,17 +144,18 @@ void clanq_conn_reset(struct clanq_conn *c, int err)
  */
 void clanq_conn_on_revoked(struct clanq_conn *c)
 {
-	if (c->fin_seen || c->state == CLANQ_CONN_FIN) {
-		clanq_net_hot(c->net, c);
-		return;
-	}
-	/* FIN may be in the ring, unread: the reader finds it first */
-	clanq_conn_reset(c, -ECONNRESET);
+	/*
+	 * Not a reset yet: a FIN, or data, may be in our ring unread (the
+	 * peer wrote it before its region went, so before this notice).
+	 * The reader decides, once it has drained the ring.
+	 */
+	c->peer_gone = true;
+	clanq_net_hot(c->net, c);
 }
 
 void clanq_conn_probe(struct clanq_conn *c)
 {
-	if (c->state != CLANQ_CONN_OPEN || !c->tx.id)
+	if (c->state != CLANQ_CONN_OPEN || c->peer_gone || !c->tx.id)
 		return;
 	if (clanq_ap_flush_armed(&c->tx, 0, 8) == -ENXIO)
 		clanq_conn_on_revoked(c);

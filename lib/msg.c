@@ -168,18 +168,19 @@ static int clanq_conn_next(struct clanq_conn *c, struct clanq_rec *h)
 	}
 }
 
-bool clanq_conn_readable(struct clanq_conn *c)
+/* A record (or the FIN) is in our ring, unread. */
+bool clanq_conn_has_data(struct clanq_conn *c)
 {
-	if (c->state == CLANQ_CONN_RESET || c->fin_seen)
-		return true;
-	if (c->state != CLANQ_CONN_OPEN && c->state != CLANQ_CONN_FIN)
+	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return false;
 	return __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE) != c->rx_head;
 }
 
-bool clanq_conn_ready(struct clanq_conn *c)
+bool clanq_conn_readable(struct clanq_conn *c)
 {
-	return clanq_conn_readable(c);
+	if (c->state == CLANQ_CONN_RESET || c->fin_seen || c->peer_gone)
+		return true;
+	return clanq_conn_has_data(c);
 }
 
 /* Consume the record at our head; credit goes back every quarter ring. */
@@ -222,12 +223,16 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 	__u64 tail;
 	int err;
 
+	bool gone;
+
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return -ENOTCONN;
 	for (;;) {
 		if (c->state == CLANQ_CONN_RESET && c->error != -ECONNRESET)
 			return c->error;
 		clanq_conn_answer_want(c);
+		/* gone before we look: its last writes are visible to this look */
+		gone = __atomic_load_n(&c->peer_gone, __ATOMIC_ACQUIRE);
 		err = clanq_conn_next(c, h);
 		if (err == 1 && h->type == CLANQ_REC_FIN) {
 			c->fin_seen = true;
@@ -239,6 +244,8 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 			return err;
 		if (c->fin_seen)
 			return 0;
+		if (gone)
+			clanq_conn_reset(c, -ECONNRESET);
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
 		if (flags & CLANQ_MSG_DONTWAIT)
@@ -301,8 +308,10 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
 	for (;;) {
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
-		if (c->state != CLANQ_CONN_OPEN)
+		if (c->state != CLANQ_CONN_OPEN || c->fin_seen)
 			return c->state == CLANQ_CONN_FIN ? -EPIPE : -ENOTCONN;
+		if (c->peer_gone)
+			return -ECONNRESET;
 		credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
 		space = clanq_ring_space(c->tx_cap, c->tx_tail, credit);
 		if (space < 0) {

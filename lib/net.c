@@ -453,9 +453,10 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 	if (c->state == CLANQ_CONN_CONNECTING)
 		return false;
 	clanq_conn_answer_want(c);
-	if (clanq_conn_ready(c))
-		what |= c->state == CLANQ_CONN_RESET && !clanq_conn_readable(c) ?
-			CLANQ_NET_HUP : CLANQ_NET_IN;
+	if (clanq_conn_has_data(c) || c->fin_seen)
+		what |= CLANQ_NET_IN;
+	else if (c->state == CLANQ_CONN_RESET || c->peer_gone)
+		what |= CLANQ_NET_HUP;
 	if (c->credit_waits && c->state == CLANQ_CONN_OPEN &&
 	    clanq_ring_space(c->tx_cap, c->tx_tail,
 			     __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE)) >=
@@ -524,7 +525,7 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 		if (c->state == CLANQ_CONN_CONNECTING)
 			continue;
 		(void)clanq_conn_return_credit(c);
-		if (!c->armed && c->state != CLANQ_CONN_RESET) {
+		if (!c->armed && c->state != CLANQ_CONN_RESET && !c->peer_gone) {
 			if (clanq_tw_arm(&c->tw))
 				continue;	/* stays hot: polled next time */
 			c->armed = true;
@@ -534,7 +535,7 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 			n++;
 			continue;
 		}
-		if (c->state != CLANQ_CONN_RESET)
+		if (c->state != CLANQ_CONN_RESET && !c->peer_gone)
 			clanq_net_unhot(net, c);
 	}
 	return n;

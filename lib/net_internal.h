@@ -36,8 +36,8 @@ bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src
 			      __u32 conn, __u64 nonce);
 
 /* msg.c */
-/* A record, the end or a reset is there (no system call). */
-bool clanq_conn_ready(struct clanq_conn *c);
+/* A record (or the FIN) is in our ring, unread (no system call). */
+bool clanq_conn_has_data(struct clanq_conn *c);
 /* Hand back the credit we owe, if any: before we block. */
 int clanq_conn_return_credit(struct clanq_conn *c);
 /* Answer the peer's hdr.want, if it moved. */
