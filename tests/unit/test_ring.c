@@ -736,6 +736,606 @@ static void test_credit_due_every_quarter_ring(void **state)
 	}
 }
 
+/* =====================================================================
+ * The model: a sender and a receiver over one ring.
+ *
+ * The ring lives in test memory: byte for byte up to DENSE_MAX, with the
+ * owner of every unconsumed word recorded (a write over one is caught
+ * where it happens); bigger rings as a sparse map of the words written
+ * (headers, trailers, the first two and the last word of each payload),
+ * and there the check that nothing unconsumed is overwritten is on the
+ * totals. Each side decides only with ring.h, and sees the other's
+ * counter as it was a little while ago (a tail or credit published
+ * earlier), as a real reader of shared memory may.
+ *
+ * Lengths: struct clanq_rec's len is 32 bits, but clanq_ring_cap_ok()
+ * admits rings up to 2^40 whose clanq_ring_max_msg() (and PADs) need
+ * more (reported, not asserted here). On rings over 2^33 the model keeps
+ * its records under 2^31 bytes, so every len it writes fits.
+ */
+#define HIST		8
+#define GARBAGE		0xa5a5a5a5a5a5a5a5ull
+#define LEN_LIMIT	(1ull << 31)
+
+enum { D_UNIFORM, D_SMALL, D_LARGE, D_EDGE, D_MIXED, D_NR };
+
+struct expect {
+	__u64 start;		/* total at which the record starts */
+	__u64 size;		/* bytes it takes */
+	__u64 seq;		/* message number (DATA), for its payload */
+	__u32 len;
+	__u16 type;
+};
+
+struct word {
+	__u64 key;		/* position + 1; 0: empty */
+	__u64 val;
+};
+
+struct model {
+	__u64 cap, max_len, rng;
+	unsigned int dist, send_pct;
+	/* the ring */
+	unsigned char *ring;	/* dense: cap bytes */
+	__u32 *owner;		/* dense: 1 + expect index, per 8-byte word */
+	struct word *words;	/* sparse */
+	size_t nwords;
+	/* the sender, and the tails it published */
+	__u64 tail, tails[HIST], credit_seen;
+	unsigned int ntails;
+	__u64 seq;
+	/* the receiver, and the credits it published */
+	__u64 head, returned, credits[HIST], tail_seen;
+	unsigned int ncredits;
+	__u64 received;
+	bool fin_seen;
+	/* what the receiver must find, oldest first */
+	struct expect *exp;
+	size_t exp_head, exp_tail, exp_cap;
+	/* what the run went through */
+	unsigned long pads, blocked, drains, probes, wraps;
+};
+
+static __u64 rnd(struct model *m)
+{
+	m->rng ^= m->rng >> 12;
+	m->rng ^= m->rng << 25;
+	m->rng ^= m->rng >> 27;
+	return m->rng * 0x2545f4914f6cdd1dull;
+}
+
+static __u64 below(struct model *m, __u64 n)
+{
+	return n ? rnd(m) % n : 0;
+}
+
+static __u64 payload_word(__u64 seq, __u64 k)
+{
+	return mix64(seq * 0x100000001ull + k);
+}
+
+/* ---- the ring's memory ---- */
+
+static struct word *word_slot(struct model *m, __u64 pos, bool add)
+{
+	size_t i = mix64(pos) & (m->nwords - 1), n;
+
+	for (n = 0; n < m->nwords; n++, i = (i + 1) & (m->nwords - 1)) {
+		if (m->words[i].key == pos + 1)
+			return &m->words[i];
+		if (!m->words[i].key) {
+			if (!add)
+				return NULL;
+			m->words[i].key = pos + 1;
+			return &m->words[i];
+		}
+	}
+	fail_msg("%s: the sparse ring's map is full", ctx);
+	return NULL;
+}
+
+static void put_word(struct model *m, __u64 pos, __u64 v)
+{
+	check(pos % 8 == 0 && pos + 8 <= m->cap);
+	if (m->ring)
+		memcpy(m->ring + pos, &v, 8);
+	else
+		word_slot(m, pos, true)->val = v;
+}
+
+static __u64 get_word(struct model *m, __u64 pos)
+{
+	struct word *w;
+	__u64 v;
+
+	check(pos % 8 == 0 && pos + 8 <= m->cap);
+	if (m->ring) {
+		memcpy(&v, m->ring + pos, 8);
+		return v;
+	}
+	w = word_slot(m, pos, false);
+	return w ? w->val : GARBAGE;
+}
+
+/* the payload words the model writes and checks: all, or a sample */
+static bool payload_word_kept(struct model *m, __u64 k, __u32 len)
+{
+	return m->ring || k < 2 || k == (len - 1) / 8;
+}
+
+static void put_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
+{
+	__u64 k, w;
+
+	for (k = 0; k * 8 < len; k++) {
+		if (!payload_word_kept(m, k, len)) {
+			k = (len - 1) / 8 - 1;	/* on to the last word */
+			continue;
+		}
+		w = payload_word(seq, k);
+		if (m->ring)	/* only len bytes: the rest of the word stays stale */
+			memcpy(m->ring + pos + 8 * k, &w, len - 8 * k < 8 ? len - 8 * k : 8);
+		else
+			put_word(m, pos + 8 * k, w);
+	}
+}
+
+static void check_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
+{
+	__u64 k, w, got, mask;
+
+	for (k = 0; k * 8 < len; k++) {
+		if (!payload_word_kept(m, k, len)) {
+			k = (len - 1) / 8 - 1;
+			continue;
+		}
+		w = payload_word(seq, k);
+		got = get_word(m, pos + 8 * k);
+		mask = len - 8 * k >= 8 ? ~0ull : (1ull << (8 * (len - 8 * k))) - 1;
+		if ((got ^ w) & mask)
+			fail_msg("%s: message %llu, payload word %llu at %llu: %016llx, want %016llx",
+				 ctx, (unsigned long long)seq, (unsigned long long)k,
+				 (unsigned long long)(pos + 8 * k),
+				 (unsigned long long)(got & mask),
+				 (unsigned long long)(w & mask));
+	}
+}
+
+/* dense rings: nothing unconsumed is written over, nothing freed twice */
+static void claim(struct model *m, __u64 pos, __u64 n, __u32 id)
+{
+	__u64 w;
+
+	check(pos + n <= m->cap);
+	if (!m->owner)
+		return;
+	for (w = pos / 8; w < (pos + n) / 8; w++) {
+		if (m->owner[w])
+			fail_msg("%s: record %u written over unconsumed record %u at %llu",
+				 ctx, id - 1, m->owner[w] - 1, (unsigned long long)w * 8);
+		m->owner[w] = id;
+	}
+}
+
+static void release(struct model *m, __u64 pos, __u64 n, __u32 id)
+{
+	__u64 w;
+
+	if (!m->owner)
+		return;
+	for (w = pos / 8; w < (pos + n) / 8; w++) {
+		check_eq(m->owner[w], id);
+		m->owner[w] = 0;
+	}
+}
+
+static void put_hdr(struct model *m, __u64 pos, __u16 type, __u32 len)
+{
+	struct clanq_rec h = rec_hdr(type, len);
+	__u64 v;
+
+	memcpy(&v, &h, 8);
+	put_word(m, pos, v);
+}
+
+static struct clanq_rec get_hdr(struct model *m, __u64 pos)
+{
+	struct clanq_rec h;
+	__u64 v = get_word(m, pos);
+
+	memcpy(&h, &v, 8);
+	return h;
+}
+
+/* ---- views of the other side's counter ---- */
+
+static void publish(__u64 *hist, unsigned int *n, __u64 v)
+{
+	hist[*n % HIST] = v;
+	(*n)++;
+}
+
+/*
+ * The newest, or now and then an older one, but never older than what
+ * this side saw last (*last): loads of one word do not go back in time.
+ */
+static __u64 seen(struct model *m, const __u64 *hist, unsigned int n,
+		  __u64 *last, bool fresh)
+{
+	unsigned int back, i;
+	__u64 v = hist[(n - 1) % HIST];
+
+	if (!fresh && below(m, 4)) {
+		back = (unsigned int)below(m, n < HIST ? n : HIST);
+		for (i = back; i > 0; i--)
+			if (hist[(n - 1 - i) % HIST] >= *last) {
+				v = hist[(n - 1 - i) % HIST];
+				break;
+			}
+	}
+	check(v >= *last);
+	*last = v;
+	return v;
+}
+
+static void return_credit(struct model *m)
+{
+	m->returned = m->head;
+	publish(m->credits, &m->ncredits, m->head);
+}
+
+/* ---- the sender ---- */
+
+static __u64 pick_len(struct model *m)
+{
+	__u64 max = m->max_len, room = m->cap - m->tail % m->cap, rec;
+	unsigned int d = m->dist == D_MIXED ? (unsigned int)below(m, D_MIXED) : m->dist;
+
+	switch (d) {
+	case D_SMALL:
+		return below(m, (max < 64 ? max : 64) + 1);
+	case D_LARGE:
+		return max - below(m, (max < 64 ? max : 64) + 1);
+	case D_EDGE:
+		/* a record ending a word short of the end, at it, or a word past */
+		rec = room - 8 + 8 * below(m, 3);
+		if (rec >= 16 && rec - 16 <= max)
+			return rec - 16 - (rec > 16 ? below(m, 8) : 0);
+		/* fall through */
+	default:
+		return below(m, max + 1);
+	}
+}
+
+static void sender_probes(struct model *m)
+{
+	__u64 cap = m->cap, tail = m->tail;
+
+	m->probes++;
+	check_eq(clanq_ring_space(cap, tail, tail + 1), -1);
+	check_eq(clanq_ring_space(cap, tail, tail + 8 * (1 + below(m, 64))), -1);
+	check_eq(clanq_ring_space(cap, tail, ~0ull), -1);
+	if (tail >= cap + 8) {
+		check_eq(clanq_ring_space(cap, tail, tail - cap - 1), -1);
+		check_eq(clanq_ring_space(cap, tail, tail - cap - 8 * (1 + below(m, 8))), -1);
+		check_eq(clanq_ring_space(cap, tail, tail - cap), 0);
+	}
+	check_eq(clanq_ring_space(cap, tail, tail), cap);
+}
+
+/* One message (or FIN) if the credit the sender sees allows it. */
+static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
+{
+	__u64 cap = m->cap, rec, cost, pad = ~0ull, pos, credit;
+	__s64 space;
+	struct expect *e;
+
+	check(len <= m->max_len);
+	rec = clanq_rec_size(len);
+	cost = clanq_ring_cost(cap, m->tail, rec, &pad);
+	credit = seen(m, m->credits, m->ncredits, &m->credit_seen, fresh);
+	space = clanq_ring_space(cap, m->tail, credit);
+	/* an honest receiver's credit is always sane */
+	check(space >= 0 && (__u64)space <= cap);
+	if (!below(m, 16))
+		sender_probes(m);
+	if ((__u64)space < cost)
+		return false;
+	/* the reference: what it writes is free (the receiver's true head) */
+	check(m->tail + cost - m->head <= cap);
+	check(m->exp_tail + 2 <= m->exp_cap);
+	pos = m->tail % cap;
+	if (pad) {
+		check_eq(pad, cap - pos);
+		e = &m->exp[m->exp_tail++];
+		*e = (struct expect){ m->tail, pad, 0, (__u32)(pad - 8), CLANQ_REC_PAD };
+		claim(m, pos, pad, (__u32)m->exp_tail);
+		put_hdr(m, pos, CLANQ_REC_PAD, (__u32)(pad - 8));
+		pos = 0;
+		m->pads++;
+	}
+	/* a record never wraps */
+	check(pos + rec <= cap);
+	e = &m->exp[m->exp_tail++];
+	*e = (struct expect){ m->tail + pad, rec, m->seq, (__u32)len, type };
+	claim(m, pos, rec, (__u32)m->exp_tail);
+	put_hdr(m, pos, type, (__u32)len);
+	put_payload(m, pos + 8, (__u32)len, m->seq);
+	put_word(m, pos + rec - 8, m->tail + cost);	/* trailer: the new tail */
+	if ((m->tail + cost) / cap != m->tail / cap)
+		m->wraps++;
+	m->tail += cost;
+	m->seq++;
+	publish(m->tails, &m->ntails, m->tail);
+	return true;
+}
+
+/* ---- the receiver ---- */
+
+/* With the genuine record h (size n) at head: variants of it are refused. */
+static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
+			    __u64 tail)
+{
+	static const __u16 bad_types[] = { 0, 4, 5, 0x100, 0x8001, 0xffff };
+	__u64 cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
+	__u64 size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
+	struct clanq_rec b;
+	unsigned int i;
+
+#define REFUSED(hd, tl, rh)						\
+	check_eq(clanq_ring_check(cap, hd, tl, rh, &size), CLANQ_REC_BAD)
+
+	m->probes++;
+	/* the tail more than a ring ahead, behind us, or short of the record */
+	REFUSED(head, head + cap + 8 * (1 + below(m, 4)), h);
+	REFUSED(head, head + cap + 1, h);
+	REFUSED(head, head - 8, h);
+	REFUSED(head, head - 1, h);
+	if (n > 8)
+		REFUSED(head, head + n - 8, h);
+	/* a head out of step */
+	REFUSED(head + 1 + below(m, 7), tail, h);
+	/* reserved bits */
+	b = h;
+	b.reserved = (__u16)(1u << below(m, 16));
+	REFUSED(head, tail, b);
+	/* types nobody writes */
+	b = h;
+	b.type = bad_types[below(m, ARRAY_SIZE(bad_types))];
+	REFUSED(head, tail, b);
+	/* a FIN with a payload */
+	b = rec_hdr(CLANQ_REC_FIN, (__u32)(1 + below(m, 64)));
+	REFUSED(head, tail, b);
+	/* longer than half the ring (ring.h's limit, not the model's) */
+	if (max < 0xffffffffull) {
+		b = rec_hdr(CLANQ_REC_DATA, (__u32)(max + 1 + below(m, 64)));
+		if (b.len > max)
+			REFUSED(head, tail, b);
+		b.len = 0xffffffff;
+		REFUSED(head, tail, b);
+	}
+	/* a message that would cross the end of the ring */
+	if (room >= 16 && room + 8 - 16 <= max && room - 16 + 8 <= 0xffffffffull) {
+		b = rec_hdr(CLANQ_REC_DATA, (__u32)(room - 16 + 1 + below(m, 8)));
+		REFUSED(head, tail, b);
+	}
+	/* a PAD that does not end at the end */
+	for (i = 0; i < 4; i++) {
+		static const __s64 off[] = { -8, 8, -1, 1 };
+
+		if (room - 8 + off[i] > 0xffffffffull || (room == 8 && off[i] < 0))
+			continue;
+		REFUSED(head, tail, rec_hdr(CLANQ_REC_PAD, (__u32)(room - 8 + off[i])));
+	}
+	REFUSED(head, tail, rec_hdr(CLANQ_REC_PAD, 0xffffffff));
+	check_eq(size, 0xdeadbeef);
+#undef REFUSED
+}
+
+/*
+ * What a reader does: skip PADs, take one message (or the FIN): 1; 0 if
+ * there is nothing (and then it hands back its credit, as a reader about
+ * to block does).
+ */
+static int receive_one(struct model *m, bool fresh)
+{
+	__u64 tail = seen(m, m->tails, m->ntails, &m->tail_seen, fresh), size = 0;
+	struct clanq_rec h;
+	struct expect *e;
+	int v;
+
+	for (;;) {
+		h = get_hdr(m, m->head % m->cap);
+		v = clanq_ring_check(m->cap, m->head, tail, h, &size);
+		if (tail == m->head) {
+			check_eq(v, CLANQ_REC_NONE);
+			return_credit(m);
+			return 0;
+		}
+		if (v != CLANQ_REC_OK)
+			fail_msg("%s: head %llu tail %llu rec {len %u type %u reserved %u}: verdict %d",
+				 ctx, (unsigned long long)m->head,
+				 (unsigned long long)tail, h.len, h.type, h.reserved, v);
+		check(m->exp_head < m->exp_tail);
+		e = &m->exp[m->exp_head];
+		check_eq(e->start, m->head);
+		check_eq(h.type, e->type);
+		check_eq(h.len, e->len);
+		check_eq(size, e->size);
+		check(!m->fin_seen);
+		if (!below(m, 8))
+			receiver_probes(m, h, size, tail);
+		if (h.type != CLANQ_REC_PAD) {
+			check_payload(m, m->head % m->cap + 8, h.len, e->seq);
+			check_eq(get_word(m, m->head % m->cap + size - 8), m->head + size);
+			if (h.type == CLANQ_REC_FIN)
+				m->fin_seen = true;
+			else
+				m->received++;
+		}
+		release(m, m->head % m->cap, size, (__u32)(m->exp_head + 1));
+		m->head += size;
+		m->exp_head++;
+		if (h.type != CLANQ_REC_PAD) {
+			if (clanq_ring_credit_due(m->cap, m->head, m->returned))
+				return_credit(m);
+			return 1;
+		}
+	}
+}
+
+static void drain(struct model *m)
+{
+	while (receive_one(m, true))
+		;
+	check_eq(m->head, m->tail);
+	check_eq(m->returned, m->head);
+}
+
+/* ---- a run ---- */
+
+/* Zeroed buffers for a run, kept from run to run (never freed: reachable). */
+static void *model_buf(unsigned int i, size_t size)
+{
+	static void *buf[4];
+	static size_t len[4];
+
+	if (len[i] < size) {
+		free(buf[i]);
+		buf[i] = malloc(size);
+		len[i] = buf[i] ? size : 0;
+	}
+	assert_non_null(buf[i]);
+	memset(buf[i], 0, size);
+	return buf[i];
+}
+
+static void run_model(__u64 cap, __u64 base, unsigned int dist, __u64 seed,
+		      unsigned int steps, struct model *tot)
+{
+	static struct model *m;		/* static: a failed run leaks nothing */
+	unsigned int step;
+	__u64 len;
+
+	if (!m)
+		m = malloc(sizeof(*m));
+	assert_non_null(m);
+	memset(m, 0, sizeof(*m));
+	m->cap = cap;
+	m->max_len = clanq_ring_max_msg(cap);
+	if (cap > (1ull << 33))
+		m->max_len = LEN_LIMIT;
+	m->rng = mix64(seed) | 1;
+	m->dist = dist;
+	m->send_pct = 30 + (unsigned int)below(m, 50);
+	m->exp_cap = 2 * (size_t)steps + 8;
+	m->exp = model_buf(0, m->exp_cap * sizeof(*m->exp));
+	if (cap <= DENSE_MAX) {
+		m->ring = model_buf(1, cap);
+		m->owner = model_buf(2, cap / 8 * sizeof(*m->owner));
+		memset(m->ring, 0xa5, cap);
+	} else {
+		m->nwords = 1u << 16;
+		m->words = model_buf(3, m->nwords * sizeof(*m->words));
+	}
+	m->tail = m->head = m->returned = m->tail_seen = m->credit_seen = base;
+	publish(m->tails, &m->ntails, base);
+	publish(m->credits, &m->ncredits, base);
+	check(steps * (cap + 1) < ~0ull - base);	/* the totals will not wrap */
+
+	for (step = 0; step < steps; step++) {
+		set_ctx("cap %llu base %llu dist %u seed %llu step %u",
+			(unsigned long long)cap, (unsigned long long)base, dist,
+			(unsigned long long)seed, step);
+		if (below(m, 100) < m->send_pct) {
+			len = pick_len(m);
+			if (try_send(m, len, CLANQ_REC_DATA, false))
+				continue;
+			m->blocked++;
+			if (below(m, 2))
+				continue;
+			/*
+			 * The receiver drains the ring and, about to block,
+			 * hands its credit back: now any message goes.
+			 */
+			m->drains++;
+			drain(m);
+			if (!try_send(m, len, CLANQ_REC_DATA, true))
+				fail_msg("%s: a drained ring refused %llu bytes at %llu",
+					 ctx, (unsigned long long)len,
+					 (unsigned long long)(m->tail % cap));
+		} else {
+			(void)receive_one(m, false);
+			/* credit also rides on the receiver's own sends */
+			if (!below(m, 32))
+				return_credit(m);
+		}
+	}
+	/* the end: drain, a FIN, and the FIN comes out last */
+	set_ctx("cap %llu base %llu dist %u seed %llu: close",
+		(unsigned long long)cap, (unsigned long long)base, dist,
+		(unsigned long long)seed);
+	drain(m);
+	check(try_send(m, 0, CLANQ_REC_FIN, true));
+	drain(m);
+	check(m->fin_seen);
+	check_eq(m->exp_head, m->exp_tail);
+	check_eq(m->received + 1, m->seq);
+	check(m->head >= base && m->head - base <= steps * cap + cap);
+
+	tot->seq += m->seq;
+	tot->pads += m->pads;
+	tot->blocked += m->blocked;
+	tot->drains += m->drains;
+	tot->probes += m->probes;
+	tot->wraps += m->wraps;
+}
+
+/* Where runs start: near 0, just before the end of a ring, mid-ring some
+ * rings in, and near 2^64 (as near as leaves room for the run). */
+static unsigned int model_bases(__u64 cap, __u64 room, __u64 *b)
+{
+	__u64 top = ~0ull - room, at = top / cap * cap;
+
+	b[0] = 0;
+	b[1] = cap - 8;
+	b[2] = 5 * cap + (cap / 2 & ~7ull);
+	b[3] = at - 8;
+	b[4] = at - (cap / 2 & ~7ull);
+	b[5] = at - cap + 8;
+	return 6;
+}
+
+static void test_model_sender_and_receiver(void **state)
+{
+	struct model tot;
+	unsigned int i, j, n, d;
+	__u64 b[6];
+
+	(void)state;
+	memset(&tot, 0, sizeof(tot));
+	for (i = 0; i < ARRAY_SIZE(caps); i++) {
+		__u64 cap = caps[i];
+		unsigned int steps = cap <= DENSE_MAX ? 1500 : 600;
+
+		n = model_bases(cap, (steps + 8) * (cap + 1), b);
+		for (j = 0; j < n; j++)
+			for (d = 0; d < D_NR; d++)
+				run_model(cap, b[j], d, i * 1000 + j * 10 + d, steps, &tot);
+	}
+	print_message("model: %llu messages, %lu PADs, %lu wraps, %lu blocked sends, "
+		      "%lu drains, %lu probes\n", (unsigned long long)tot.seq,
+		      tot.pads, tot.wraps, tot.blocked, tot.drains, tot.probes);
+	/* the runs went where they had to */
+	set_ctx("totals");
+	check(tot.seq > 300000);
+	check(tot.pads > 50000);
+	check(tot.wraps > 50000);
+	check(tot.blocked > 100000);
+	check(tot.drains > 50000);
+	check(tot.probes > 50000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -748,6 +1348,7 @@ int main(void)
 		cmocka_unit_test(test_check_refuses_hostile_headers),
 		cmocka_unit_test(test_wrapped_totals_are_refused),
 		cmocka_unit_test(test_credit_due_every_quarter_ring),
+		cmocka_unit_test(test_model_sender_and_receiver),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
