@@ -898,6 +898,472 @@ static void test_backlog_wraps_around(void **state)
 	}
 }
 
+/* =====================================================================
+ * The model: clients, a listener and a network that loses, duplicates
+ * and reorders.
+ *
+ * Each client makes a few connections in turn from the same slot, each
+ * with a new nonce, so answers to the older ones are still about. The
+ * listener does what lib/net.c's intake and accept do, around the
+ * backlog: a CONNECT whose connection it already accepted gets that
+ * ACCEPT again; otherwise the backlog decides (a FULL is answered with
+ * a REFUSE). For a while, in some runs, nobody listens, and the driver
+ * answers CONNECTs with UNREACHABLE. Forged answers, each wrong in one
+ * field, are thrown in for the clients.
+ *
+ * Every verdict is predicted: the backlog's by a reference FIFO, the
+ * client's by what the message is (a genuine answer to its current
+ * attempt while it waits, or anything else). At the end: each
+ * connection was taken from the backlog at most once, each client that
+ * got ESTABLISHED holds exactly what the server sent for that attempt,
+ * and every connection the server accepted is either established at
+ * its client or ended there with a failure.
+ */
+#define NCLI		6
+#define NCONNS		3	/* connections each client makes, one after another */
+#define NET_MAX		4096
+#define SRV_MAX		(NCLI * NCONNS * 2)
+
+enum kind { K_CONNECT, K_ACCEPT, K_REFUSE, K_UNREACH, K_FORGED };
+
+struct net_msg {
+	struct clanq_oob_msg m;
+	int to;			/* -1: the listener; else a client */
+	enum kind kind;
+	__u64 nonce;		/* the attempt a genuine answer is for */
+};
+
+struct srv_rec {
+	struct clanq_addr src;
+	__u32 conn;
+	__u64 nonce;
+	struct clanq_hs_accept a;
+	int client;
+	bool established;	/* its client got it */
+};
+
+struct cli {
+	struct clanq_addr ep, ring;
+	__u32 conn;
+	struct clanq_hs_client hs;
+	bool active;
+	unsigned int started;
+	__u64 nonce;
+	__u64 failed[NCONNS];	/* nonces of attempts that ended in failure */
+	unsigned int nfailed;
+};
+
+struct world {
+	__u64 now, rng;
+	unsigned int loss_pct, dup_pct, take_pct, forge_pct;
+	__u64 down_until;	/* nobody listens before this */
+	struct net_msg net[NET_MAX];
+	unsigned int nnet;
+	struct clanq_hs_backlog b;
+	struct clanq_hs_pending q[8];
+	struct clanq_hs_pending ref[1024];	/* what the backlog must hold */
+	unsigned int ref_head, ref_tail;
+	struct srv_rec srv[SRV_MAX];
+	unsigned int nsrv;
+	struct cli cli[NCLI];
+	/* what happened */
+	unsigned long sent, lost, dups, delivered, queued, dup_verdicts, full,
+		bad, resent, taken, established, refused, unreachable, timedout,
+		ignored, forged;
+};
+
+static struct world W;
+
+static __u64 wrnd(void)
+{
+	W.rng ^= W.rng >> 12;
+	W.rng ^= W.rng << 25;
+	W.rng ^= W.rng >> 27;
+	return W.rng * 0x2545f4914f6cdd1dull;
+}
+
+static bool chance(unsigned int pct)
+{
+	return wrnd() % 100 < pct;
+}
+
+static void net_put(const struct net_msg *n)
+{
+	check(W.nnet < NET_MAX);
+	W.net[W.nnet++] = *n;
+}
+
+/* A send: maybe lost, maybe duplicated; order is the delivery's business. */
+static void net_send(struct clanq_oob_msg m, int to, enum kind kind, __u64 nonce)
+{
+	struct net_msg n = { m, to, kind, nonce };
+
+	W.sent++;
+	if (chance(W.loss_pct)) {
+		W.lost++;
+		return;
+	}
+	net_put(&n);
+	while (chance(W.dup_pct)) {
+		W.dups++;
+		net_put(&n);
+	}
+}
+
+static int client_of(struct clanq_addr src)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCLI; i++)
+		if (W.cli[i].ep.node == src.node && W.cli[i].ep.id == src.id)
+			return (int)i;
+	fail_msg("%s: no client at %u:%u", ctx, src.node, src.id);
+	return -1;
+}
+
+static struct srv_rec *srv_find(struct clanq_addr src, __u32 conn, __u64 nonce)
+{
+	unsigned int i;
+
+	for (i = 0; i < W.nsrv; i++)
+		if (W.srv[i].src.node == src.node && W.srv[i].src.id == src.id &&
+		    W.srv[i].conn == conn && W.srv[i].nonce == nonce)
+			return &W.srv[i];
+	return NULL;
+}
+
+static bool ref_has(struct clanq_addr src, const struct clanq_hs_connect *c)
+{
+	unsigned int i;
+
+	for (i = W.ref_head; i != W.ref_tail; i++) {
+		const struct clanq_hs_pending *p = &W.ref[i % ARRAY_SIZE(W.ref)];
+
+		if (p->src.node == src.node && p->src.id == src.id &&
+		    p->c.conn == c->conn && p->c.nonce == c->nonce)
+			return true;
+	}
+	return false;
+}
+
+/* ---- the listener ---- */
+
+static void listener_on_connect(const struct net_msg *n)
+{
+	const struct clanq_oob_msg *m = &n->m;
+	struct clanq_hs_connect c;
+	struct srv_rec *s;
+	enum clanq_hs_verdict v;
+
+	if (W.now < W.down_until) {
+		/* nobody at the service: the driver's notice goes back */
+		struct clanq_oob_msg u = unreachable_msg(DST, m->type, m->payload, m->len);
+
+		W.unreachable++;
+		net_send(u, client_of(m->src), K_UNREACH, n->nonce);
+		return;
+	}
+	check_eq(clanq_hs_parse_connect(m, &c), 0);	/* clients send only good ones */
+	/* one accepted already: its ACCEPT again (the first may be lost) */
+	s = srv_find(m->src, c.conn, c.nonce);
+	if (s) {
+		W.resent++;
+		net_send(accept_msg(s->a), s->client, K_ACCEPT, s->nonce);
+		return;
+	}
+	v = clanq_hs_backlog_add(&W.b, m);
+	if (ref_has(m->src, &c)) {
+		check_eq(v, CLANQ_HS_DUP);
+		W.dup_verdicts++;
+	} else if (W.ref_tail - W.ref_head == W.b.cap) {
+		check_eq(v, CLANQ_HS_FULL);
+		W.full++;
+		net_send(refuse_msg(refuse_for(c.conn, c.nonce)), client_of(m->src),
+			 K_REFUSE, c.nonce);
+	} else {
+		check_eq(v, CLANQ_HS_QUEUED);
+		W.queued++;
+		W.ref[W.ref_tail++ % ARRAY_SIZE(W.ref)] =
+			(struct clanq_hs_pending){ m->src, c };
+	}
+	check_eq(W.b.count, W.ref_tail - W.ref_head);
+}
+
+/* accept(): the oldest pending CONNECT becomes a connection, once */
+static void listener_accept_one(void)
+{
+	struct clanq_hs_pending p;
+	struct srv_rec *s;
+	const struct clanq_hs_pending *r;
+
+	if (W.ref_head == W.ref_tail) {
+		check_eq(clanq_hs_backlog_take(&W.b, &p), -EAGAIN);
+		return;
+	}
+	check_eq(clanq_hs_backlog_take(&W.b, &p), 0);
+	r = &W.ref[W.ref_head++ % ARRAY_SIZE(W.ref)];
+	check(same_pending(&p, r->src, &r->c));
+	/* exactly once: never a second connection for the same attempt */
+	check(srv_find(p.src, p.c.conn, p.c.nonce) == NULL);
+	check(W.nsrv < SRV_MAX);
+	s = &W.srv[W.nsrv];
+	s->src = p.src;
+	s->conn = p.c.conn;
+	s->nonce = p.c.nonce;
+	s->client = client_of(p.src);
+	s->a = accept_for(p.c.conn, p.c.nonce);
+	s->a.srv_conn = W.nsrv;
+	s->a.srv_nonce = wrnd();
+	s->a.ring.id = 5000 + W.nsrv;
+	s->a.key = wrnd();
+	s->established = false;
+	W.nsrv++;
+	W.taken++;
+	net_send(accept_msg(s->a), s->client, K_ACCEPT, s->nonce);
+}
+
+/* ---- the clients ---- */
+
+/* A genuine answer to client i's current attempt, with one field wrong. */
+static void forge_for(int i)
+{
+	struct cli *cl = &W.cli[i];
+	struct clanq_hs_accept a = accept_for(cl->conn, cl->nonce);
+	struct clanq_hs_refuse r = refuse_for(cl->conn, cl->nonce);
+	struct clanq_hs_connect c = cl->hs.msg;
+	struct clanq_oob_msg m;
+	unsigned int f = (unsigned int)(wrnd() % 13);
+
+	switch (f) {
+	case 0: a.nonce ^= 1ull << (wrnd() % 64); break;
+	case 1: a.conn ^= 1u << (wrnd() % 32); break;
+	case 2: a.magic ^= 1u << (wrnd() % 32); break;
+	case 3: a.ring.node ^= 1u << (wrnd() % 32); break;
+	case 4: a.ring_cap = (__u32)(wrnd() % 2 ? 0 : 4032 + 1 + wrnd() % 7); break;
+	case 5: r.nonce ^= 1ull << (wrnd() % 64); break;
+	case 6: r.conn ^= 1u << (wrnd() % 32); break;
+	case 7: r.magic ^= 1u << (wrnd() % 32); break;
+	case 8: c.nonce ^= 1ull << (wrnd() % 64); break;
+	case 9: c.conn ^= 1u << (wrnd() % 32); break;
+	default: break;
+	}
+	if (f <= 4)
+		m = accept_msg(a);
+	else if (f <= 7)
+		m = refuse_msg(r);
+	else
+		m = unreachable_msg(DST, CLANQ_HS_CONNECT, &c, sizeof(c));
+	switch (f) {
+	case 10: m.src.node ^= 1u << (wrnd() % 32); break;	/* from elsewhere */
+	case 11: m.len = (__u32)(wrnd() % sizeof(m.payload)); break;
+	case 12: m.src.id ^= 1u << (wrnd() % 32);		/* another service */
+		m = unreachable_msg(m.src, CLANQ_HS_CONNECT, &c, sizeof(c));
+		break;
+	}
+	W.forged++;
+	net_put(&(struct net_msg){ m, i, K_FORGED, 0 });
+}
+
+static void client_on_msg(const struct net_msg *n)
+{
+	struct cli *cl = &W.cli[n->to];
+	struct clanq_hs_client before;
+	enum clanq_hs_action act, want;
+	bool ours = cl->active && n->kind != K_FORGED && n->nonce == cl->nonce;
+
+	memcpy(&before, &cl->hs, sizeof(before));
+	act = clanq_hs_client_on_msg(&cl->hs, &n->m);
+	want = !ours ? CLANQ_HS_IGNORED :
+	       n->kind == K_ACCEPT ? CLANQ_HS_ESTABLISHED : CLANQ_HS_FAILED;
+	if (act != want)
+		fail_msg("%s: client %d (nonce %llx, %s) got kind %d for nonce %llx: %d, want %d",
+			 ctx, n->to, (unsigned long long)cl->nonce,
+			 cl->active ? "waiting" : "done", n->kind,
+			 (unsigned long long)n->nonce, act, want);
+	if (act == CLANQ_HS_IGNORED) {
+		W.ignored++;
+		check(memcmp(&before, &cl->hs, sizeof(before)) == 0);
+		return;
+	}
+	cl->active = false;
+	if (act == CLANQ_HS_ESTABLISHED) {
+		struct srv_rec *s = srv_find(cl->ep, cl->conn, cl->nonce);
+
+		check(s != NULL);
+		check(memcmp(&cl->hs.acc, &s->a, sizeof(s->a)) == 0);
+		check_eq(cl->hs.state, CLANQ_HS_DONE);
+		check(!s->established);
+		s->established = true;
+		W.established++;
+	} else {
+		check_eq(cl->hs.state, CLANQ_HS_ERROR);
+		check_eq(cl->hs.err, -ECONNREFUSED);
+		cl->failed[cl->nfailed++] = cl->nonce;
+		W.refused++;
+	}
+}
+
+static void client_step(int i, __u64 timeout)
+{
+	struct cli *cl = &W.cli[i];
+	enum clanq_hs_action act;
+
+	if (!cl->active) {
+		if (cl->started < NCONNS && chance(10)) {
+			cl->nonce = wrnd();
+			cl->started++;
+			cl->active = true;
+			memset(&cl->hs, 0, sizeof(cl->hs));
+			cl->hs.msg.ring = cl->ring;
+			cl->hs.msg.key = wrnd();
+			cl->hs.msg.ring_cap = 4032;
+			check_eq(clanq_hs_client_start(&cl->hs, DST, cl->conn, cl->nonce,
+						       W.now, timeout), CLANQ_HS_SEND);
+			net_send(connect_msg(cl->ep, cl->hs.msg), -1, K_CONNECT, cl->nonce);
+		}
+		return;
+	}
+	act = clanq_hs_client_tick(&cl->hs, W.now);
+	if (act == CLANQ_HS_SEND) {
+		net_send(connect_msg(cl->ep, cl->hs.msg), -1, K_CONNECT, cl->nonce);
+	} else if (act == CLANQ_HS_FAILED) {
+		check(W.now >= cl->hs.deadline);
+		check_eq(cl->hs.err, -ETIMEDOUT);
+		cl->active = false;
+		cl->failed[cl->nfailed++] = cl->nonce;
+		W.timedout++;
+	} else {
+		check_eq(act, CLANQ_HS_NOTHING);
+	}
+}
+
+static void deliver_one(void)
+{
+	unsigned int k = (unsigned int)(wrnd() % W.nnet);
+	struct net_msg n = W.net[k];
+
+	W.net[k] = W.net[--W.nnet];
+	W.delivered++;
+	if (n.to < 0)
+		listener_on_connect(&n);
+	else
+		client_on_msg(&n);
+}
+
+static bool all_done(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCLI; i++)
+		if (W.cli[i].active || W.cli[i].started < NCONNS)
+			return false;
+	return true;
+}
+
+static void run_hs_model(__u64 seed, unsigned int loss, unsigned int dup,
+			 unsigned int bcap, __u64 down, struct world *tot)
+{
+	__u64 timeout = 3 * SEC;
+	unsigned int i, step, d;
+
+	memset(&W, 0, sizeof(W));
+	W.rng = seed * 0x9e3779b97f4a7c15ull | 1;
+	W.loss_pct = loss;
+	W.dup_pct = dup;
+	W.take_pct = 10 + (unsigned int)(wrnd() % 40);
+	W.forge_pct = 5;
+	W.now = 1000 * SEC;
+	W.down_until = W.now + down;
+	W.b = (struct clanq_hs_backlog){ W.q, bcap, 0, 0 };
+	check(bcap <= ARRAY_SIZE(W.q));
+	for (i = 0; i < NCLI; i++) {
+		W.cli[i].ep = (struct clanq_addr){ 1 + i % 3, 10 + i };
+		W.cli[i].ring = (struct clanq_addr){ 1 + i % 3, 1000 + i };
+		W.cli[i].conn = i % 2;	/* slots collide across clients */
+	}
+	for (step = 0; !all_done() || W.nnet; step++) {
+		set_ctx("seed %llu loss %u dup %u backlog %u down %llu ms: step %u",
+			(unsigned long long)seed, loss, dup, bcap,
+			(unsigned long long)(down / MS), step);
+		check(step < 100000);
+		W.now += wrnd() % (20 * MS);
+		for (i = 0; i < NCLI; i++)
+			client_step((int)i, timeout);
+		for (d = (unsigned int)(wrnd() % 4); d > 0 && W.nnet; d--)
+			deliver_one();
+		if (W.now >= W.down_until && chance(W.take_pct))
+			listener_accept_one();
+		if (chance(W.forge_pct))
+			forge_for((int)(wrnd() % NCLI));
+	}
+	/* every connection the server made is established, or its client gave up */
+	set_ctx("seed %llu loss %u dup %u backlog %u: end", (unsigned long long)seed,
+		loss, dup, bcap);
+	for (i = 0; i < W.nsrv; i++) {
+		struct srv_rec *s = &W.srv[i];
+		struct cli *cl = &W.cli[s->client];
+		bool failed = false;
+
+		for (d = 0; d < cl->nfailed; d++)
+			failed |= cl->failed[d] == s->nonce;
+		check(s->established != failed);
+	}
+	/* a network that loses nothing, a listener always there, room: all connect */
+	if (!loss && !down && bcap >= NCLI)
+		check_eq(W.established, NCLI * NCONNS);
+	tot->sent += W.sent;
+	tot->lost += W.lost;
+	tot->dups += W.dups;
+	tot->queued += W.queued;
+	tot->dup_verdicts += W.dup_verdicts;
+	tot->full += W.full;
+	tot->resent += W.resent;
+	tot->taken += W.taken;
+	tot->established += W.established;
+	tot->refused += W.refused;
+	tot->unreachable += W.unreachable;
+	tot->timedout += W.timedout;
+	tot->ignored += W.ignored;
+	tot->forged += W.forged;
+}
+
+static void test_model_clients_listener_and_a_bad_network(void **state)
+{
+	static const unsigned int losses[] = { 0, 10, 40 };
+	static const unsigned int dups[] = { 0, 25 };
+	static const unsigned int bcaps[] = { 1, 2, 8 };
+	static const __u64 downs[] = { 0, 400 * MS };
+	static struct world tot;
+	unsigned int l, d, b, w, seed = 0;
+
+	(void)state;
+	memset(&tot, 0, sizeof(tot));
+	for (l = 0; l < ARRAY_SIZE(losses); l++)
+		for (d = 0; d < ARRAY_SIZE(dups); d++)
+			for (b = 0; b < ARRAY_SIZE(bcaps); b++)
+				for (w = 0; w < ARRAY_SIZE(downs); w++)
+					for (unsigned int s = 0; s < 4; s++)
+						run_hs_model(++seed, losses[l], dups[d],
+							     bcaps[b], downs[w], &tot);
+	print_message("model: %lu sent, %lu lost, %lu duplicated; listener: %lu queued, "
+		      "%lu DUP, %lu FULL, %lu ACCEPTs resent, %lu taken; clients: "
+		      "%lu established, %lu refused, %lu timed out; %lu UNREACHABLE, "
+		      "%lu forged, %lu ignored\n", tot.sent, tot.lost, tot.dups,
+		      tot.queued, tot.dup_verdicts, tot.full, tot.resent, tot.taken,
+		      tot.established, tot.refused, tot.timedout, tot.unreachable,
+		      tot.forged, tot.ignored);
+	/* the runs went through every case */
+	set_ctx("totals");
+	check(tot.established > 1000);
+	check(tot.dup_verdicts > 100);
+	check(tot.full > 100);
+	check(tot.resent > 100);
+	check(tot.refused > 100);
+	check(tot.timedout > 0);
+	check(tot.unreachable > 100);
+	check(tot.forged > 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -918,6 +1384,7 @@ int main(void)
 		cmocka_unit_test(test_backlog_full_refuses_and_keeps_what_it_has),
 		cmocka_unit_test(test_backlog_ignores_malformed),
 		cmocka_unit_test(test_backlog_wraps_around),
+		cmocka_unit_test(test_model_clients_listener_and_a_bad_network),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
