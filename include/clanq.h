@@ -808,6 +808,8 @@ struct clanq_net {
 	struct clanq_listener *listeners;
 	__u64 spin_ns;			/**< clanq_net_wait() and blocking calls */
 	__u64 oob_dropped_seen;
+	__u32 *acc_head;		/**< accepted connections by client: slot + 1 */
+	__u32 acc_mask;
 	struct clanq_event *stash;	/**< the application's events, taken early */
 	__u32 nr_stash, stash_cap;
 	struct clanq_net_stats stats;
@@ -906,6 +908,8 @@ struct clanq_conn {
 	__u64 peek_size;		/**< record bytes of the peeked message */
 	bool armed, hot, fin_seen;
 	bool peer_gone;			/**< its ring was revoked: closed or died */
+	bool accepted;			/**< in net->acc_head */
+	__u32 acc_next;			/**< next in its acc_head chain: slot + 1 */
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
 	__u64 tx_cap, tx_tail, tx_want;

@@ -103,12 +103,46 @@ static void clanq_conn_init(struct clanq_net *net, struct clanq_conn *c,
 							   CLANQ_CONN_RDMA_DEFAULT;
 }
 
+/* The bucket of accepted connections from (src, conn). */
+static __u32 *clanq_acc_bucket(struct clanq_net *net, struct clanq_addr src,
+			       __u32 conn)
+{
+	__u32 h = src.node * 0x9e3779b1u ^ src.id * 0x85ebca6bu ^
+		  conn * 0xc2b2ae35u;
+
+	return &net->acc_head[(h ^ h >> 16) & net->acc_mask];
+}
+
+static void clanq_acc_add(struct clanq_conn *c)
+{
+	__u32 *b = clanq_acc_bucket(c->net, c->peer, c->peer_slot);
+
+	c->acc_next = *b;
+	*b = c->slot + 1;
+	c->accepted = true;
+}
+
+static void clanq_acc_del(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+	__u32 *p = clanq_acc_bucket(net, c->peer, c->peer_slot);
+
+	if (!c->accepted)
+		return;
+	while (*p && *p != c->slot + 1)
+		p = &net->conns[*p - 1]->acc_next;
+	if (*p)
+		*p = c->acc_next;
+	c->accepted = false;
+}
+
 /* Undo what is set up, in any state. */
 static void clanq_conn_teardown(struct clanq_conn *c)
 {
 	struct clanq_net *net = c->net;
 
 	clanq_net_unhot(net, c);
+	clanq_acc_del(c);
 	if (c->rx_hdr) {
 		net->by_bit[c->tw.bit] = NULL;
 		clanq_tw_destroy(&c->tw);
@@ -274,11 +308,10 @@ bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src
 	struct clanq_conn *c;
 	__u32 i;
 
-	for (i = 0; i < net->max_conns; i++) {
-		c = net->conns[i];
-		if (!c || c->hs || c->peer.node != src.node ||
-		    c->peer.id != src.id || c->peer_slot != conn ||
-		    c->peer_nonce != nonce)
+	for (i = *clanq_acc_bucket(net, src, conn); i; i = c->acc_next) {
+		c = net->conns[i - 1];
+		if (c->peer.node != src.node || c->peer.id != src.id ||
+		    c->peer_slot != conn || c->peer_nonce != nonce)
 			continue;
 		memset(&a, 0, sizeof(a));
 		a.magic = CLANQ_HS_MAGIC;
@@ -338,6 +371,7 @@ static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 	err = clanq_oob_send(&net->ep, p->src, CLANQ_HS_ACCEPT, &a, sizeof(a));
 	if (err)
 		goto err_teardown;
+	clanq_acc_add(c);
 	c->state = CLANQ_CONN_OPEN;
 	net->stats.conns_opened++;
 	clanq_net_hot(net, c);

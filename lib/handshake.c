@@ -81,7 +81,8 @@ enum clanq_hs_action clanq_hs_client_on_msg(struct clanq_hs_client *hs,
 		/* a second ACCEPT (we retransmitted): the first one counts */
 		if (hs->state != CLANQ_HS_SENT)
 			return CLANQ_HS_IGNORED;
-		if (!a.ring_cap || a.ring_cap % 8 || a.ring.node != m->src.node)
+		if (!clanq_ring_cap_ok(a.ring_cap) || !a.ring.id ||
+		    a.ring.node != m->src.node)
 			return CLANQ_HS_IGNORED;
 		hs->acc = a;
 		hs->srv_ep = m->src;

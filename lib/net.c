@@ -54,7 +54,11 @@ int clanq_net_open(struct clanq_net *net, struct clanq_dev *dev,
 	net->conns = calloc(max, sizeof(*net->conns));
 	net->by_bit = calloc(ea.tw_slots, sizeof(*net->by_bit));
 	net->gen = calloc(max, sizeof(*net->gen));
-	if (!net->conns || !net->by_bit || !net->gen) {
+	for (net->acc_mask = 1; net->acc_mask < max; net->acc_mask <<= 1)
+		;
+	net->acc_head = calloc(net->acc_mask, sizeof(*net->acc_head));
+	net->acc_mask--;
+	if (!net->conns || !net->by_bit || !net->gen || !net->acc_head) {
 		err = -ENOMEM;
 		goto err_free;
 	}
@@ -83,6 +87,7 @@ err_free:
 	free(net->conns);
 	free(net->by_bit);
 	free(net->gen);
+	free(net->acc_head);
 	return err;
 }
 
@@ -100,6 +105,7 @@ int clanq_net_close(struct clanq_net *net)
 	free(net->conns);
 	free(net->by_bit);
 	free(net->gen);
+	free(net->acc_head);
 	free(net->stash);
 	memset(net, 0, sizeof(*net));
 	return 0;
@@ -337,9 +343,12 @@ void clanq_listener_intake(struct clanq_listener *l)
 			net->stats.ignored++;
 			continue;
 		}
-		/* a retransmission: maybe its ACCEPT was lost */
-		if (c.attempt &&
-		    clanq_conn_resend_accept(net, m.src, c.conn, c.nonce))
+		/*
+		 * A retransmission whose ACCEPT was lost, or (on a wire that
+		 * reorders) the first copy after a retransmission was
+		 * accepted: answer it again, do not accept it twice.
+		 */
+		if (clanq_conn_resend_accept(net, m.src, c.conn, c.nonce))
 			continue;
 		switch (clanq_hs_backlog_add(b, &m)) {
 		case CLANQ_HS_QUEUED:

@@ -76,10 +76,16 @@ static inline __u64 clanq_ring_max_msg(__u64 cap)
 	return half - CLANQ_REC_HDR - CLANQ_REC_TRAILER;
 }
 
+/*
+ * The largest ring: a record's len (and a PAD's) is 32 bits, and a
+ * handshake carries a capacity in 32 bits too.
+ */
+#define CLANQ_RING_CAP_MAX	(1ull << 30)
+
 /* A ring capacity that can be used: a multiple of 8, a record fits. */
 static inline int clanq_ring_cap_ok(__u64 cap)
 {
-	return cap >= 64 && cap % 8 == 0 && cap <= (1ull << 40);
+	return cap >= 64 && cap % 8 == 0 && cap <= CLANQ_RING_CAP_MAX;
 }
 
 /*

@@ -372,7 +372,7 @@ static void test_client_ignores_forged_accepts(void **state)
 	(void)state;
 	client_start(&hs, CONN, NONCE, 1000, 5 * SEC);
 	memcpy(&before, &hs, sizeof(hs));
-	for (i = 0; i < 64 + 32 + 32 + 20 + 12; i++) {
+	for (i = 0; i < 64 + 32 + 32 + 20 + 16; i++) {
 		a = g;
 		m = accept_msg(a);
 		if (i < 64) {
@@ -409,6 +409,10 @@ static void test_client_ignores_forged_accepts(void **state)
 				m.src.node = 9;
 				a.ring.node = 9;
 				break;
+			case 12: a.ring_cap = 8; break;		/* too small a ring */
+			case 13: a.ring_cap = 56; break;
+			case 14: a.ring_cap = (__u32)CLANQ_RING_CAP_MAX + 8; break;
+			case 15: a.ring.id = 0; break;		/* no region */
 			}
 			set_ctx("field %u: src.node %u ring.node %u ring_cap %u", i - 148,
 				m.src.node, a.ring.node, a.ring_cap);
@@ -419,7 +423,7 @@ static void test_client_ignores_forged_accepts(void **state)
 		forged++;
 	}
 	set_ctx("genuine");
-	check_eq(forged, 160);
+	check_eq(forged, 164);
 	m = accept_msg(g);
 	check_eq(clanq_hs_client_on_msg(&hs, &m), CLANQ_HS_ESTABLISHED);
 }
@@ -647,12 +651,12 @@ static void test_parse_connect(void **state)
 	c.key = 0;
 	c.attempt = 0xffffffffu;
 	c.want_cap = 64;
-	c.ring_cap = 0xfffffff8u;
+	c.ring_cap = (__u32)CLANQ_RING_CAP_MAX;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), 0);
 	check(memcmp(&got, &c, sizeof(c)) == 0);
 	c.ring_cap = 64;
-	c.want_cap = 0xfffffff8u;
+	c.want_cap = (__u32)CLANQ_RING_CAP_MAX;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), 0);
 	for (i = 0; i < NR_MALFORMED; i++) {
@@ -660,6 +664,16 @@ static void test_parse_connect(void **state)
 		set_ctx("malformed: %s", what);
 		check_eq(clanq_hs_parse_connect(&m, &got), -EINVAL);
 	}
+	/* rings past CLANQ_RING_CAP_MAX: a record's 32-bit len would not fit */
+	set_ctx("ring past the largest");
+	c = connect_for(CLI_RING, CONN, NONCE);
+	c.ring_cap = (__u32)CLANQ_RING_CAP_MAX + 8;
+	m = connect_msg(CLI_EP, c);
+	check_eq(clanq_hs_parse_connect(&m, &got), -EINVAL);
+	c.ring_cap = 4032;
+	c.want_cap = (__u32)CLANQ_RING_CAP_MAX + 8;
+	m = connect_msg(CLI_EP, c);
+	check_eq(clanq_hs_parse_connect(&m, &got), -EINVAL);
 }
 
 static void test_backlog_is_fifo(void **state)

@@ -60,7 +60,7 @@ static char ctx[240];
 				 (long long)b_);			\
 	} while (0)
 
-#define TIB	(1ull << 40)
+#define TIB	CLANQ_RING_CAP_MAX	/* the largest ring */
 
 /*
  * Ring capacities: the smallest, odd multiples of 8, the default (a page
@@ -70,8 +70,8 @@ static char ctx[240];
 static const __u64 caps[] = {
 	64, 72, 80, 88, 96, 104, 120, 128, 136, 200, 256, 264, 1016, 1024,
 	4032, 4096, 4104,
-	(1ull << 32) - 8, 3ull << 31, (1ull << 33) - 8,
-	(1ull << 39) + 8, TIB - 64, TIB - 8, TIB,
+	(1ull << 20) + 8, (1ull << 29) - 8, (1ull << 29) + 8,
+	TIB - 64, TIB - 8, TIB,
 };
 
 /* The model keeps rings up to this size in memory, byte for byte. */
@@ -748,10 +748,9 @@ static void test_credit_due_every_quarter_ring(void **state)
  * counter as it was a little while ago (a tail or credit published
  * earlier), as a real reader of shared memory may.
  *
- * Lengths: struct clanq_rec's len is 32 bits, but clanq_ring_cap_ok()
- * admits rings up to 2^40 whose clanq_ring_max_msg() (and PADs) need
- * more (reported, not asserted here). On rings over 2^33 the model keeps
- * its records under 2^31 bytes, so every len it writes fits.
+ * Lengths: struct clanq_rec's len is 32 bits, and clanq_ring_cap_ok()
+ * admits rings up to CLANQ_RING_CAP_MAX (2^30), so every len fits. (It
+ * once admitted 2^40, whose records' lengths did not.)
  */
 #define HIST		8
 #define GARBAGE		0xa5a5a5a5a5a5a5a5ull
