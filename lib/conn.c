@@ -28,6 +28,8 @@ static int clanq_conn_ring_cap(__u64 want, __u64 max, __u64 *cap)
 		return -EINVAL;
 	size = (want + CLANQ_RING_HDR + CLANQ_PAGE - 1) / CLANQ_PAGE * CLANQ_PAGE;
 	*cap = size - CLANQ_RING_HDR;
+	if (*cap > CLANQ_RING_CAP_MAX)
+		*cap = CLANQ_RING_CAP_MAX;
 	return 0;
 }
 
@@ -248,7 +250,8 @@ int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
 	err = clanq_net_random(&nonce);
 	if (err)
 		goto err_teardown;
-	err = clanq_conn_rx_setup(c, opts ? opts->rx_ring : 0, 1ull << 30, &key);
+	err = clanq_conn_rx_setup(c, opts ? opts->rx_ring : 0, CLANQ_RING_CAP_MAX,
+				  &key);
 	if (err)
 		goto err_teardown;
 	c->nonce = nonce;
