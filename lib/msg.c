@@ -198,6 +198,22 @@ static void clanq_conn_consume(struct clanq_conn *c)
 	clanq_conn_answer_want(c);
 }
 
+/*
+ * Before a non-blocking call says -EAGAIN: has the net news (a notice
+ * that the peer is gone) it has not handled? A look at its OOB queue,
+ * no system call.
+ */
+static bool clanq_conn_news(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+
+	if (clanq_q_empty(&net->ep.oob) &&
+	    clanq_ep_dropped(&net->ep) == net->oob_dropped_seen)
+		return false;
+	clanq_net_progress(net);
+	return true;
+}
+
 /* Wait until the word at addr moves from old, or the net has news. */
 static int clanq_conn_block(struct clanq_conn *c, const __u64 *addr, __u64 old)
 {
@@ -248,8 +264,11 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 			clanq_conn_reset(c, -ECONNRESET);
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
-		if (flags & CLANQ_MSG_DONTWAIT)
+		if (flags & CLANQ_MSG_DONTWAIT) {
+			if (clanq_conn_news(c))
+				continue;
 			return -EAGAIN;
+		}
 		/* a blocked reader must not keep its writer waiting */
 		(void)clanq_conn_return_credit(c);
 		tail = c->rx_head;
@@ -322,8 +341,13 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
 			return 0;
 		if (!asked)
 			c->credit_waits++;
-		if (flags & CLANQ_MSG_DONTWAIT)
+		if (flags & CLANQ_MSG_DONTWAIT) {
+			if (!asked && clanq_conn_news(c)) {
+				asked = true;	/* counted once */
+				continue;
+			}
 			return -EAGAIN;
+		}
 		if (!asked) {
 			/* ours too: the peer may be waiting for it */
 			(void)clanq_conn_return_credit(c);

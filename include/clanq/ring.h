@@ -149,8 +149,9 @@ clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 		break;
 	case CLANQ_REC_DATA:
 	case CLANQ_REC_FIN:
+		/* an empty message would read as the end of the stream */
 		if (h.len > clanq_ring_max_msg(cap) ||
-		    (h.type == CLANQ_REC_FIN && h.len))
+		    (h.type == CLANQ_REC_FIN) != !h.len)
 			return CLANQ_REC_BAD;
 		n = clanq_rec_size(h.len);
 		if (pos + n > cap)

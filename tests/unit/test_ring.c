@@ -133,7 +133,9 @@ static int ref_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 		break;
 	case CLANQ_REC_FIN:
 	case CLANQ_REC_DATA:
-		if ((h.type == CLANQ_REC_FIN && h.len) || h.len > ref_max_len(cap))
+		/* a FIN is empty, a message is not (it would read as the end) */
+		if ((h.type == CLANQ_REC_FIN) != (h.len == 0) ||
+		    h.len > ref_max_len(cap))
 			return CLANQ_REC_BAD;
 		n = ref_rec(h.len);
 		if (pos + n > cap)
@@ -629,8 +631,8 @@ static void test_check_refuses_hostile_headers(void **state)
 				if (room >= 16) {
 					good(cap, head, head + 16, rec_hdr(CLANQ_REC_FIN, 0), 16,
 					     "FIN");
-					good(cap, head, head + 16, rec_hdr(CLANQ_REC_DATA, 0), 16,
-					     "empty message");
+					bad(cap, head, head + 16, rec_hdr(CLANQ_REC_DATA, 0),
+					    "empty message: it would read as the end");
 					bad(cap, head, head + 8, rec_hdr(CLANQ_REC_DATA, 0),
 					    "empty message past the tail");
 				} else {
@@ -660,7 +662,10 @@ static void test_check_refuses_hostile_headers(void **state)
 					h.len = (__u32)(room - 15);
 					bad(cap, head, tail, h, "crosses the end by a byte");
 					h.len = (__u32)(room - 16);
-					good(cap, head, tail, h, room, "ends at the end");
+					if (h.len)	/* an empty message is refused */
+						good(cap, head, tail, h, room, "ends at the end");
+					else
+						bad(cap, head, tail, h, "empty, ends at the end");
 				}
 
 				/* the head is the reader's own: unaligned is a bug, refused */
@@ -672,7 +677,7 @@ static void test_check_refuses_hostile_headers(void **state)
 				 * a tail behind the head, or more than a ring
 				 * ahead, under a header that is right here
 				 */
-				h = room >= 16 ? rec_hdr(CLANQ_REC_DATA, 0) :
+				h = room >= 16 ? rec_hdr(CLANQ_REC_FIN, 0) :
 						 rec_hdr(CLANQ_REC_PAD, 0);
 				bad(cap, head, head - 8, h, "tail 8 behind");
 				bad(cap, head, head - 1, h, "tail 1 behind");
@@ -985,7 +990,17 @@ static void return_credit(struct model *m)
 
 /* ---- the sender ---- */
 
+static __u64 pick_len_any(struct model *m);
+
+/* A message is never empty (an empty record would read as the end). */
 static __u64 pick_len(struct model *m)
+{
+	__u64 len = pick_len_any(m);
+
+	return len ? len : 1;
+}
+
+static __u64 pick_len_any(struct model *m)
 {
 	__u64 max = m->max_len, room = m->cap - m->tail % m->cap, rec;
 	unsigned int d = m->dist == D_MIXED ? (unsigned int)below(m, D_MIXED) : m->dist;
