@@ -81,7 +81,7 @@ $(LIB_SO): $(LIB_PICS)
 
 lib: $(LIB_A) $(LIB_SO)
 
-$(B)/examples/%: examples/%.c $(LIB_A) $(HDRS)
+$(B)/examples/%: examples/%.c $(LIB_A) $(HDRS) $(wildcard examples/*.h bench/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -o $@
 

@@ -42,7 +42,8 @@ coverage)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-3000} ;;
 fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
 		[[ $fuzz_seconds =~ ^[0-9]+$ ]] || die "CLANQ_FUZZ_SECONDS: not a number"
 		timeout=${CLANQ_VM_TIMEOUT:-$((fuzz_seconds + 600))} ;;
-run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600}
+		mem=${CLANQ_VM_MEM:-2G} ;;	# 10,000 connections, both ends
 bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 *)		die "unknown job '$job'" ;;
 esac
@@ -116,8 +117,10 @@ append="console=ttyS0 panic=-1 clanq.mode=$job"
 # coverage is the test job, with the .gcda files sent back at the end
 [ $job = coverage ] && append="console=ttyS0 panic=-1 clanq.mode=test clanq.gcov=1"
 [ $job = fuzz ] && append="$append clanq.fuzz_seconds=$fuzz_seconds"
-{ [ $job = run ] || [ $job = bench ]; } && append="$append quiet"
-qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m ${CLANQ_VM_MEM:-512M}
+# tsc=reliable: the clocksource watchdog could switch the guest to the
+# hpet mid-run, after which every clock read costs ~0.8 us (DESIGN §8)
+{ [ $job = run ] || [ $job = bench ]; } && append="$append quiet tsc=reliable"
+qemu=(qemu-system-x86_64 -M q35 -cpu max -accel tcg,thread=multi -smp 2 -m ${mem:-${CLANQ_VM_MEM:-512M}}
 	-nic none -no-reboot -display none
 	-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append"
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04)
