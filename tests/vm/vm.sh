@@ -96,7 +96,7 @@ cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/nul
 # (while working on them; the KUnit suites always run)
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
-cp tests/vm/demo.sh "$rootfs/clanq/demo.sh"
+cp tests/vm/demo.sh tests/vm/examples.sh "$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus

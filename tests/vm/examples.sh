@@ -1,0 +1,76 @@
+# The example programs, as a user runs them (tests.list: examples), in
+# the test VM (2 soft NICs). Each check prints a cmocka-style line, so
+# tests/results.awk counts them one by one.
+set -u
+t=/tmp/examples
+mkdir -p $t
+failed=0
+ok() { echo "[       OK ] $1"; }
+bad() { echo "[  FAILED  ] $1"; echo "   $2"; failed=$((failed + 1)); }
+# expect NAME STATUS PATTERN CMD...: CMD exits STATUS and says PATTERN
+expect() {
+	name=$1 want=$2 pat=$3; shift 3
+	"$@" > $t/out 2>&1
+	rc=$?
+	if [ $rc != "$want" ]; then
+		bad "$name" "'$*' exited $rc, not $want: $(head -c 400 $t/out)"
+	elif ! grep -q -- "$pat" $t/out; then
+		bad "$name" "'$*' did not say '$pat': $(head -c 400 $t/out)"
+	else
+		ok "$name"
+	fi
+}
+
+for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong; do
+	expect "$p --help" 0 "usage: $p" $p --help
+	expect "$p: an unknown option" 2 "try '$p --help'" $p --bogus
+done
+expect "client: zero connections" 2 "conns: 0 is out of range" clanq-echo-client -c 0
+expect "client: a size that is no number" 2 "sizes: 'x1' is not a number" clanq-echo-client -S 8,x1
+expect "server: service 70000" 2 "service: 70000 is out of range" clanq-echo-server -s 70000
+expect "stream: neither --listen nor --to" 2 "say --listen or --to NODE" clanq-stream
+expect "stream: both" 2 "say --listen or --to NODE" clanq-stream -l -T 0
+expect "client: a NIC that is not there" 1 "no such NIC" clanq-echo-client -n 9
+expect "client: nobody listens" 1 "refused" clanq-echo-client -n 1 -N 0 -s 99
+expect "stream: 1 MiB into a 64 KiB ring" 2 "do not fit" sh -c \
+	'clanq-stream -l -n 0 -s 31 >/dev/null 2>&1 & clanq-stream -n 1 -T 0 -s 31 -S 1m --ring 64k; rc=$?; kill $!; exit $rc'
+
+# echo: a server that leaves after three connections; three clients in
+# turn, polling, blocking and RDMA only, every answer checked by them
+clanq-echo-server -n 0 -s 21 -x 3 > $t/server 2>&1 &
+server=$!
+expect "echo: polling from node 1, 8 B .. 3000 B" 0 "^3000 " \
+	clanq-echo-client -n 1 -s 21 -m 300 -S 8,1k,3000 --ring 16k -p
+expect "echo: blocking from node 0" 0 "^1024 " \
+	clanq-echo-client -n 0 -s 21 -m 100 -S 8,1k -B
+expect "echo: 4 connections, RDMA only" 0 "^2048 " \
+	clanq-echo-client -n 1 -s 21 -c 4 -m 200 -S 8,2k --rdma-only
+wait $server
+rc=$?
+if [ $rc != 0 ]; then
+	bad "echo: the server" "exit status $rc: $(cat $t/server)"
+elif ! grep -q "^total: 3 accepted, 0 open, 3 closed (0 reset), 1650 messages in, 1650 echoed" $t/server; then
+	# (300 + 30) x 3 + (100 + 10) x 2 + (200 + 20) x 2: each size has a 10 % warm-up
+	bad "echo: the server's counters" "$(cat $t/server)"
+else
+	ok "echo: the server's counters"
+fi
+
+# stream: two streams, PIO and RDMA, every checksum checked
+clanq-stream -l -n 0 -s 22 -x 2 > $t/stream 2>&1 &
+receiver=$!
+expect "stream: 4 KiB messages by PIO" 0 "^sent: " \
+	clanq-stream -n 1 -T 0 -s 22 -S 4k -b 8m
+expect "stream: 64 KiB messages by RDMA" 0 "by RDMA" \
+	clanq-stream -n 1 -T 0 -s 22 -S 64k -b 8m --rdma-only
+wait $receiver
+rc=$?
+n=$(grep -c "every checksum right" $t/stream)
+if [ $rc != 0 ] || [ "$n" != 2 ]; then
+	bad "stream: the receiver" "exit status $rc, $n streams checked: $(cat $t/stream)"
+else
+	ok "stream: the receiver checked both"
+fi
+
+expect "shm_pingpong: a short run" 0 "^1024 " shm_pingpong -m 1000 -S 8,1k
+[ $failed = 0 ]
