@@ -13,7 +13,6 @@
  */
 #define _GNU_SOURCE
 #include <getopt.h>
-#include <unistd.h>
 
 #include <clanq.h>
 
@@ -61,21 +60,6 @@ static void fill(__u8 *p, size_t len, __u64 seq)
 		x ^= x >> 7;
 		x ^= x << 17;
 		p[i] = (__u8)x;
-	}
-}
-
-static int connect_retry(struct clanq_net *net, struct clanq_conn *c,
-			 unsigned int node, unsigned int service,
-			 const struct clanq_conn_opts *o)
-{
-	__u64 until = clanq_now_ns() + 5000000000ull;
-	int err;
-
-	for (;;) {
-		err = clanq_connect(net, c, node, service, o);
-		if (err != -ECONNREFUSED || clanq_now_ns() > until)
-			return err;
-		usleep(20000);
 	}
 }
 
@@ -165,14 +149,8 @@ int main(int argc, char **argv)
 		if (sizes[i] > max_size)
 			max_size = sizes[i];
 
-	err = clanq_open_nic(&dev, nic);
-	if (err)
-		ex_fail(err == -ENOENT ? "no such NIC (is clanq.ko loaded? nr_nics?)" :
-			"open", err);
 	attr.max_conns = (unsigned int)(conns + idle);
-	err = clanq_net_open(&cl.net, &dev, &attr);
-	if (err)
-		ex_fail("net", err);
+	ex_open_net(&dev, &cl.net, nic, &attr);
 	if (!cl.flags)
 		cl.net.spin_ns = 0;	/* --block: every answer through the driver */
 	cl.conns = calloc(conns, sizeof(*cl.conns));
@@ -184,7 +162,7 @@ int main(int argc, char **argv)
 		ex_fail("memory", -ENOMEM);
 
 	for (unsigned int i = 0; i < conns; i++) {
-		err = connect_retry(&cl.net, &cl.conns[i], node, service, &co);
+		err = ex_connect(&cl.net, &cl.conns[i], node, service, &co);
 		if (err)
 			ex_fail(err == -ECONNREFUSED ? "connect: refused (is the server there?)" :
 				"connect", err);
@@ -202,7 +180,7 @@ int main(int argc, char **argv)
 		__u64 t0 = clanq_now_ns();
 
 		for (unsigned long long i = 0; i < idle; i++) {
-			err = connect_retry(&cl.net, &idle_conns[i], node, service, &io);
+			err = ex_connect(&cl.net, &idle_conns[i], node, service, &io);
 			if (err) {
 				fprintf(stderr, "%s: idle connection %llu of %llu: %s\n",
 					ex_prog, i + 1, idle, strerror(-err));

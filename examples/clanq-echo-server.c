@@ -250,14 +250,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	err = clanq_open_nic(&dev, nic);
-	if (err)
-		ex_fail(err == -ENOENT ? "no such NIC (is clanq.ko loaded? nr_nics?)" :
-			"open", err);
 	attr.max_conns = max_conns;
-	err = clanq_net_open(&s.net, &dev, &attr);
-	if (err)
-		ex_fail("net", err);
+	ex_open_net(&dev, &s.net, nic, &attr);
 	s.net.spin_ns = spin_us * 1000;
 	err = clanq_listen(&s.net, &s.l, service, backlog);
 	if (err)

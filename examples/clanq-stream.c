@@ -197,12 +197,7 @@ static int sender(struct clanq_net *net, unsigned int node, unsigned int service
 	}
 	if (!co->rx_ring)
 		co->tx_ring = (__u32)(4 * size + 64 < (256u << 10) ? 256u << 10 : 4 * size + 64);
-	for (__u64 until = clanq_now_ns() + 5000000000ull;;) {
-		err = clanq_connect(net, &c, node, service, co);
-		if (err != -ECONNREFUSED || clanq_now_ns() > until)
-			break;
-		usleep(20000);
-	}
+	err = ex_connect(net, &c, node, service, co);
 	if (err)
 		ex_fail(err == -ECONNREFUSED ? "connect: refused (is the receiver there?)" :
 			"connect", err);
@@ -269,7 +264,7 @@ int main(int argc, char **argv)
 	bool listen = false, to = false;
 	struct clanq_net net;
 	struct clanq_dev dev;
-	int opt, err, rc;
+	int opt, rc;
 
 	ex_prog = "clanq-stream";
 	while ((opt = getopt_long(argc, argv, "lT:n:s:S:b:t:x:h", opts, NULL)) != -1) {
@@ -298,13 +293,7 @@ int main(int argc, char **argv)
 	if (listen == to)
 		ex_usage_error("say --listen or --to NODE");
 
-	err = clanq_open_nic(&dev, nic);
-	if (err)
-		ex_fail(err == -ENOENT ? "no such NIC (is clanq.ko loaded? nr_nics?)" :
-			"open", err);
-	err = clanq_net_open(&net, &dev, NULL);
-	if (err)
-		ex_fail("net", err);
+	ex_open_net(&dev, &net, nic, NULL);
 	if (listen)
 		rc = receiver(&net, service, streams);
 	else

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <clanq.h>
 
 #define EX_FAIL		1
 #define EX_USAGE	2
@@ -125,6 +128,36 @@ static inline unsigned long long ex_meminfo_kib(const char *key)
 		}
 	fclose(f);
 	return v;
+}
+
+/* Open /dev/clanq<nic> and a net on it, or exit saying why not. */
+static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
+			       unsigned int nic, const struct clanq_net_attr *attr)
+{
+	int err = clanq_open_nic(dev, nic);
+
+	if (err)
+		ex_fail(err == -ENOENT ? "no such NIC (is clanq.ko loaded? nr_nics?)" :
+			"open", err);
+	err = clanq_net_open(net, dev, attr);
+	if (err)
+		ex_fail("net", err);
+}
+
+/* clanq_connect(), a refusal retried for 5 s: the peer may be starting. */
+static inline int ex_connect(struct clanq_net *net, struct clanq_conn *c,
+			     unsigned int node, unsigned int service,
+			     const struct clanq_conn_opts *o)
+{
+	__u64 until = clanq_now_ns() + 5000000000ull;
+	int err;
+
+	for (;;) {
+		err = clanq_connect(net, c, node, service, o);
+		if (err != -ECONNREFUSED || clanq_now_ns() > until)
+			return err;
+		usleep(20000);
+	}
 }
 
 #endif /* CLANQ_EXAMPLE_H */
