@@ -44,7 +44,7 @@ expect "echo: polling from node 1, 8 B .. 3000 B" 0 "^3000 " \
 expect "echo: blocking from node 0" 0 "^1024 " \
 	clanq-echo-client -n 0 -s 21 -m 100 -S 8,1k -B
 expect "echo: 4 connections, RDMA only" 0 "^2048 " \
-	clanq-echo-client -n 1 -s 21 -c 4 -m 200 -S 8,2k --rdma-only
+	clanq-echo-client -n 1 -s 21 -c 4 -m 200 -S 8,2k --ring 16k --rdma-only
 wait $server
 rc=$?
 if [ $rc != 0 ]; then
