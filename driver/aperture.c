@@ -401,6 +401,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	/* a revocation from now on sees us; one before it left revoked set */
 	mutex_lock(&r->ap_lock);
 	list_add_tail(&ap->region_node, &r->aps);
+	r->nr_aps++;
 	mutex_unlock(&r->ap_lock);
 	ctx->nr_aps++;
 	im->id = ap->id;
@@ -445,6 +446,7 @@ void clanq_kap_close(struct clanq_kap *ap)
 	up_write(&r->revoke_sem);
 	mutex_lock(&r->ap_lock);
 	list_del_init(&ap->region_node);
+	r->nr_aps--;
 	mutex_unlock(&r->ap_lock);
 	clanq_kap_zap(ap);
 	ctx->nr_aps--;

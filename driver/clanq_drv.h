@@ -17,7 +17,8 @@
  *	clanq_ctx   one open() of /dev/clanqN, refcounted: the file holds one
  *		    reference and every evq file another, so the objects of a
  *		    context die when the last of its files is closed (which is
- *		    also what a killed process does).
+ *		    also what a killed process does). Listed on its NIC's
+ *		    contexts from creation until its release begins.
  *	clanq_kep   owned by its context; found by peers through the NIC's
  *		    xarray under RCU, then pinned with a reference. Destroying
  *		    it removes it from the xarray first, so no new delivery
@@ -39,6 +40,7 @@
  *		    sleeper holds a reference.
  *
  * Locks, outermost first
+ *	nic->ctx_lock (mutex)	a NIC's contexts (debugfs.c walks them)
  *	ctx->lock (mutex)	a context's lists and every registration
  *	  region->revoke_sem	(write) revoking a region, closing an aperture
  *	    region->tw.lock	armed tripwires (and the armed bitmap); fires
@@ -71,6 +73,7 @@
 #include <linux/mutex.h>
 #include <linux/refcount.h>
 #include <linux/rwsem.h>
+#include <linux/sched.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/types.h>
@@ -159,6 +162,9 @@ struct clanq_nic {
 	u32 next_region_id;
 	struct clanq_engine engine;
 	atomic_t nr_contexts;
+	/* its contexts, for debugfs (debugfs.c); taken before any ctx->lock */
+	struct mutex ctx_lock;
+	struct list_head contexts;	/* clanq_ctx.nic_node */
 	struct clanq_nic_stats stats;
 	struct dentry *debugfs;
 };
@@ -222,8 +228,12 @@ static inline u64 clanq_map_offset(const struct clanq_map *map)
 struct clanq_ctx {
 	struct kref ref;
 	struct clanq_nic *nic;
+	struct list_head nic_node;	/* on nic->contexts, under its ctx_lock */
 	pid_t tgid;		/* creator, for messages only */
-	struct mutex lock;
+	/* the opener, for debugfs: its thread group and name */
+	struct pid *pid;
+	char comm[TASK_COMM_LEN];
+	struct mutex lock;	/* its lists and counts, every registration */
 	struct list_head eps;	/* clanq_kep.ctx_node */
 	unsigned int nr_eps;
 	struct clanq_budget *budget;
@@ -239,6 +249,7 @@ struct clanq_ctx {
 	struct xarray tws;	/* tripwire id -> clanq_ktw, under lock */
 	u32 next_tw_id;
 	unsigned int nr_tws;
+	atomic_t nr_evqs;	/* evqs holding a reference, for debugfs */
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
 	struct clanq_engine_ctx engine;	/* its line at the engine (rdma.c) */
 };
@@ -297,6 +308,7 @@ struct clanq_kregion {
 	bool revoked;
 	struct mutex ap_lock;	/* aps, and the zaps run over it */
 	struct list_head aps;	/* clanq_kap.region_node: importers */
+	unsigned int nr_aps;	/* on aps, under ap_lock */
 	struct clanq_kregion_tw tw;
 };
 
@@ -453,6 +465,9 @@ struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc);
 struct clanq_nic *clanq_nic_by_node(u32 node);
 int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
 void clanq_nic_fini(struct clanq_nic *nic);
+
+/* debugfs.c: clanq/clanqN/objects, every context's objects */
+extern const struct file_operations clanq_objects_fops;
 
 /* context.c: contexts, their mappings, the device's file operations */
 extern const struct file_operations clanq_fops;

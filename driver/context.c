@@ -82,6 +82,8 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	kref_init(&ctx->ref);
 	ctx->nic = nic;
 	ctx->tgid = task_tgid_vnr(current);
+	ctx->pid = get_pid(task_tgid(current));
+	get_task_comm(ctx->comm, current);
 	mutex_init(&ctx->lock);
 	INIT_LIST_HEAD(&ctx->eps);
 	INIT_LIST_HEAD(&ctx->regions);
@@ -90,6 +92,10 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	xa_init_flags(&ctx->aps, XA_FLAGS_ALLOC1);
 	xa_init_flags(&ctx->tws, XA_FLAGS_ALLOC1);
 	atomic_inc(&nic->nr_contexts);
+	/* listed once whole: debugfs may lock it and look from now on */
+	mutex_lock(&nic->ctx_lock);
+	list_add_tail(&ctx->nic_node, &nic->contexts);
+	mutex_unlock(&nic->ctx_lock);
 	return ctx;
 
 err_budget:
@@ -113,7 +119,14 @@ static void clanq_ctx_release(struct kref *ref)
 	struct clanq_kap *ap;
 	unsigned long id;
 
-	/* no file refers to ctx any more: nobody else can take the lock */
+	/*
+	 * Off the NIC's list first: a debugfs reader holding nic->ctx_lock
+	 * may still be looking at us, so we wait for it here. After that,
+	 * no file refers to ctx any more: nobody else can take the lock.
+	 */
+	mutex_lock(&ctx->nic->ctx_lock);
+	list_del(&ctx->nic_node);
+	mutex_unlock(&ctx->nic->ctx_lock);
 	mutex_lock(&ctx->lock);
 	list_for_each_entry_safe(ep, tmp, &ctx->eps, ctx_node)
 		clanq_kep_destroy(ep);
@@ -133,6 +146,7 @@ static void clanq_ctx_release(struct kref *ref)
 	/* segments still mapped keep the budget (and their charge) alive */
 	clanq_budget_put(ctx->budget, 0);
 	mutex_destroy(&ctx->lock);
+	put_pid(ctx->pid);
 	atomic_dec(&ctx->nic->nr_contexts);
 	kfree(ctx);
 }

@@ -402,6 +402,7 @@ void clanq_kevq_destroy(struct clanq_kevq *evq)
 			clanq_kevq_reg_remove(evq->regs[i]);
 	mutex_unlock(&ctx->lock);
 	clanq_kevq_free(evq);
+	atomic_dec(&ctx->nr_evqs);
 	clanq_ctx_put(ctx);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_destroy);
@@ -487,6 +488,7 @@ struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
 	evq->pending = evq->shm->vaddr + pending;
 	evq->ctx = ctx;
 	clanq_ctx_get(ctx);
+	atomic_inc(&ctx->nr_evqs);
 	c->max_regs = max_regs;
 	c->nr_words = clanq_kevq_pending_words(max_regs);
 	c->mmap_size = evq->shm->size;

@@ -5,7 +5,8 @@
  * A real CLAN NIC is one node on a switched network. Here one kernel may
  * host several, so that multi-node scenarios run on one host (and in one
  * test VM); each gets its own node id, and every address names a node.
- * The NIC's counters are in debugfs: clanq/clanqN/stats.
+ * The NIC's counters are in debugfs: clanq/clanqN/stats; what each of
+ * its contexts holds in clanq/clanqN/objects (debugfs.c).
  */
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
@@ -120,6 +121,8 @@ int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
 	snprintf(nic->name, sizeof(nic->name), "clanq%u", index);
 	xa_init_flags(&nic->eps, XA_FLAGS_ALLOC1);
 	xa_init_flags(&nic->regions, XA_FLAGS_ALLOC1);
+	mutex_init(&nic->ctx_lock);
+	INIT_LIST_HEAD(&nic->contexts);
 	clanq_engine_init(&nic->engine);
 	return 0;
 }
@@ -129,8 +132,10 @@ void clanq_nic_fini(struct clanq_nic *nic)
 {
 	WARN_ON(!xa_empty(&nic->eps));
 	WARN_ON(!xa_empty(&nic->regions));
+	WARN_ON(!list_empty(&nic->contexts));
 	xa_destroy(&nic->eps);
 	xa_destroy(&nic->regions);
+	mutex_destroy(&nic->ctx_lock);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_fini);
 
@@ -182,6 +187,9 @@ static int clanq_nic_publish(struct clanq_nic *nic)
 	nic->debugfs = debugfs_create_dir(nic->name, clanq_debugfs);
 	debugfs_create_file("stats", 0444, nic->debugfs, nic,
 			    &clanq_nic_stats_fops);
+	/* root only: it names processes and what they hold */
+	debugfs_create_file("objects", 0400, nic->debugfs, nic,
+			    &clanq_objects_fops);
 	pr_info("%s: soft NIC up, node %u\n", nic->name, nic->node);
 	return 0;
 }
