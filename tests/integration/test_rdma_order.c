@@ -20,9 +20,9 @@
  *    was sent. Then it poisons them again and tells the sender the slots
  *    are free (a counter in memory the two processes share);
  *  - the sender, a process on node 0, imports the region and keeps its
- *    request queue full of signaled RDMA writes, one a slot, posting
- *    without waiting for each and recycling source slots as completions
- *    come back;
+ *    request queue full of RDMA writes, one a slot, posting without
+ *    waiting for each and recycling source slots as completions (one in
+ *    SIG_EVERY requests is signaled, and ends a message) come back;
  *  - the engine of node 0, a kernel thread, does the copies.
  *
  * Request j: its slot is j % NSLOT; its size, the shifts of both ends
@@ -401,6 +401,18 @@ static void receiver_main(void *arg)
  * The sender.
  */
 
+/*
+ * One request in SIG_EVERY is signaled and ends a message: the engine
+ * serves up to a message a turn, so chunks end wherever a turn's budget
+ * runs out, not only at a request's rdma_max_xfer.
+ */
+#define SIG_EVERY	16
+
+static bool signaled(__u64 j)
+{
+	return j % SIG_EVERY == SIG_EVERY - 1 || j + 1 == n_writes;
+}
+
 struct tx_args {
 	struct ctl *ctl;
 	int done_fd;		/* writes: aperture closed */
@@ -441,6 +453,7 @@ static void sender_main(void *arg)
 
 		/* fill the queue: as many as the slots allow */
 		while (!stop) {
+			/* a cap ends after a signaled request */
 			if (j == n_writes ||
 			    (deadline && j % 256 == 0 &&
 			     clanq_now_ns() > deadline)) {
@@ -461,7 +474,8 @@ static void sender_main(void *arg)
 			seqw = SEQ_WORD(j);
 			memcpy(s + w.src_off + w.fw, &seqw, 8);
 			req = itest_rdma_req(src.addr.id, ap.id, w.src_off,
-					     w.dst_off, w.len, j, REQ_DONE);
+					     w.dst_off, w.len, j,
+					     signaled(j) ? REQ_DONE : 0);
 			if (clanq_rdma_post_init(&ep, &req))
 				break;	/* the queue is full */
 			j++;
@@ -472,15 +486,19 @@ static void sender_main(void *arg)
 			SIDE_FAIL(c, "push: %d", err);
 		st_rel(&c->posted, j);
 		while (!clanq_rdma_poll(&ep, &cp)) {
-			wreq_of(&l, c->seed, done, &w);
-			if (cp.cookie != done || cp.status || cp.len != w.len)
+			__u64 want = done | (SIG_EVERY - 1);
+
+			if (want >= n_writes)
+				want = n_writes - 1;
+			wreq_of(&l, c->seed, want, &w);
+			if (cp.cookie != want || cp.status || cp.len != w.len)
 				SIDE_FAIL(c, "completion: cookie %llu status %d "
 					   "len %llu; expected %llu, 0, %llu",
 					   (unsigned long long)cp.cookie,
 					   cp.status, (unsigned long long)cp.len,
-					   (unsigned long long)done,
+					   (unsigned long long)want,
 					   (unsigned long long)w.len);
-			done++;
+			done = want + 1;
 			progress = true;
 		}
 		if (progress) {
