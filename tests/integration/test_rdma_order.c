@@ -234,9 +234,12 @@ struct rx_args {
 		CHILD_FAIL(__VA_ARGS__);				\
 	} while (0)
 
-/* First index where m (request w at the destination) differs, or len. */
+/*
+ * First index where m (request w at the destination) differs, or len;
+ * *bad says how many bytes do, *got what the first one held.
+ */
 static __u64 req_diff(const __u8 *m, const __u8 *pat, const struct wreq *w,
-		      __u64 j, __u64 *bad)
+		      __u64 j, __u64 *bad, __u8 *got)
 {
 	const __u8 *d = m + w->dst_off;
 	const __u8 *p = pat + w->pat_off;
@@ -250,9 +253,13 @@ static __u64 req_diff(const __u8 *m, const __u8 *pat, const struct wreq *w,
 		__u8 want = k >= w->fw && k < w->fw + 8 ?
 			((const __u8 *)&seqw)[k - w->fw] : p[k];
 
-		if (__atomic_load_n(&d[k], __ATOMIC_RELAXED) != want) {
-			if (first == w->len)
+		__u8 b = __atomic_load_n(&d[k], __ATOMIC_RELAXED);
+
+		if (b != want) {
+			if (first == w->len) {
 				first = k;
+				*got = b;
+			}
 			(*bad)++;
 		}
 	}
@@ -261,11 +268,11 @@ static __u64 req_diff(const __u8 *m, const __u8 *pat, const struct wreq *w,
 
 static void rx_violation(struct ctl *c, const __u8 *m, const __u8 *pat,
 			 const struct wreq *w, __u64 j, __u64 seen,
-			 __u64 first, __u64 bad)
+			 __u64 first, __u64 bad, __u8 got)
 {
 	__u64 end = clanq_now_ns() + LATE_NS, nbad = bad, k;
-	__u8 got = m[w->dst_off + first];
 	bool late = false;
+	__u8 b;
 
 	c->violations++;
 	if (j == seen)
@@ -275,7 +282,7 @@ static void rx_violation(struct ctl *c, const __u8 *m, const __u8 *pat,
 	c->v_kind[w->kind]++;
 	/* the bytes come later (order), or never (corruption)? */
 	while (clanq_now_ns() < end) {
-		if (req_diff(m, pat, w, j, &k) == w->len) {
+		if (req_diff(m, pat, w, j, &k, &b) == w->len) {
 			late = true;
 			break;
 		}
@@ -312,7 +319,7 @@ static void receiver_main(void *arg)
 	struct layout l;
 	struct wreq w;
 	__u64 next = 0, total = ~0ull, rnd, key, bad, first, seen, j;
-	__u8 *m, *pat;
+	__u8 *m, *pat, got = 0;
 	char go;
 
 	close(a->other_fds[0]);
@@ -376,9 +383,10 @@ static void receiver_main(void *arg)
 		/* every byte of [next, seen] must be there now */
 		for (j = next; j <= seen; j++) {
 			wreq_of(&l, c->seed, j, &w);
-			first = req_diff(m, pat, &w, j, &bad);
+			first = req_diff(m, pat, &w, j, &bad, &got);
 			if (first < w.len)
-				rx_violation(c, m, pat, &w, j, seen, first, bad);
+				rx_violation(c, m, pat, &w, j, seen, first, bad,
+					     got);
 			c->bytes += w.len;
 		}
 		for (j = next; j <= seen; j++) {
