@@ -251,6 +251,23 @@ static bool clanq_rdma_chunk_done(struct clanq_kep *ep, u64 n, int status,
 	return true;
 }
 
+/*
+ * The bytes of the next chunk of a request with @rem bytes left, at most
+ * @budget. A chunk that is not the last leaves at least 16 bytes: 16
+ * consecutive bytes always hold an aligned word, so the last chunk holds
+ * the request's final word whole, and clanq_rx_copy() stores it after
+ * every other byte (uapi clanq.h, "What a receiver may rely on"). Split
+ * anywhere, a request's tail past its final word, or part of the word,
+ * would land in a later chunk than the word. 0: end the turn here; the
+ * next one's budget (at least CLANQ_RDMA_MIN_XFER) takes the rest whole.
+ */
+static u64 clanq_rdma_chunk_len(u64 rem, u64 budget)
+{
+	if (rem <= budget || rem - budget >= 16)
+		return min(rem, budget);
+	return rem > 16 ? rem - 16 : 0;
+}
+
 /* What a turn leaves its queue with. */
 enum clanq_rdma_turn {
 	CLANQ_TURN_IDLE,	/* nothing the engine can take now: let go */
@@ -291,8 +308,14 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 			.dst_off = x->req.dst_off + x->done,
 			.src = x->src,
 			.src_off = x->req.src_off + x->done,
-			.len = min(x->req.len - x->done, budget),
+			.len = clanq_rdma_chunk_len(x->req.len - x->done,
+						    budget),
 		};
+		if (!w.len && x->done < x->req.len) {
+			if (x->done)
+				atomic64_inc(&ep->nic->stats.rdma_splits);
+			return CLANQ_TURN_MORE;
+		}
 		status = x->dst->wire->rdma_write(ep->nic, &w);
 		if (status == -EINPROGRESS) {
 			rd->parked = true;
