@@ -461,6 +461,43 @@ static void a_large_request_is_split_and_others_pass_it(struct kunit *test)
 }
 
 /*
+ * A request split across turns never leaves its last chunk shorter than
+ * 16 bytes, so the final word (uapi: "What a receiver may rely on") is
+ * written whole by the last turn, after every other byte. With
+ * rdma_max_xfer = 4096, 2 * 4096 + 5 bytes go as 4096, 4085 and 16:
+ * before the last turn the destination shows exactly the bytes of the
+ * turns so far, and not the final word.
+ */
+static void a_split_never_separates_the_final_word_from_its_tail(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	const u64 len = 2 * SPLIT_XFER + 5;
+	const u64 want[] = { SPLIT_XFER, 2 * SPLIT_XFER + 5 - 16, len };
+	struct src s = src_create(test, e, len + PAGE_SIZE, 9);
+	struct dst d = dst_create(test, e, len + 2 * PAGE_SIZE, BIG_AP_OFF,
+				  len + PAGE_SIZE, CLANQ_RIGHT_WRITE);
+	struct uep *a = rdma_uep_create(test, e->ctx, 8, 8);
+	struct clanq_rdma_req r;
+	unsigned int turn;
+
+	max_xfer_set(test, SPLIT_XFER);
+	r = mkreq(s.id, d.ap, BIG_SRC_OFF, BIG_DST_OFF, len, COOKIE(3), SIG_LAST);
+	post(test, a, &r);
+	kick(test, a);
+	for (turn = 0; turn < ARRAY_SIZE(want); turn++) {
+		KUNIT_ASSERT_PTR_EQ_MSG(test, step(e), a->ep, "turn %u", turn + 1);
+		memset(d.want, 0, d.r->len);
+		dst_expect(&d, &s, &r, want[turn]);
+		KUNIT_ASSERT_EQ_MSG(test, region_diff(test, d.r, d.want), INTACT,
+				    "after turn %u: %llu bytes expected", turn + 1,
+				    want[turn]);
+		KUNIT_ASSERT_EQ_MSG(test, unread(a), turn + 1 == ARRAY_SIZE(want),
+				    "completion after turn %u", turn + 1);
+	}
+	expect_comp(test, a, COOKIE(3), len, 0);
+}
+
+/*
  * Doorbells.
  */
 
@@ -608,6 +645,7 @@ static struct kunit_case clanq_rdma_engine_cases[] = {
 	KUNIT_CASE(a_turn_serves_one_whole_logical_message),
 	KUNIT_CASE(a_turn_ends_after_64_requests_even_inside_a_message),
 	KUNIT_CASE(a_large_request_is_split_and_others_pass_it),
+	KUNIT_CASE(a_split_never_separates_the_final_word_from_its_tail),
 	KUNIT_CASE(doorbell_word_follows_the_engine_and_kicks_queue_once),
 	KUNIT_CASE(full_completion_queue_stops_the_queue_until_kicked),
 	{}
