@@ -360,6 +360,8 @@ struct srv {
 	unsigned int cap, next_free;
 	unsigned int nclients, per_client;
 	unsigned int accepted, closed, echoed, hups, waits, max_open;
+	unsigned int progress;	/* print a line every this many accepts */
+	__u64 t_start, t_last;
 	struct clanq_conn_opts opts;
 };
 
@@ -415,6 +417,14 @@ static void srv_accept(struct srv *s)
 				 strerror(-err));
 		s->used[s->next_free] = true;
 		s->accepted++;
+		if (s->progress && s->accepted % s->progress == 0) {
+			__u64 now = clanq_now_ns();
+
+			printf("  %u accepted at %.1f s (the last %u in %.1f s)\n",
+			       s->accepted, (now - s->t_start) / 1e9, s->progress,
+			       (now - s->t_last) / 1e9);
+			s->t_last = now;
+		}
 		open = s->accepted - s->closed - s->hups;
 		if (open > s->max_open)
 			s->max_open = open;
@@ -1293,8 +1303,10 @@ static void test_many_clients(void **state)
  * parts) before and after.
  */
 #define IDLE_PROCS	4
-#define IDLE_PER	2500
 #define IDLE_PINGS	8
+
+/* connections per client process; argv[2] may say how many in all */
+static unsigned int idle_per = 2500;
 
 static void print_mem(const char *what, const struct memsnap *a,
 		      const struct memsnap *b, double per)
@@ -1306,12 +1318,12 @@ static void print_mem(const char *what, const struct memsnap *a,
 	printf("\n");
 }
 
-static void test_idle_10k(void **state)
+static void test_idle_conns(void **state)
 {
 	static struct cli_arg args[IDLE_PROCS];
 	int cmd[IDLE_PROCS][2], ack[IDLE_PROCS][2];
 	struct cli_report rep[IDLE_PROCS];
-	unsigned int total = IDLE_PROCS * IDLE_PER;
+	unsigned int total = IDLE_PROCS * idle_per;
 	struct memsnap m0, m1, m2;
 	struct procmem s0, s1;
 	double cli_rss = 0, cli_anon = 0, cli_file = 0, cli_pte = 0, kernel;
@@ -1321,11 +1333,11 @@ static void test_idle_10k(void **state)
 	struct srv s;
 
 	(void)state;
-	srv_open(&s, SVC_IDLE, 256, total + 64, 0, IDLE_PROCS, IDLE_PER);
+	srv_open(&s, SVC_IDLE, 256, total + 64, 0, IDLE_PROCS, idle_per);
 	for (unsigned int i = 0; i < IDLE_PROCS; i++) {
 		assert_int_equal(pipe(cmd[i]), 0);
 		assert_int_equal(pipe(ack[i]), 0);
-		args[i] = (struct cli_arg){ .id = i, .node = i % 2, .nconns = IDLE_PER,
+		args[i] = (struct cli_arg){ .id = i, .node = i % 2, .nconns = idle_per,
 					    .rounds = 1, .service = SVC_IDLE,
 					    .go_fd = -1, .cmd_fd = cmd[i][0],
 					    .ack_fd = ack[i][1] };
@@ -1339,6 +1351,8 @@ static void test_idle_10k(void **state)
 	procmem_take(&s0);
 	memsnap_take(&m0);
 	t0 = clanq_now_ns();
+	s.progress = 1000;
+	s.t_start = s.t_last = t0;
 	c = CMD_GO;
 	for (unsigned int i = 0; i < IDLE_PROCS; i++)
 		assert_true(itest_write_full(cmd[i][1], &c, sizeof(c)));
@@ -1356,7 +1370,7 @@ static void test_idle_10k(void **state)
 		cli_file += rep[i].after.kb[2] - rep[i].before.kb[2];
 		cli_pte += rep[i].after.kb[3] - rep[i].before.kb[3];
 		printf("idle: client %u (node %u): %u connections in %.1f s, %u refused "
-		       "and retried\n", i, args[i].node, IDLE_PER,
+		       "and retried\n", i, args[i].node, idle_per,
 		       rep[i].connect_ns / 1e9, rep[i].refused);
 	}
 	printf("idle: %u connections up (and one echo each) in %.1f s; server "
@@ -1387,7 +1401,7 @@ static void test_idle_10k(void **state)
 	/* a few random ones, still there */
 	for (int p = 0; p < IDLE_PINGS; p++) {
 		unsigned int who = (unsigned int)(itest_rand(&rng) % IDLE_PROCS);
-		__u32 conn = (__u32)(itest_rand(&rng) % IDLE_PER), back;
+		__u32 conn = (__u32)(itest_rand(&rng) % idle_per), back;
 
 		assert_true(itest_write_full(cmd[who][1], &conn, sizeof(conn)));
 		srv_until(&s, &k, total, 0, s.echoed + 1);
@@ -1412,6 +1426,10 @@ static void test_idle_10k(void **state)
 	srv_close(&s);
 	memsnap_take(&m2);
 	print_mem("after all closed, against before", &m0, &m2, total);
+	/* RCU-deferred frees and KASAN's quarantine: a while later */
+	itest_sleep_ns(10 * ITEST_NS_PER_S);
+	memsnap_take(&m2);
+	print_mem("10 s after all closed, against before", &m0, &m2, total);
 }
 
 /*
@@ -1544,7 +1562,10 @@ static void test_no_syscall(void **state)
 	clanq_close(&dev);
 }
 
-/* test_conn_scale [PATTERN]: only the tests whose names match (cmocka's filter) */
+/*
+ * test_conn_scale [PATTERN|all [IDLE_CONNS]]: only the tests whose names
+ * match (cmocka's filter); test_idle_conns with IDLE_CONNS connections
+ */
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1556,11 +1577,15 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_forged_oob, itest_teardown),
 		cmocka_unit_test_teardown(test_many_clients, itest_teardown),
 		cmocka_unit_test_teardown(test_no_syscall, itest_teardown),
-		cmocka_unit_test_teardown(test_idle_10k, itest_teardown),
+		cmocka_unit_test_teardown(test_idle_conns, itest_teardown),
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc > 1)
+	if (argc > 1 && strcmp(argv[1], "all"))
 		cmocka_set_test_filter(argv[1]);
+	if (argc > 2)
+		idle_per = (unsigned int)strtoul(argv[2], NULL, 0) / IDLE_PROCS;
+	if (!idle_per)
+		idle_per = 1;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
