@@ -531,6 +531,14 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 
 	for (c = net->hot; c; c = next) {
 		next = c->next_hot;
+		/*
+		 * No room left to report: the rest stay hot (the next scan
+		 * looks at them). Arming one and dropping it from the hot
+		 * list unreported would lose a message that arrived before
+		 * the arm: that write fired nothing, and none may follow.
+		 */
+		if (n >= max)
+			break;
 		if (c->state == CLANQ_CONN_CONNECTING)
 			continue;
 		(void)clanq_conn_return_credit(c);
