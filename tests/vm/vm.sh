@@ -37,7 +37,7 @@ step() { printf '>> %-44s [%3d s]\n' "$*" $(( $(date +%s) - t_start )); }
 die() { echo "vm.sh: $*" >&2; exit 1; }
 
 case $job in
-test|shell)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-2400} ;;
+test|shell)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-3600} ;;
 coverage)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-3000} ;;
 fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
 		[[ $fuzz_seconds =~ ^[0-9]+$ ]] || die "CLANQ_FUZZ_SECONDS: not a number"
