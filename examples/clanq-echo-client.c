@@ -186,6 +186,9 @@ int main(int argc, char **argv)
 					ex_prog, i + 1, idle, strerror(-err));
 				return EX_FAIL;
 			}
+			if (idle >= 2000 && !((i + 1) % 1000))
+				fprintf(stderr, "#   %llu of %llu idle connections, %.1f s\n",
+					i + 1, idle, (double)(clanq_now_ns() - t0) / 1e9);
 		}
 		printf("# %llu idle connections opened in %.2f s: %.1f KiB of this kernel's "
 		       "memory each (both ends, MemAvailable), %.1f KiB of this process's "
