@@ -389,8 +389,13 @@ static void malformed_imports_and_closes_are_refused(void **state)
 	im.key = key;
 	im.len = 1;
 	im.rights = CLANQ_RIGHT_WRITE;
-	im.flags = 1;
-	assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_AP_IMPORT, &im), EINVAL);
+	/* every flag bit nobody has defined */
+	for (i = 0; i < 32; i++) {
+		if (CLANQ_AP_FLAGS & (1u << i))
+			continue;
+		im.flags = 1u << i;
+		assert_int_equal(itest_ioctl_err(fd, CLANQ_IOC_AP_IMPORT, &im), EINVAL);
+	}
 	for (i = 0; i < ARRAY_SIZE(im.reserved); i++) {
 		im.flags = 0;
 		im.reserved[i] = 1;
