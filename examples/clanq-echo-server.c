@@ -198,8 +198,9 @@ static void report(struct server *s, double secs, __u64 entries)
 	       (unsigned long long)(s->net.stats.ignored + s->l.ignored),
 	       (unsigned long long)(s->net.stats.refused + s->l.refused));
 	if (s->msgs)
-		printf("per message: %.3f system calls (%llu driver entries for %llu "
-		       "messages); server CPU %.2f s in all (spinning included)\n",
+		printf("per message: %.3f system calls (%llu driver entries, accepts "
+		       "and closes included, for %llu messages); server CPU %.2f s "
+		       "in all (spinning included)\n",
 		       (double)entries / (double)s->msgs, (unsigned long long)entries,
 		       (unsigned long long)s->msgs, cpu_us / 1e6);
 }
