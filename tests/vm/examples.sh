@@ -35,9 +35,9 @@ expect "client: nobody listens" 1 "refused" clanq-echo-client -n 1 -N 0 -s 99
 expect "stream: 1 MiB into a 64 KiB ring" 2 "do not fit" sh -c \
 	'clanq-stream -l -n 0 -s 31 >/dev/null 2>&1 & clanq-stream -n 1 -T 0 -s 31 -S 1m --ring 64k; rc=$?; kill $!; exit $rc'
 
-# echo: a server that leaves after three connections; three clients in
+# echo: a server that leaves after six connections; three clients in
 # turn, polling, blocking and RDMA only, every answer checked by them
-clanq-echo-server -n 0 -s 21 -x 3 > $t/server 2>&1 &
+clanq-echo-server -n 0 -s 21 -x 6 > $t/server 2>&1 &
 server=$!
 expect "echo: polling from node 1, 8 B .. 3000 B" 0 "^3000 " \
 	clanq-echo-client -n 1 -s 21 -m 300 -S 8,1k,3000 --ring 16k -p
@@ -49,7 +49,7 @@ wait $server
 rc=$?
 if [ $rc != 0 ]; then
 	bad "echo: the server" "exit status $rc: $(cat $t/server)"
-elif ! grep -q "^total: 3 accepted, 0 open, 3 closed (0 reset), 1650 messages in, 1650 echoed" $t/server; then
+elif ! grep -q "^total: 6 accepted, 0 open, 6 closed (0 reset), 1650 messages in, 1650 echoed" $t/server; then
 	# (300 + 30) x 3 + (100 + 10) x 2 + (200 + 20) x 2: each size has a 10 % warm-up
 	bad "echo: the server's counters" "$(cat $t/server)"
 else
