@@ -201,13 +201,13 @@ static const char *emsg_check(const __u8 *buf, size_t n, struct emsg *e)
  * Memory, for test 6.
  */
 
-/* A field of /proc/meminfo in KiB, or -1. */
-static long meminfo_kb(const char *key)
+/* A "Key: N kB" field of a /proc file, in KiB, or -1. */
+static long proc_kb(const char *path, const char *key)
 {
 	char line[256];
 	size_t kl = strlen(key);
 	long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen(path, "r");
 
 	if (!f)
 		return -1;
@@ -220,23 +220,14 @@ static long meminfo_kb(const char *key)
 	return v;
 }
 
-/* A field of /proc/self/status in KiB, or -1. */
+static long meminfo_kb(const char *key)
+{
+	return proc_kb("/proc/meminfo", key);
+}
+
 static long status_kb(const char *key)
 {
-	char line[256];
-	size_t kl = strlen(key);
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl) && line[kl] == ':') {
-			v = strtol(line + kl + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
+	return proc_kb("/proc/self/status", key);
 }
 
 #define MEM_KEYS	7
