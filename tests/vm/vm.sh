@@ -42,7 +42,7 @@ coverage)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-3000} ;;
 fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
 		[[ $fuzz_seconds =~ ^[0-9]+$ ]] || die "CLANQ_FUZZ_SECONDS: not a number"
 		timeout=${CLANQ_VM_TIMEOUT:-$((fuzz_seconds + 600))} ;;
-run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600}
+run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-1200}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# 10,000 connections, both ends
 bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 *)		die "unknown job '$job'" ;;
