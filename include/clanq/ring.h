@@ -80,7 +80,7 @@ static inline __u64 clanq_ring_max_msg(__u64 cap)
  * The largest ring: a record's len (and a PAD's) is 32 bits, and a
  * handshake carries a capacity in 32 bits too.
  */
-#define CLANQ_RING_CAP_MAX	(1ull << 30)
+#define CLANQ_RING_CAP_MAX	0x40000000ull	/* 1 GiB */
 
 /* A ring capacity that can be used: a multiple of 8, a record fits. */
 static inline int clanq_ring_cap_ok(__u64 cap)
@@ -149,9 +149,10 @@ clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 		break;
 	case CLANQ_REC_DATA:
 	case CLANQ_REC_FIN:
-		/* an empty message would read as the end of the stream */
+		/* a FIN is empty; an empty message would read as a FIN */
 		if (h.len > clanq_ring_max_msg(cap) ||
-		    (h.type == CLANQ_REC_FIN) != !h.len)
+		    (h.type == CLANQ_REC_FIN && h.len) ||
+		    (h.type == CLANQ_REC_DATA && !h.len))
 			return CLANQ_REC_BAD;
 		n = clanq_rec_size(h.len);
 		if (pos + n > cap)
