@@ -29,7 +29,9 @@ LIB_A    := $(B)/lib/libclanq.a
 LIB_SO   := $(B)/lib/libclanq.so.1
 
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
-BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) $(B)/bench/clanq-bench
+# clanq-bench: one program from bench/clanq-bench/*.c
+CB_SRCS  := $(wildcard bench/clanq-bench/*.c)
 # test programs are tests/integration/test_*.c; the other .c files there
 # (itest.c) are linked into each of them
 VM_TESTS := $(patsubst tests/integration/%.c,$(B)/vm/bin/%,$(wildcard tests/integration/test_*.c))
@@ -88,6 +90,10 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDRS) $(wildcard examples/*.h bench/*.h
 $(B)/bench/%: bench/%.c $(LIB_A) $(HDRS) $(wildcard bench/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -lm -o $@
+
+$(B)/bench/clanq-bench: $(CB_SRCS) $(LIB_A) $(HDRS) $(wildcard bench/*.h bench/clanq-bench/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(CB_SRCS) $(LIB_A) -lpthread -lm -o $@
 
 examples: $(EXAMPLES)
 benches: $(BENCHES)

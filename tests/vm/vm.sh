@@ -98,6 +98,11 @@ grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh tests/vm/examples.sh "$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
+# the baselines' tools (UCX, libfabric, perftest over Soft-RoCE), stock kernel
+if [ $flavor = stock ] && [ -x tests/vm/peers-pack.sh ]; then
+	tests/vm/peers-pack.sh "$rootfs" "$image" >>"$buildlog" 2>&1 ||
+		die "packing the baselines' tools failed (log: $buildlog)"
+fi
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
 corpus_max=${CLANQ_CORPUS_MAX:-3000}	# entries kept (about 2.5 KiB each at most)
