@@ -98,6 +98,8 @@ extern unsigned int clanq_max_regions;
 extern unsigned int clanq_max_aps;
 extern unsigned long clanq_max_region_bytes;
 extern unsigned int clanq_rdma_max_xfer;
+extern bool clanq_rdma_inline;
+extern unsigned int clanq_rdma_poll_us;
 extern unsigned int clanq_max_tripwires;
 
 #define CLANQ_DEFAULT_OOB_SLOTS		64
@@ -121,6 +123,7 @@ struct clanq_nic_stats {
 	atomic64_t rdma_errors;		/* requests that completed with an error */
 	atomic64_t rdma_kicks;	/* RDMA_KICK calls */
 	atomic64_t rdma_turns;		/* queues served, one turn each */
+	atomic64_t rdma_inline_turns;	/* of them, run by the doorbell's caller */
 	atomic64_t rdma_splits;		/* turns that ended mid-request */
 	atomic64_t regions_revoked;	/* regions freed (their imports revoked) */
 	atomic64_t tw_fires;		/* tripwires of this NIC's regions fired */
@@ -369,6 +372,7 @@ struct clanq_kep_rdma {
 	bool parked;		/* engine->serve */
 	bool detached;		/* engine->serve: the endpoint is gone */
 	u64 in_flight;		/* bytes of that chunk */
+	u64 last_take_ns;	/* when a request was last taken (engine->serve) */
 	struct clanq_rdma_xfer cur;
 	u64 reqs, bytes, errors;	/* mirrored; under engine->serve */
 	u64 kicks;			/* mirrored; under engine->lock */

@@ -66,6 +66,14 @@ MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue befo
 /* KUnit sets it to split transfers in a test, and restores it */
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_max_xfer);
 
+bool clanq_rdma_inline = true;
+module_param_named(rdma_inline, clanq_rdma_inline, bool, 0644);
+MODULE_PARM_DESC(rdma_inline, "The RDMA doorbell runs the engine's turn in the caller when no other queue waits, instead of waking the engine thread (default Y)");
+
+unsigned int clanq_rdma_poll_us;
+module_param_named(rdma_poll_us, clanq_rdma_poll_us, uint, 0644);
+MODULE_PARM_DESC(rdma_poll_us, "Microseconds the RDMA engine keeps polling a queue after its last request before it lets go and needs a doorbell again (0: at once, the default; at most 10000)");
+
 static int __init clanq_init(void)
 {
 	int err;

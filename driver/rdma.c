@@ -78,6 +78,7 @@
  * scheduler. Fairness between users would need state keyed by uid
  * (ucounts) that outlives any one context: not done.
  */
+#include <linux/ktime.h>
 #include <linux/kthread.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
@@ -220,6 +221,8 @@ static bool clanq_rdma_take(struct clanq_kep *ep)
 		return false;
 	clanq_count(&rd->reqs, &ep->counters->rdma_reqs, 1);
 	atomic64_inc(&ep->nic->stats.rdma_reqs);
+	if (READ_ONCE(clanq_rdma_poll_us))
+		rd->last_take_ns = ktime_get_ns();
 	x->done = 0;
 	rd->busy = true;
 	status = clanq_rdma_validate(ep->ctx, &x->req, x);
@@ -350,6 +353,21 @@ static void clanq_engine_line_up(struct clanq_engine *eng, struct clanq_kep *ep)
 }
 
 /*
+ * The poll window (rdma_poll_us, io_uring's sq_thread_idle): a queue
+ * that had a request within it stays in line although it is empty, and
+ * its sleep flag stays clear, so a ping-pong's next post needs no
+ * doorbell. Off by default: the engine thread then spins on a CPU the
+ * application's own pollers may need (on two CPUs, measured in
+ * clanq-bench: docs/decisions.md).
+ */
+static bool clanq_rdma_polling(struct clanq_kep_rdma *rd)
+{
+	u64 window = min(READ_ONCE(clanq_rdma_poll_us), 10000u) * NSEC_PER_USEC;
+
+	return window && ktime_get_ns() - rd->last_take_ns < window;
+}
+
+/*
  * After a turn: back of the line, or let go. Letting go is the engine's
  * half of the sleep-flag pattern: set the flag, full barrier, look again.
  */
@@ -358,6 +376,9 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
 {
 	struct clanq_kep_rdma *rd = &ep->rdma;
 
+	/* only the engine thread polls: a caller's inline turn lets go */
+	if (!more && current == eng->task)
+		more = clanq_rdma_polling(rd);
 	spin_lock_irq(&eng->lock);
 	if (!more) {
 		WRITE_ONCE(*rd->need_wakeup, 1);
@@ -377,24 +398,14 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
 	spin_unlock_irq(&eng->lock);
 }
 
-/**
- * clanq_engine_step() - serve one turn of the first queue in line
- * @nic: whose engine
- *
- * The first context in line, its first queue: the queue leaves its
- * context's line for the turn, the context goes to the back of the
- * engine's (or out of it, with no queue left in line).
- *
- * Return: the endpoint served (for its identity only: no reference), or
- * NULL if no queue was active.
- */
-struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
+/* One turn, with engine->serve held (clanq_engine_step()). */
+static struct clanq_kep *__clanq_engine_step(struct clanq_nic *nic)
 {
 	struct clanq_engine *eng = &nic->engine;
 	struct clanq_engine_ctx *ec;
 	struct clanq_kep *ep = NULL;
 
-	mutex_lock(&eng->serve);
+	lockdep_assert_held(&eng->serve);
 	spin_lock_irq(&eng->lock);
 	ec = list_first_entry_or_null(&eng->active, struct clanq_engine_ctx, node);
 	if (ec) {
@@ -414,17 +425,59 @@ struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 		if (turn != CLANQ_TURN_PARKED)
 			clanq_rdma_requeue(eng, ep, turn == CLANQ_TURN_MORE);
 	}
-	mutex_unlock(&eng->serve);
+	return ep;
+}
+
+/**
+ * clanq_engine_step() - serve one turn of the first queue in line
+ * @nic: whose engine
+ *
+ * The first context in line, its first queue: the queue leaves its
+ * context's line for the turn, the context goes to the back of the
+ * engine's (or out of it, with no queue left in line).
+ *
+ * Return: the endpoint served (for its identity only: no reference), or
+ * NULL if no queue was active.
+ */
+struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
+{
+	struct clanq_kep *ep;
+
+	mutex_lock(&nic->engine.serve);
+	ep = __clanq_engine_step(nic);
+	mutex_unlock(&nic->engine.serve);
 	return ep;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_step);
 
-/* The doorbell (CLANQ_IOC_RDMA_KICK): make the engine look at @ep's queue. */
+static bool clanq_engine_idle(struct clanq_engine *eng)
+{
+	bool idle;
+
+	spin_lock_irq(&eng->lock);
+	idle = list_empty(&eng->active);
+	spin_unlock_irq(&eng->lock);
+	return idle;
+}
+
+/*
+ * The doorbell (CLANQ_IOC_RDMA_KICK): make the engine look at @ep's queue.
+ *
+ * Inline turn. Waking the engine thread costs a cross-CPU wake-up, most
+ * of a small write's latency (in the VM about 40 of 43 us for 64 bytes).
+ * When this queue is the only one in line and nobody is serving, there
+ * is nobody to be unfair to: the caller runs that first turn itself, in
+ * its own system call and on its own CPU time, bounded like any turn by
+ * rdma_max_xfer bytes and CLANQ_RDMA_TURN_REQS requests. Whatever is left
+ * (a long request, queues kicked meanwhile) goes to the thread as
+ * before. KUnit's NICs have no thread: they step by hand, never inline.
+ */
 int clanq_engine_kick(struct clanq_kep *ep)
 {
-	struct clanq_engine *eng = &ep->nic->engine;
+	struct clanq_nic *nic = ep->nic;
+	struct clanq_engine *eng = &nic->engine;
 	struct clanq_kep_rdma *rd = &ep->rdma;
-	bool wake = false;
+	bool wake = false, alone = false;
 
 	spin_lock_irq(&eng->lock);
 	clanq_count(&rd->kicks, &ep->counters->rdma_kicks, 1);
@@ -434,9 +487,19 @@ int clanq_engine_kick(struct clanq_kep *ep)
 		WRITE_ONCE(*rd->need_wakeup, 0);
 		clanq_engine_line_up(eng, ep);
 		wake = true;
+		alone = list_is_singular(&eng->active) &&
+			list_is_singular(&ep->ctx->engine.queues);
 	}
 	spin_unlock_irq(&eng->lock);
-	atomic64_inc(&ep->nic->stats.rdma_kicks);
+	atomic64_inc(&nic->stats.rdma_kicks);
+	if (alone && eng->task && READ_ONCE(clanq_rdma_inline) &&
+	    mutex_trylock(&eng->serve)) {
+		/* the first in line: this queue, or one that came since */
+		if (__clanq_engine_step(nic))
+			atomic64_inc(&nic->stats.rdma_inline_turns);
+		mutex_unlock(&eng->serve);
+		wake = !clanq_engine_idle(eng);
+	}
 	if (wake)
 		wake_up(&eng->wq);
 	return 0;
@@ -524,16 +587,6 @@ int clanq_ioctl_rdma_kick(void *obj, void *arg)
 	err = clanq_engine_kick(ep);
 	clanq_kep_put(ep);
 	return err;
-}
-
-static bool clanq_engine_idle(struct clanq_engine *eng)
-{
-	bool idle;
-
-	spin_lock_irq(&eng->lock);
-	idle = list_empty(&eng->active);
-	spin_unlock_irq(&eng->lock);
-	return idle;
 }
 
 static int clanq_engine_thread(void *arg)

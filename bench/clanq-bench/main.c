@@ -35,7 +35,8 @@ __thread unsigned long long cb_syscalls;
 
 static const char *prog = "clanq-bench";
 static enum { OUT_TABLE, OUT_CSV, OUT_JSON } out_fmt;
-static unsigned int nr_json;
+static unsigned int nr_json, nr_json_file;
+static FILE *csv_file, *json_file;	/* -o PREFIX: PREFIX.csv, PREFIX.json */
 static const char *table_test;	/* the test whose table header is printed */
 static bool progress_shown;
 
@@ -142,11 +143,12 @@ bool cb_wanted(const char *impl)
 
 void cb_progress(const char *fmt, ...)
 {
-	bool tty = isatty(STDERR_FILENO);
+	bool lines = getenv("CLANQ_BENCH_PROGRESS");	/* the VM's console */
+	bool tty = !lines && isatty(STDERR_FILENO);
 	va_list ap;
 
-	/* not on a terminal: lines, and only if asked (the VM's console) */
-	if (!tty && !getenv("CLANQ_BENCH_PROGRESS"))
+	/* one line overwritten on a terminal; lines if asked; else nothing */
+	if (!tty && !lines)
 		return;
 	fprintf(stderr, tty ? "\r\033[K# " : "# ");
 	va_start(ap, fmt);
@@ -179,27 +181,27 @@ static void num(char *buf, size_t size, double v, const char *fmt)
 		snprintf(buf, size, fmt, v);
 }
 
-static void table_header(const char *test)
+static void table_header(FILE *f, const char *test)
 {
 	const char *base = baseline_of(test);
 
-	printf("\n");
+	fprintf(f, "\n");
 	if (!strcmp(test, "bw")) {
-		printf("# bw: one-way bandwidth; ratio = bandwidth / %s's\n", base ? base : "-");
-		printf("%-9s %-14s %-9s %-10s %-18s %-14s %-9s %-8s %s\n", "#impl", "mode",
+		fprintf(f, "# bw: one-way bandwidth; ratio = bandwidth / %s's\n", base ? base : "-");
+		fprintf(f, "%-9s %-14s %-9s %-10s %-18s %-14s %-9s %-8s %s\n", "#impl", "mode",
 		       "#bytes", "#iter", "BW average[MiB/s]", "MsgRate[Mpps]", "sys/msg",
 		       "ratio", "note");
 	} else if (!strcmp(test, "load")) {
-		printf("# load: clients in flight into one single-threaded echo server; "
+		fprintf(f, "# load: clients in flight into one single-threaded echo server; "
 		       "ratio = server CPU per message / %s's\n", base ? base : "-");
-		printf("%-9s %-14s %-9s %-10s %-10s %-14s %-12s %-9s %-8s %s\n", "#impl", "mode",
+		fprintf(f, "%-9s %-14s %-9s %-10s %-10s %-14s %-12s %-9s %-8s %s\n", "#impl", "mode",
 		       "#bytes", "#clients", "#msgs", "MsgRate[Mpps]", "cpu[us]/msg",
 		       "sys/msg", "ratio", "note");
 	} else {
-		printf("# %s: round trips%s; ratio = t_typical / %s's\n", test,
+		fprintf(f, "# %s: round trips%s; ratio = t_typical / %s's\n", test,
 		       !strcmp(test, "idle") ? " on one connection while the server holds #conns" : "",
 		       base ? base : "-");
-		printf("%-9s %-14s %-7s %-6s %-8s %-11s %-9s %-9s %-9s %-9s %-9s %-9s "
+		fprintf(f, "%-9s %-14s %-7s %-6s %-8s %-11s %-9s %-9s %-9s %-9s %-9s %-9s "
 		       "%-8s %-7s %s\n", "#impl", "mode", "#bytes", !strcmp(test, "idle") ?
 		       "#conns" : "", "#iter", "t_min[us]", "t_max", "t_typical", "t_avg",
 		       "t_stdev", "99%", "99.9%", "sys/rt", "ratio", "note");
@@ -207,86 +209,97 @@ static void table_header(const char *test)
 	table_test = test;
 }
 
+static void emit_table(FILE *f, const struct cb_row *r, double ratio)
+{
+	char c[6][24];
+
+	if (!table_test || strcmp(table_test, r->test))
+		table_header(f, r->test);
+	num(c[0], sizeof(c[0]), r->syscalls, "%.3f");
+	num(c[1], sizeof(c[1]), ratio, "%.2f");
+	num(c[2], sizeof(c[2]), r->bw_mibs, "%.1f");
+	num(c[3], sizeof(c[3]), r->mpps, "%.4f");
+	num(c[4], sizeof(c[4]), r->cpu_us, "%.2f");
+	if (!strcmp(r->test, "bw")) {
+		fprintf(f, "%-9s %-14s %-9llu %-10llu %-18s %-14s %-9s %-8s %s\n", r->impl,
+			r->mode, r->bytes, r->iters, c[2], c[3], c[0], c[1], r->note);
+	} else if (!strcmp(r->test, "load")) {
+		fprintf(f, "%-9s %-14s %-9llu %-10llu %-10llu %-14s %-12s %-9s %-8s %s\n",
+			r->impl, r->mode, r->bytes, r->param, r->iters, c[3], c[4], c[0],
+			c[1], r->note);
+	} else {
+		char p[16] = "";
+
+		if (!strcmp(r->test, "idle"))
+			snprintf(p, sizeof(p), "%llu", r->param);
+		fprintf(f, "%-9s %-14s %-7llu %-6s %-8llu %-11.2f %-9.2f %-9.2f %-9.2f "
+			"%-9.2f %-9.2f %-9.2f %-8s %-7s %s\n", r->impl, r->mode, r->bytes, p,
+			r->iters, r->lat.min, r->lat.max, r->lat.med, r->lat.avg, r->stdev,
+			r->lat.p99, r->lat.p999, c[0], c[1], r->note);
+	}
+}
+
+static void emit_csv(FILE *f, const struct cb_row *r, double ratio)
+{
+	double v[] = { r->bw_mibs, r->mpps, r->syscalls, r->cpu_us, ratio };
+
+	fprintf(f, "%s,%s,%s,%llu,%llu,%llu", r->test, r->impl, r->mode, r->bytes,
+		r->param, r->iters);
+	if (r->has_lat)
+		fprintf(f, ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f", r->lat.min, r->lat.max,
+			r->lat.med, r->lat.avg, r->stdev, r->lat.p99, r->lat.p999);
+	else
+		fprintf(f, ",,,,,,,");
+	for (unsigned int i = 0; i < 5; i++)
+		if (v[i] < 0)
+			fprintf(f, ",");
+		else
+			fprintf(f, ",%.4f", v[i]);
+	fprintf(f, ",%s,\"%s\"\n", baseline_of(r->test) ? baseline_of(r->test) : "",
+		r->note);
+}
+
+static void emit_json(FILE *f, const struct cb_row *r, double ratio, unsigned int *nr)
+{
+	fprintf(f, "%s {\"test\": \"%s\", \"impl\": \"%s\", \"mode\": \"%s\", "
+		"\"bytes\": %llu, \"param\": %llu, \"iters\": %llu", (*nr)++ ? "," : " ",
+		r->test, r->impl, r->mode, r->bytes, r->param, r->iters);
+	if (r->has_lat)
+		fprintf(f, ", \"t_min\": %.3f, \"t_max\": %.3f, \"t_typical\": %.3f, "
+			"\"t_avg\": %.3f, \"t_stdev\": %.3f, \"t_99\": %.3f, "
+			"\"t_999\": %.3f", r->lat.min, r->lat.max, r->lat.med,
+			r->lat.avg, r->stdev, r->lat.p99, r->lat.p999);
+	if (r->bw_mibs >= 0)
+		fprintf(f, ", \"bw_mibs\": %.3f", r->bw_mibs);
+	if (r->mpps >= 0)
+		fprintf(f, ", \"mpps\": %.5f", r->mpps);
+	if (r->syscalls >= 0)
+		fprintf(f, ", \"syscalls\": %.4f", r->syscalls);
+	if (r->cpu_us >= 0)
+		fprintf(f, ", \"cpu_us\": %.3f", r->cpu_us);
+	if (ratio >= 0)
+		fprintf(f, ", \"ratio\": %.4f, \"baseline\": \"%s\"", ratio,
+			baseline_of(r->test));
+	fprintf(f, ", \"note\": \"%s\"}\n", r->note);
+}
+
 void cb_emit(const struct cb_row *r)
 {
 	double ratio = ratio_of(r);
-	char c[12][24];
 
 	progress_clear();
 	if (nr_rows < MAX_ROWS)
 		rows[nr_rows++] = *r;
 	switch (out_fmt) {
-	case OUT_TABLE:
-		if (!table_test || strcmp(table_test, r->test))
-			table_header(r->test);
-		num(c[0], sizeof(c[0]), r->syscalls, "%.3f");
-		num(c[1], sizeof(c[1]), ratio, "%.2f");
-		if (!strcmp(r->test, "bw")) {
-			num(c[2], sizeof(c[2]), r->bw_mibs, "%.1f");
-			num(c[3], sizeof(c[3]), r->mpps, "%.4f");
-			printf("%-9s %-14s %-9llu %-10llu %-18s %-14s %-9s %-8s %s\n", r->impl,
-			       r->mode, r->bytes, r->iters, c[2], c[3], c[0], c[1], r->note);
-		} else if (!strcmp(r->test, "load")) {
-			num(c[3], sizeof(c[3]), r->mpps, "%.4f");
-			num(c[4], sizeof(c[4]), r->cpu_us, "%.2f");
-			printf("%-9s %-14s %-9llu %-10llu %-10llu %-14s %-12s %-9s %-8s %s\n",
-			       r->impl, r->mode, r->bytes, r->param, r->iters, c[3], c[4],
-			       c[0], c[1], r->note);
-		} else {
-			char p[16] = "";
-
-			if (!strcmp(r->test, "idle"))
-				snprintf(p, sizeof(p), "%llu", r->param);
-			printf("%-9s %-14s %-7llu %-6s %-8llu %-11.2f %-9.2f %-9.2f %-9.2f "
-			       "%-9.2f %-9.2f %-9.2f %-8s %-7s %s\n", r->impl, r->mode,
-			       r->bytes, p, r->iters, r->lat.min, r->lat.max, r->lat.med,
-			       r->lat.avg, r->stdev, r->lat.p99, r->lat.p999, c[0], c[1],
-			       r->note);
-		}
-		break;
-	case OUT_CSV:
-		printf("%s,%s,%s,%llu,%llu,%llu", r->test, r->impl, r->mode, r->bytes,
-		       r->param, r->iters);
-		if (r->has_lat)
-			printf(",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f", r->lat.min, r->lat.max,
-			       r->lat.med, r->lat.avg, r->stdev, r->lat.p99, r->lat.p999);
-		else
-			printf(",,,,,,,");
-		for (unsigned int i = 0; i < 5; i++) {
-			double v[] = { r->bw_mibs, r->mpps, r->syscalls, r->cpu_us, ratio };
-
-			if (v[i] < 0)
-				printf(",");
-			else
-				printf(",%.4f", v[i]);
-		}
-		printf(",%s,\"%s\"\n", baseline_of(r->test) ? baseline_of(r->test) : "",
-		       r->note);
-		break;
-	case OUT_JSON:
-		printf("%s {\"test\": \"%s\", \"impl\": \"%s\", \"mode\": \"%s\", "
-		       "\"bytes\": %llu, \"param\": %llu, \"iters\": %llu", nr_json++ ? "," : " ",
-		       r->test, r->impl, r->mode, r->bytes, r->param, r->iters);
-		if (r->has_lat)
-			printf(", \"t_min\": %.3f, \"t_max\": %.3f, \"t_typical\": %.3f, "
-			       "\"t_avg\": %.3f, \"t_stdev\": %.3f, \"t_99\": %.3f, "
-			       "\"t_999\": %.3f", r->lat.min, r->lat.max, r->lat.med,
-			       r->lat.avg, r->stdev, r->lat.p99, r->lat.p999);
-		if (r->bw_mibs >= 0)
-			printf(", \"bw_mibs\": %.3f", r->bw_mibs);
-		if (r->mpps >= 0)
-			printf(", \"mpps\": %.5f", r->mpps);
-		if (r->syscalls >= 0)
-			printf(", \"syscalls\": %.4f", r->syscalls);
-		if (r->cpu_us >= 0)
-			printf(", \"cpu_us\": %.3f", r->cpu_us);
-		if (ratio >= 0)
-			printf(", \"ratio\": %.4f, \"baseline\": \"%s\"", ratio,
-			       baseline_of(r->test));
-		printf(", \"note\": \"%s\"}\n", r->note);
-		break;
+	case OUT_TABLE: emit_table(stdout, r, ratio); break;
+	case OUT_CSV: emit_csv(stdout, r, ratio); break;
+	case OUT_JSON: emit_json(stdout, r, ratio, &nr_json); break;
 	}
-	fflush(stdout);
+	if (csv_file)
+		emit_csv(csv_file, r, ratio);
+	if (json_file)
+		emit_json(json_file, r, ratio, &nr_json_file);
+	fflush(NULL);
 }
 
 void cb_skip(const char *test, const char *impl, const char *mode, const char *why)
@@ -501,6 +514,19 @@ static void cpu_model(char *buf, size_t size, bool *vm)
 	fclose(f);
 }
 
+static void json_head(FILE *f, const char *cmd, const char *kernel, const char *model,
+		      const char *cs, bool vm)
+{
+	fprintf(f, "{\"tool\": \"clanq-bench\", \"command\": \"%s\", \"kernel\": \"%s\", "
+		"\"cpus\": %ld, \"cpu_model\": \"%s\", \"clocksource\": \"%s\", "
+		"\"vm\": %s, \"quick\": %s,\n \"rows\": [\n", cmd, kernel,
+		sysconf(_SC_NPROCESSORS_ONLN), model, cs, vm ? "true" : "false",
+		cb.quick ? "true" : "false");
+}
+
+static const char csv_head[] = "test,impl,mode,bytes,param,iters,t_min,t_max,t_typical,"
+	"t_avg,t_stdev,t_99,t_999,bw_mibs,mpps,syscalls,cpu_us,ratio,baseline,note\n";
+
 static void header(const char *cmd)
 {
 	char cs[64], model[128], cmdline[512];
@@ -512,12 +538,12 @@ static void header(const char *cmd)
 		  cs, sizeof(cs));
 	read_line("/proc/cmdline", cmdline, sizeof(cmdline));
 	cpu_model(model, sizeof(model), &vm);
+	if (json_file)
+		json_head(json_file, cmd, u.release, model, cs, vm);
+	if (csv_file)
+		fputs(csv_head, csv_file);
 	if (out_fmt == OUT_JSON) {
-		printf("{\"tool\": \"clanq-bench\", \"command\": \"%s\", \"kernel\": \"%s\", "
-		       "\"cpus\": %ld, \"cpu_model\": \"%s\", \"clocksource\": \"%s\", "
-		       "\"vm\": %s, \"quick\": %s,\n \"rows\": [\n", cmd, u.release,
-		       sysconf(_SC_NPROCESSORS_ONLN), model, cs, vm ? "true" : "false",
-		       cb.quick ? "true" : "false");
+		json_head(stdout, cmd, u.release, model, cs, vm);
 		return;
 	}
 	printf("# clanq-bench %s: kernel %s, %ld CPUs (%s), clocksource %s, %s%s\n", cmd,
@@ -528,8 +554,7 @@ static void header(const char *cmd)
 		printf("# warning: clocksource %s: each clock read may cost ~1 us "
 		       "(boot with tsc=reliable)\n", cs);
 	if (out_fmt == OUT_CSV)
-		printf("test,impl,mode,bytes,param,iters,t_min,t_max,t_typical,t_avg,t_stdev,"
-		       "t_99,t_999,bw_mibs,mpps,syscalls,cpu_us,ratio,baseline,note\n");
+		fputs(csv_head, stdout);
 	fflush(stdout);
 }
 
@@ -553,6 +578,7 @@ static void usage(void)
 	       "      --nics A,B     clanq NICs of the client and the server (default 1,0)\n"
 	       "      --csv          CSV rows instead of a table\n"
 	       "      --json         JSON instead of a table\n"
+	       "  -o, --output PREFIX  also write PREFIX.csv and PREFIX.json\n"
 	       "  -h, --help         this text\n\n"
 	       "Every row says its system calls per message, counted (the driver's\n"
 	       "entry counter; the program's own calls for the kernel's paths).\n"
@@ -630,6 +656,7 @@ int main(int argc, char **argv)
 		{ "nics", required_argument, NULL, 'N' },
 		{ "csv", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -638,7 +665,9 @@ int main(int argc, char **argv)
 	bool iters_set = false, time_set = false;
 	int opt, err = 0;
 
-	while ((opt = getopt_long(argc, argv, "n:t:qh", opts, NULL)) != -1) {
+	const char *prefix = NULL;
+
+	while ((opt = getopt_long(argc, argv, "n:t:qo:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'n':
 			cb.iters = parse_num("--iters", optarg, 10, 1ull << 28);
@@ -668,6 +697,7 @@ int main(int argc, char **argv)
 		}
 		case 'C': out_fmt = OUT_CSV; break;
 		case 'J': out_fmt = OUT_JSON; break;
+		case 'o': prefix = optarg; break;
 		case 'h': usage(); return 0;
 		default: usage_error("%s", "unknown option");
 		}
@@ -685,6 +715,18 @@ int main(int argc, char **argv)
 		if (!time_set)
 			cb.seconds = 0.2;
 	}
+	if (prefix) {
+		char path[4096];
+
+		snprintf(path, sizeof(path), "%s.csv", prefix);
+		csv_file = fopen(path, "w");
+		if (!csv_file)
+			cb_die(path, -errno);
+		snprintf(path, sizeof(path), "%s.json", prefix);
+		json_file = fopen(path, "w");
+		if (!json_file)
+			cb_die(path, -errno);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	header(cmd);
@@ -693,6 +735,10 @@ int main(int argc, char **argv)
 			err = run_test(tests[i]);
 	if (out_fmt == OUT_JSON)
 		printf(" ]\n}\n");
+	if (json_file)
+		fprintf(json_file, " ]\n}\n");
+	if ((csv_file && fclose(csv_file)) || (json_file && fclose(json_file)))
+		cb_die("writing the -o files", -errno);
 	progress_clear();
 	if (err)
 		fprintf(stderr, "%s: %s\n", prog, strerror(-err));

@@ -44,7 +44,8 @@ fuzz)		flavor=debug; fuzz_seconds=${CLANQ_FUZZ_SECONDS:-600}
 		timeout=${CLANQ_VM_TIMEOUT:-$((fuzz_seconds + 600))} ;;
 run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-1200}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# 10,000 connections, both ends
-bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
+bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-2400}
+		mem=${CLANQ_VM_MEM:-2G} ;;	# idle: 10,000 connections, both ends
 *)		die "unknown job '$job'" ;;
 esac
 
@@ -98,6 +99,7 @@ grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh tests/vm/examples.sh "$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
+printf '%s\n' "${CLANQ_BENCH_ARGS:-}" > "$rootfs/clanq/bench-args"
 # the baselines' tools (UCX, libfabric, perftest over Soft-RoCE), stock kernel
 if [ $flavor = stock ] && [ -x tests/vm/peers-pack.sh ]; then
 	tests/vm/peers-pack.sh "$rootfs" "$image" >>"$buildlog" 2>&1 ||
@@ -145,6 +147,9 @@ boot() {
 		{ l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
 		job ~ /^(run|bench)$/ && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
 		job ~ /^(run|bench)$/ && l ~ /^CLANQ-END demo/ { show = 0 }
+		l ~ /^CLANQ-FILE-BEGIN / { file = 1; next }
+		l ~ /^CLANQ-FILE-END / { file = 0; next }
+		file { next }
 		show { print "   " l; fflush(); next }
 		l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
 			sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
@@ -183,8 +188,24 @@ if [ $job != run ] && [ $job != bench ] && splat_before_insmod; then
 	boot
 fi
 
+# bench: clanq-bench's CSV and JSON, sent over the console, into
+# build/bench/, and the plots drawn from them
+if [ $job = bench ]; then
+	mkdir -p build/bench
+	tr -d '\r' < "$log" | awk -v dir=build/bench '
+		/^CLANQ-FILE-BEGIN / { f = dir "/" $2; printf "" > f; next }
+		/^CLANQ-FILE-END / { close(f); f = ""; next }
+		f != "" { print >> f }'
+	if [ -s build/bench/clanq-bench.csv ]; then
+		step "results: build/bench/clanq-bench.csv, .json"
+		scripts/bench-report.sh build/bench/clanq-bench.csv build/bench ||
+			plot_failed=1
+	fi
+fi
+
 tr -d '\r' < "$log" | awk -f tests/results.awk -v vm=1 -v prefix="vm/" \
 	-v want_kunit=$([ $job = test ] || [ $job = coverage ] && echo 1 || echo 0) > "$vmdir/results.txt"
+[ -z "${plot_failed:-}" ] || echo "FAIL vm/bench-plot: the summary or the plots failed" >> "$vmdir/results.txt"
 if [ $((rc % 2)) = 0 ] || [ $rc -gt 1 ]; then
 	grep -q '^FAIL' "$vmdir/results.txt" ||
 		echo "FAIL vm/exit: $status" >> "$vmdir/results.txt"
