@@ -530,6 +530,68 @@ static int oob_lat(bool block, double *v)
 	return err;
 }
 
+/* A module parameter: read into old (if not NULL), then write value. */
+static int set_param(const char *name, const char *value, char *old, size_t size)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
+	if (old) {
+		f = fopen(path, "r");
+		if (!f || !fgets(old, (int)size, f)) {
+			if (f)
+				fclose(f);
+			return -errno ? -errno : -EIO;
+		}
+		fclose(f);
+		old[strcspn(old, "\n")] = 0;
+	}
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	if (fputs(value, f) < 0) {
+		fclose(f);
+		return -EIO;
+	}
+	return fclose(f) ? -errno : 0;
+}
+
+/*
+ * The RDMA engine's doorbell, before and after: the engine thread woken
+ * for every post (rdma_inline=0), the turn run inline by the post's
+ * kick (the default), and the engine polling 50 us before it lets go
+ * (rdma_poll_us=50, rdma_inline=0). Root only (module parameters).
+ */
+static int rdma_engine_rows(double *v)
+{
+	static const unsigned long long sizes[] = { 8, 64 };
+	static const struct {
+		struct lat_mode m;
+		const char *inl, *poll_us;
+	} variants[] = {
+		{ { "rdma-poll-woken", CLANQ_CONN_RDMA_ONLY, false }, "0", "0" },
+		{ { "rdma-poll-enginepoll50", CLANQ_CONN_RDMA_ONLY, false }, "0", "50" },
+	};
+	char inl[16], poll_us[16];
+	int err = 0;
+
+	if (set_param("rdma_inline", "1", inl, sizeof(inl)) ||
+	    set_param("rdma_poll_us", "0", poll_us, sizeof(poll_us))) {
+		cb_skip("lat", "clanq", "rdma-poll-woken",
+			"needs root (/sys/module/clanq/parameters)");
+		return 0;
+	}
+	for (unsigned int i = 0; i < 2 && !err; i++) {
+		set_param("rdma_inline", variants[i].inl, NULL, 0);
+		set_param("rdma_poll_us", variants[i].poll_us, NULL, 0);
+		err = conn_lat(&variants[i].m, sizes, cb.quick ? 1 : 2, v);
+	}
+	set_param("rdma_inline", inl, NULL, 0);
+	set_param("rdma_poll_us", poll_us, NULL, 0);
+	return err;
+}
+
 int clanq_lat(void)
 {
 	static const struct lat_mode modes[] = {
@@ -550,6 +612,8 @@ int clanq_lat(void)
 		cb_die("memory", -ENOMEM);
 	for (unsigned int m = 0; m < 4 && !err; m++)
 		err = conn_lat(&modes[m], sizes, nr, v);
+	if (!err)
+		err = rdma_engine_rows(v);
 	if (!err)
 		err = oob_lat(false, v);
 	if (!err)
