@@ -24,6 +24,7 @@
 
 #define SERVICE		4000
 #define WARM(n)		((n) / 10 < 100 ? (n) / 10 : 100)
+#define LAT_RING	(16u << 10)
 #define SPIN_FOREVER	(10ull * 1000 * 1000 * 1000)	/* polled: never blocks */
 
 /* The server's shared page. */
@@ -361,13 +362,16 @@ struct lat_mode {
 static int conn_lat(const struct lat_mode *m, const unsigned long long *sizes,
 		    unsigned int nr, double *v)
 {
-	struct clanq_conn_opts co = { .flags = m->conn_flags };
+	/* rings of 16 KiB: a 4 KiB message does not fit the one-page default */
+	struct clanq_conn_opts co = { .flags = m->conn_flags, .rx_ring = LAT_RING,
+				      .tx_ring = LAT_RING };
 	struct clanq_conn conn;
 	struct server sv;
 	struct client cl;
 	int err;
 
-	err = server_start(&sv, 4, m->block ? 0 : SPIN_FOREVER, m->conn_flags, 0, false);
+	err = server_start(&sv, 4, m->block ? 0 : SPIN_FOREVER, m->conn_flags, LAT_RING,
+			   false);
 	if (err)
 		return err;
 	err = client_open(&cl, 4, m->block ? 0 : SPIN_FOREVER);
