@@ -303,6 +303,50 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 }
 
 /*
+ * rdma_inline: with nobody else in line, the doorbell's caller runs the
+ * engine's turn itself, so a small write is done, and its completion
+ * queued, when the post returns: no wake-up of the engine thread. With
+ * rdma_inline=0 the thread does it, as before.
+ */
+static void an_idle_engine_runs_the_turn_in_the_doorbell(void **state)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct clanq_rdma_req req;
+	struct clanq_rdma_comp c;
+	long long t0, t1;
+	struct pair p;
+	unsigned int i;
+
+	(void)state;
+	pair_open(&p, &attr);
+	itest_param_set("rdma_inline", 1);
+	for (i = 0; i < 3; i++) {
+		assert_true(wait_doorbell_set(&p.ep));
+		req = stream_req(&p, i, REQ_DONE);
+		t0 = itest_nic_stat(0, "rdma_inline_turns");
+		assert_int_equal(clanq_rdma_post(&p.ep, &req), 0);
+		/* already there: no spinning, no waiting */
+		assert_int_equal(clanq_rdma_poll(&p.ep, &c), 0);
+		assert_int_equal(c.cookie, req.cookie);
+		assert_int_equal(c.status, 0);
+		t1 = itest_nic_stat(0, "rdma_inline_turns");
+		assert_true(t0 >= 0);
+		assert_int_equal(t1 - t0, 1);
+	}
+	/* off: the engine thread serves it, the caller does not */
+	itest_param_set("rdma_inline", 0);
+	assert_true(wait_doorbell_set(&p.ep));
+	req = stream_req(&p, 3, REQ_DONE);
+	t0 = itest_nic_stat(0, "rdma_inline_turns");
+	assert_int_equal(clanq_rdma_post(&p.ep, &req), 0);
+	expect_comp(&p.ep, req.cookie, 0, STREAM_LEN);
+	assert_int_equal(itest_nic_stat(0, "rdma_inline_turns"), t0);
+	itest_param_set("rdma_inline", 1);
+	stream_check(&p, 4);
+	pair_close(&p);
+}
+
+/*
  * Batch posting (ef_vi's init/push split): requests written with
  * clanq_rdma_post_init() make no system call and are invisible to the
  * engine; the queue's last free slot refuses with -EAGAIN (one slot stays
@@ -607,6 +651,7 @@ int main(void)
 		T(each_bad_request_completes_with_its_status_and_stalls_nothing),
 		T(a_stream_of_posts_rings_few_doorbells),
 		T(an_idle_engine_is_woken_by_exactly_one_doorbell),
+		T(an_idle_engine_runs_the_turn_in_the_doorbell),
 		T(a_batch_pushed_at_once_rings_one_doorbell),
 		T(a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice),
 		T(rdma_completions_raise_evq_events),
