@@ -1,7 +1,554 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
-/* placeholder: being written */
+/*
+ * The kernel's own paths: what a user gets from system calls alone, on
+ * the same kernel, in the same run as clanq.
+ *
+ *   lat   udp and tcp over 127.0.0.1 (blocking recv, or MSG_DONTWAIT in a
+ *         loop at both ends), eventfd (two eventfds wake the sides, the
+ *         payload goes through shared memory: the cheapest wake-up the
+ *         kernel has), pipe (the payload through two pipes);
+ *   bw    a one-way stream over tcp, a pipe and udp, measured at the
+ *         receiver from its first byte to its last;
+ *   idle  a single-threaded tcp echo server holding N connections, woken
+ *         by epoll or poll(), blocking or spinning (Figure 5);
+ *   load  one single-threaded udp echo server with epoll, C clients each
+ *         with one message in flight (Figure 6's baseline).
+ *
+ * Every system call the measured loops make goes through cb_sys(), so
+ * the counts are what the programs did, EAGAINs of busy-poll loops
+ * included. A forked peer publishes its running count in shared memory
+ * after each call; the measuring side samples it at the start and the
+ * end of the measured iterations, so warm-up and setup are not counted.
+ *
+ * Nothing waits for ever: the measuring side runs under alarm() with
+ * SIGALRM (and, where a peer must not exit, SIGCHLD) caught without
+ * SA_RESTART, so a blocked call returns EINTR and busy loops see the
+ * flag; children are reaped with a deadline and killed past it.
+ */
 #include "cb.h"
-int kernel_lat(void) { return 0; }
-int kernel_bw(void) { return 0; }
-int kernel_idle(void) { return 0; }
-int kernel_load(void) { return 0; }
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define K_MAX		4096		/* largest lat message */
+#define K_BUF		65536		/* receive buffers: any datagram fits */
+
+/* ---- no wait for ever ---- */
+
+static volatile sig_atomic_t k_stop;	/* the signal that ended a wait, or 0 */
+static struct sigaction k_old_alrm, k_old_chld;
+
+static void k_on_signal(int sig)
+{
+	k_stop = sig;
+}
+
+/*
+ * From now on, a blocking call returns EINTR after seconds (SIGALRM) or,
+ * if children, as soon as a child ends (SIGCHLD): only for stretches in
+ * which no child is meant to exit.
+ */
+static void k_arm(double seconds, bool children)
+{
+	struct sigaction sa = { .sa_handler = k_on_signal };	/* no SA_RESTART */
+
+	sigemptyset(&sa.sa_mask);
+	k_stop = 0;
+	sigaction(SIGALRM, &sa, &k_old_alrm);
+	sigaction(SIGCHLD, children ? &sa : NULL, &k_old_chld);
+	alarm((unsigned int)seconds + 1);
+}
+
+static void k_disarm(void)
+{
+	alarm(0);
+	sigaction(SIGALRM, &k_old_alrm, NULL);
+	sigaction(SIGCHLD, &k_old_chld, NULL);
+}
+
+/* Say what failed (where: the point; what: the step) and return -errno. */
+static int k_fail(const char *where, const char *what, int err)
+{
+	const char *why = strerror(-err);
+
+	if (err == -EINTR && k_stop) {
+		why = k_stop == SIGALRM ? "timed out" : "the peer process ended";
+		err = k_stop == SIGALRM ? -ETIMEDOUT : -ECHILD;
+	}
+	if (isatty(STDERR_FILENO))
+		fputs("\r\033[K", stderr);	/* over the progress line */
+	fprintf(stderr, "clanq-bench: %s: %s: %s\n", where, what, why);
+	return err;
+}
+
+/*
+ * Reap a child that should be ending: its exit status, or -1 if it did
+ * not end within seconds (then it is killed) or was killed.
+ */
+static int k_reap(pid_t pid, double seconds, struct rusage *ru)
+{
+	uint64_t end = cb_now_ns() + (uint64_t)(seconds * 1e9);
+
+	for (;;) {
+		siginfo_t si = { 0 };
+
+		/* WNOWAIT: look only, so that cb_reap() gets the rusage */
+		if (!waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+		    si.si_pid == pid)
+			return cb_reap(pid, ru);
+		if (cb_now_ns() > end) {
+			cb_kill(pid);
+			return -1;
+		}
+		usleep(1000);
+	}
+}
+
+/* ---- sockets on 127.0.0.1 ---- */
+
+static int k_socket(int type, struct sockaddr_in *a)
+{
+	socklen_t alen = sizeof(*a);
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)a, sizeof(*a)) ||
+	    getsockname(fd, (struct sockaddr *)a, &alen)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int k_nodelay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ? -errno : 0;
+}
+
+/* A listening socket; accepted sockets inherit its TCP_NODELAY. */
+static int k_listener(struct sockaddr_in *a, int backlog)
+{
+	int fd = k_socket(SOCK_STREAM, a), err;
+
+	if (fd < 0)
+		return fd;
+	err = k_nodelay(fd);
+	if (!err && listen(fd, backlog))
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int k_connect(const struct sockaddr_in *a, bool nodelay)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)a, sizeof(*a)))
+		err = -errno;
+	if (!err && nodelay)
+		err = k_nodelay(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* ---- a pair of ends: the measuring side (0) and its forked peer (1) ---- */
+
+enum k_kind { K_UDP, K_TCP, K_EVENTFD, K_PIPE };
+
+/* eventfd's payload travels in shared memory, one box per direction */
+struct k_box {
+	uint64_t len;
+	unsigned char data[K_MAX];
+};
+
+struct k_shm {
+	uint64_t peer_calls __attribute__((aligned(64)));	/* the peer's cb_syscalls */
+	uint64_t msgs, bytes, calls;	/* bw: what the sender sent, its calls */
+	uint32_t done;			/* bw: the sender is through */
+	struct k_box box[2] __attribute__((aligned(64)));	/* [side]: what side sent */
+};
+
+struct k_pair {
+	enum k_kind kind;
+	bool busy;		/* recv with MSG_DONTWAIT in a loop */
+	size_t len;		/* bw: message size */
+	int fd[2][2];		/* [side][0] sends, [side][1] receives */
+	struct k_shm *sh;
+};
+
+static bool k_stream(const struct k_pair *k)
+{
+	return k->kind == K_TCP || k->kind == K_PIPE;
+}
+
+/* The peer publishes its count after every call: a store the other side reads twice. */
+static void k_pub(struct k_pair *k, int side)
+{
+	if (side)
+		__atomic_store_n(&k->sh->peer_calls, cb_syscalls, __ATOMIC_RELAXED);
+}
+
+static uint64_t k_peer_calls(struct k_pair *k)
+{
+	return __atomic_load_n(&k->sh->peer_calls, __ATOMIC_RELAXED);
+}
+
+static bool k_fd_used(const struct k_pair *k, int side, int fd)
+{
+	return k->fd[side][0] == fd || k->fd[side][1] == fd;
+}
+
+/* Close side's ends that the other side does not share (eventfds are shared). */
+static void k_close_side(struct k_pair *k, int side)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = k->fd[side][i];
+
+		if (fd >= 0 && !k_fd_used(k, !side, fd) && (i == 0 || fd != k->fd[side][0]))
+			close(fd);
+	}
+	for (int i = 0; i < 2; i++)
+		if (!k_fd_used(k, !side, k->fd[side][i]))
+			k->fd[side][i] = -1;
+}
+
+static void k_close_all(struct k_pair *k)
+{
+	k_close_side(k, 1);
+	k_close_side(k, 0);
+	/* what both shared is left: close each once */
+	for (int s = 0; s < 2; s++)
+		for (int i = 0; i < 2; i++) {
+			int fd = k->fd[s][i];
+
+			if (fd < 0)
+				continue;
+			close(fd);
+			for (int t = 0; t < 2; t++)
+				for (int j = 0; j < 2; j++)
+					if (k->fd[t][j] == fd)
+						k->fd[t][j] = -1;
+		}
+}
+
+static int k_open(struct k_pair *k)
+{
+	struct sockaddr_in a, b;
+	int p[2], q[2], l, err = 0;
+
+	memset(k->fd, -1, sizeof(k->fd));
+	switch (k->kind) {
+	case K_UDP:
+		k->fd[0][0] = k->fd[0][1] = k_socket(SOCK_DGRAM, &a);
+		if (k->fd[0][0] < 0)
+			return k->fd[0][0];
+		k->fd[1][0] = k->fd[1][1] = k_socket(SOCK_DGRAM, &b);
+		if (k->fd[1][0] < 0)
+			err = k->fd[1][0];
+		else if (connect(k->fd[0][0], (struct sockaddr *)&b, sizeof(b)) ||
+			 connect(k->fd[1][0], (struct sockaddr *)&a, sizeof(a)))
+			err = -errno;
+		break;
+	case K_TCP:
+		l = k_listener(&a, 1);
+		if (l < 0)
+			return l;
+		k->fd[0][0] = k->fd[0][1] = k_connect(&a, true);
+		if (k->fd[0][0] < 0)
+			err = k->fd[0][0];
+		else if ((k->fd[1][0] = k->fd[1][1] = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0)
+			err = -errno;
+		close(l);
+		break;
+	case K_EVENTFD:
+		k->fd[0][0] = k->fd[1][1] = eventfd(0, EFD_CLOEXEC);
+		k->fd[1][0] = k->fd[0][1] = eventfd(0, EFD_CLOEXEC);
+		if (k->fd[0][0] < 0 || k->fd[1][0] < 0)
+			err = -errno;
+		break;
+	case K_PIPE:
+		if (pipe2(p, O_CLOEXEC))
+			return -errno;
+		k->fd[0][0] = p[1];
+		k->fd[1][1] = p[0];
+		if (pipe2(q, O_CLOEXEC)) {
+			err = -errno;
+			break;
+		}
+		k->fd[1][0] = q[1];
+		k->fd[0][1] = q[0];
+		break;
+	}
+	if (err)
+		k_close_all(k);
+	return err;
+}
+
+/* Send len bytes from side: 0, or -errno. */
+static int k_tx(struct k_pair *k, int side, const void *buf, size_t len)
+{
+	int fd = k->fd[side][0];
+	size_t done = 0;
+	ssize_t n;
+
+	if (k->kind == K_EVENTFD) {
+		struct k_box *b = &k->sh->box[side];
+		uint64_t one = 1;
+
+		if (len > K_MAX)
+			return -EMSGSIZE;
+		memcpy(b->data, buf, len);
+		b->len = len;
+		/* the write orders the copy before the peer's read returns */
+		n = cb_sys(write(fd, &one, sizeof(one)));
+		k_pub(k, side);
+		return n == sizeof(one) ? 0 : n < 0 ? -errno : -EIO;
+	}
+	do {
+		if (k->kind == K_PIPE)
+			n = cb_sys(write(fd, (const char *)buf + done, len - done));
+		else
+			n = cb_sys(send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL));
+		k_pub(k, side);
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	} while (done < len);
+	return 0;
+}
+
+/*
+ * Receive on side into buf (at most max): bytes read, 0 at the end (EOF,
+ * or an empty datagram / box: the quit message), or -errno (-EINTR: the
+ * wait was ended by k_arm()'s signals).
+ */
+static ssize_t k_rx(struct k_pair *k, int side, void *buf, size_t max)
+{
+	int fd = k->fd[side][1];
+	ssize_t n;
+
+	if (k->kind == K_EVENTFD) {
+		struct k_box *b = &k->sh->box[!side];
+		uint64_t v;
+
+		n = cb_sys(read(fd, &v, sizeof(v)));
+		k_pub(k, side);
+		if (n != sizeof(v))
+			return n < 0 ? -errno : -EIO;
+		if (b->len > max)
+			return -EMSGSIZE;
+		memcpy(buf, b->data, b->len);
+		return (ssize_t)b->len;
+	}
+	for (;;) {
+		if (k->kind == K_PIPE)
+			n = cb_sys(read(fd, buf, max));
+		else
+			n = cb_sys(recv(fd, buf, max, k->busy ? MSG_DONTWAIT : 0));
+		k_pub(k, side);
+		if (n >= 0)
+			return n;
+		if (errno != EAGAIN || !k->busy)
+			return -errno;
+		if (k_stop)
+			return -EINTR;
+	}
+}
+
+/* The quit message: an empty datagram or box; streams end by closing. */
+static void k_quit(struct k_pair *k)
+{
+	if (!k_stream(k))
+		k_tx(k, 0, "", 0);
+}
+
+/* lat's peer: every message back as it came, until the quit message. */
+static int k_echo(void *arg)
+{
+	static unsigned char buf[K_BUF];
+	struct k_pair *k = arg;
+
+	k_close_side(k, 0);
+	for (;;) {
+		ssize_t n = k_rx(k, 1, buf, k->kind == K_EVENTFD ? K_MAX : sizeof(buf));
+
+		if (n <= 0)
+			return n ? CB_FAIL : 0;
+		if (k_tx(k, 1, buf, (size_t)n))
+			return CB_FAIL;
+	}
+}
+
+/* ---- lat ---- */
+
+struct k_lat_kind {
+	const char *impl, *mode;
+	enum k_kind kind;
+	bool busy;
+};
+
+static unsigned long long k_warm(void)
+{
+	return cb.iters / 10 < 100 ? cb.iters / 10 : 100;
+}
+
+/* Seconds a point may take: generous (a VM's wake-up can take a 4 ms tick). */
+static double k_lat_limit(void)
+{
+	return 30 + (double)(cb.iters + k_warm()) * 0.01;
+}
+
+static int k_lat_point(struct k_pair *k, const char *where, size_t len, double *v,
+		       struct cb_row *r)
+{
+	static unsigned char out[K_MAX], in[K_BUF];
+	unsigned long long warm = k_warm(), c0 = 0;
+	uint64_t s0 = 0;
+
+	for (unsigned long long i = 0; i < warm + cb.iters; i++) {
+		uint64_t t0;
+		ssize_t n;
+		int err;
+
+		memset(out, (int)((i * 7) & 0xff), len);
+		memcpy(out, &i, len < sizeof(i) ? len : sizeof(i));
+		if (i == warm) {
+			c0 = cb_syscalls;
+			s0 = k_peer_calls(k);
+		}
+		t0 = cb_now_ns();
+		err = k_tx(k, 0, out, len);
+		if (err)
+			return k_fail(where, "send", err);
+		for (size_t got = 0; got < len; got += (size_t)n) {
+			n = k_rx(k, 0, in + got, k_stream(k) ? len - got : sizeof(in));
+			if (n < 0)
+				return k_fail(where, "receive", (int)n);
+			if (n == 0)
+				return k_fail(where, "receive", -ECONNRESET);
+			if (!k_stream(k) && (size_t)n != len)
+				return k_fail(where, "the answer's length differs", -EIO);
+		}
+		if (i >= warm)
+			v[i - warm] = (double)(cb_now_ns() - t0) / 1000.0;
+		if (memcmp(in, out, len))
+			return k_fail(where, "the answer differs", -EIO);
+	}
+	cb_row_lat(r, v, cb.iters);
+	r->syscalls = (double)(cb_syscalls - c0 + k_peer_calls(k) - s0) / (double)cb.iters;
+	return 0;
+}
+
+static int k_lat_kind(const struct k_lat_kind *t, const unsigned long long *sizes,
+		      unsigned int nr, double *v)
+{
+	struct k_pair k = { .kind = t->kind, .busy = t->busy };
+	char where[64];
+	int err, status;
+	pid_t pid;
+
+	snprintf(where, sizeof(where), "lat %s/%s", t->impl, t->mode);
+	k.sh = cb_shared(sizeof(*k.sh));
+	err = k_open(&k);
+	if (err) {
+		cb_unshare(k.sh, sizeof(*k.sh));
+		return k_fail(where, "setting up", err);
+	}
+	pid = cb_fork(k_echo, &k);
+	k_close_side(&k, 1);
+	for (unsigned int s = 0; s < nr && !err; s++) {
+		struct cb_row r;
+
+		snprintf(where, sizeof(where), "lat %s/%s %llu B", t->impl, t->mode, sizes[s]);
+		cb_progress("%s", where);
+		cb_row_init(&r, "lat", t->impl, t->mode, sizes[s]);
+		k_arm(k_lat_limit(), true);
+		err = k_lat_point(&k, where, sizes[s], v, &r);
+		k_disarm();
+		if (!err)
+			cb_emit(&r);
+	}
+	if (!err)
+		k_quit(&k);
+	k_close_all(&k);	/* streams: the echo side sees EOF */
+	if (err) {
+		cb_kill(pid);
+	} else {
+		status = k_reap(pid, 10, NULL);
+		if (status)
+			err = k_fail(where, "the echo side failed", -EIO);
+	}
+	cb_unshare(k.sh, sizeof(*k.sh));
+	return err;
+}
+
+int kernel_lat(void)
+{
+	static const struct k_lat_kind kinds[] = {
+		{ "udp", "block", K_UDP, false },
+		{ "udp", "busypoll", K_UDP, true },
+		{ "tcp", "block", K_TCP, false },
+		{ "tcp", "busypoll", K_TCP, true },
+		{ "eventfd", "block", K_EVENTFD, false },
+		{ "pipe", "block", K_PIPE, false },
+	};
+	unsigned long long sizes[8];
+	unsigned int nr = cb_lat_sizes(sizes);
+	double *v;
+	int err = 0;
+
+	v = calloc(cb.iters, sizeof(*v));
+	if (!v)
+		cb_die("memory", -ENOMEM);
+	for (unsigned int i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !err; i++)
+		if (cb_wanted(kinds[i].impl))
+			err = k_lat_kind(&kinds[i], sizes, nr, v);
+	free(v);
+	return err;
+}
+
+/* ---- bw ---- */
+
+int kernel_bw(void)
+{
+	return 0;
+}
+
+/* ---- idle ---- */
+
+int kernel_idle(void)
+{
+	return 0;
+}
+
+/* ---- load ---- */
+
+int kernel_load(void)
+{
+	return 0;
+}
