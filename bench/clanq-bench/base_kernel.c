@@ -49,7 +49,14 @@ static struct sigaction k_old_alrm, k_old_chld;
 
 static void k_on_signal(int sig)
 {
-	k_stop = sig;
+	if (!k_stop)
+		k_stop = sig;
+	/*
+	 * A child that ends just before the parent enters a blocking call
+	 * leaves it blocked: the alarm, brought forward, ends that too.
+	 */
+	if (sig == SIGCHLD)
+		alarm(1);
 }
 
 /*
@@ -82,7 +89,7 @@ static int k_fail(const char *where, const char *what, int err)
 
 	if (err == -EINTR && k_stop) {
 		why = k_stop == SIGALRM ? "timed out" : "the peer process ended";
-		err = k_stop == SIGALRM ? -ETIMEDOUT : -ECHILD;
+		err = k_stop == SIGALRM ? -ETIMEDOUT : -ECONNRESET;
 	}
 	if (isatty(STDERR_FILENO))
 		fputs("\r\033[K", stderr);	/* over the progress line */
@@ -352,6 +359,8 @@ static ssize_t k_rx(struct k_pair *k, int side, void *buf, size_t max)
 	int fd = k->fd[side][1];
 	ssize_t n;
 
+	if (k_stop)
+		return -EINTR;
 	if (k->kind == K_EVENTFD) {
 		struct k_box *b = &k->sh->box[!side];
 		uint64_t v;
