@@ -120,6 +120,15 @@ static int k_reap(pid_t pid, double seconds, struct rusage *ru)
 	}
 }
 
+/* Has the child ended (without reaping it)? */
+static bool k_ended(pid_t pid)
+{
+	siginfo_t si = { 0 };
+
+	return !waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+	       si.si_pid == pid;
+}
+
 /* ---- sockets on 127.0.0.1 ---- */
 
 static int k_socket(int type, struct sockaddr_in *a)
@@ -543,9 +552,211 @@ int kernel_lat(void)
 
 /* ---- bw ---- */
 
+/* The stream's bytes: a pattern the receiver spot-checks at each read's ends. */
+static unsigned char k_pat(unsigned long long i)
+{
+	return (unsigned char)(i * 7 + 1);
+}
+
+/* bw's peer: the sender, for cb.seconds by its own clock, then it closes. */
+static int k_sender(void *arg)
+{
+	struct k_pair *k = arg;
+	size_t len = k->len, every = len >= 4096 ? 1 : 64;
+	unsigned long long c0 = cb_syscalls, msgs = 0;
+	uint64_t end = cb_now_ns() + (uint64_t)(cb.seconds * 1e9);
+	unsigned char *buf = malloc(len);
+
+	k_close_side(k, 0);
+	if (!buf)
+		return CB_FAIL;
+	for (size_t i = 0; i < len; i++)
+		buf[i] = k_pat(i);
+	for (;;) {
+		/* datagrams carry their number: the receiver counts the lost */
+		if (k->kind == K_UDP)
+			memcpy(buf, &msgs, len < sizeof(msgs) ? len : sizeof(msgs));
+		if (k_tx(k, 1, buf, len))
+			return CB_FAIL;
+		msgs++;
+		if (msgs % every == 0 && cb_now_ns() >= end)
+			break;
+	}
+	k->sh->msgs = msgs;
+	k->sh->bytes = msgs * len;
+	k->sh->calls = cb_syscalls - c0;
+	__atomic_store_n(&k->sh->done, 1, __ATOMIC_RELEASE);
+	/* the end, if the receiver is waiting (a datagram may be lost: it also polls done) */
+	for (int i = 0; k->kind == K_UDP && i < 3; i++)
+		k_tx(k, 1, "", 0);
+	free(buf);
+	return 0;
+}
+
+struct k_bw_got {
+	unsigned long long bytes, first, msgs;	/* first: bytes of the first read */
+	uint64_t t_first, t_last;
+	unsigned long long calls;
+};
+
+/* Read the stream until its end, checking it; udp: until done. */
+static int k_bw_receive(struct k_pair *k, pid_t pid, const char *where, unsigned char *buf,
+			size_t size, struct k_bw_got *g)
+{
+	int fd = k->fd[0][1];
+	unsigned long long c0 = cb_syscalls, next = 0;
+
+	memset(g, 0, sizeof(*g));
+	for (;;) {
+		ssize_t n;
+		uint64_t t;
+
+		if (k->kind == K_PIPE)
+			n = cb_sys(read(fd, buf, size));
+		else
+			n = cb_sys(recv(fd, buf, size, 0));
+		if (n < 0 && k->kind == K_UDP && errno == EAGAIN) {
+			/* SO_RCVTIMEO: is the sender through, or gone? */
+			if (__atomic_load_n(&k->sh->done, __ATOMIC_ACQUIRE))
+				break;
+			if (k_ended(pid))
+				return k_fail(where, "receive", -ECONNRESET);
+			continue;
+		}
+		if (n < 0)
+			return k_fail(where, "receive", -errno);
+		if (n == 0)
+			break;
+		t = cb_now_ns();
+		if (!g->bytes) {
+			g->t_first = t;
+			g->first = (unsigned long long)n;
+		}
+		g->t_last = t;
+		if (k->kind == K_UDP) {
+			unsigned long long seq = 0;
+
+			memcpy(&seq, buf, k->len < sizeof(seq) ? k->len : sizeof(seq));
+			if ((size_t)n != k->len || seq < next ||
+			    (k->len > 8 && buf[n - 1] != k_pat((unsigned long long)n - 1)))
+				return k_fail(where, "a datagram differs", -EIO);
+			next = seq + 1;
+			g->msgs++;
+		} else if (buf[0] != k_pat(g->bytes % k->len) ||
+			   buf[n - 1] != k_pat((g->bytes + (unsigned long long)n - 1) % k->len)) {
+			return k_fail(where, "the stream differs", -EIO);
+		}
+		g->bytes += (unsigned long long)n;
+	}
+	g->calls = cb_syscalls - c0;
+	return 0;
+}
+
+static int k_bw_point(enum k_kind kind, const char *impl, size_t len, unsigned char *buf,
+		      size_t size)
+{
+	struct k_pair k = { .kind = kind, .len = len };
+	struct timeval tv = { 0, 50000 };
+	unsigned long long lost = 0, msgs;
+	struct k_bw_got g;
+	char where[64];
+	struct cb_row r;
+	double dt;
+	int err, status;
+	pid_t pid;
+
+	snprintf(where, sizeof(where), "bw %s/stream %zu B", impl, len);
+	cb_progress("%s", where);
+	k.sh = cb_shared(sizeof(*k.sh));
+	err = k_open(&k);
+	if (!err && kind == K_UDP) {
+		int rcvbuf = 4 << 20;
+
+		/* room for a burst (FORCE: past rmem_max, if root), and a poll of done */
+		if (setsockopt(k.fd[0][1], SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
+			setsockopt(k.fd[0][1], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+		if (setsockopt(k.fd[0][1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+			err = -errno;
+	}
+	if (err) {
+		cb_unshare(k.sh, sizeof(*k.sh));
+		return k_fail(where, "setting up", err);
+	}
+	pid = cb_fork(k_sender, &k);
+	k_close_side(&k, 1);
+	/* the sender ends by design: SIGCHLD is no failure here */
+	k_arm(30 + 3 * cb.seconds, false);
+	err = k_bw_receive(&k, pid, where, buf, size, &g);
+	k_disarm();
+	k_close_all(&k);
+	if (err) {
+		cb_kill(pid);
+		cb_unshare(k.sh, sizeof(*k.sh));
+		return err;
+	}
+	status = k_reap(pid, 10, NULL);
+	if (status)
+		err = k_fail(where, "the sender failed", -EIO);
+	else if (kind != K_UDP && g.bytes != k.sh->bytes)
+		err = k_fail(where, "bytes sent and received differ", -EIO);
+	else if (g.t_last <= g.t_first)
+		err = k_fail(where, "too little arrived to time", -EIO);
+	if (err) {
+		cb_unshare(k.sh, sizeof(*k.sh));
+		return err;
+	}
+	/* from the first byte to the last: what arrived after the first read */
+	dt = (double)(g.t_last - g.t_first) / 1e9;
+	msgs = kind == K_UDP ? g.msgs : g.bytes / len;
+	cb_row_init(&r, "bw", impl, "stream", len);
+	r.iters = msgs;
+	r.bw_mibs = (double)(g.bytes - g.first) / dt / (1 << 20);
+	r.mpps = (double)(g.bytes - g.first) / (double)len / dt / 1e6;
+	r.syscalls = msgs ? (double)(g.calls + k.sh->calls) / (double)msgs : -1;
+	if (kind == K_UDP) {
+		lost = k.sh->msgs - g.msgs;
+		snprintf(r.note, sizeof(r.note), "lost %llu of %llu", lost,
+			 (unsigned long long)k.sh->msgs);
+	} else {
+		snprintf(r.note, sizeof(r.note), "reads of <= %zu B", size);
+	}
+	cb_emit(&r);
+	cb_unshare(k.sh, sizeof(*k.sh));
+	return 0;
+}
+
 int kernel_bw(void)
 {
-	return 0;
+	static const struct {
+		const char *impl;
+		enum k_kind kind;
+		unsigned long long max;
+	} kinds[] = {
+		{ "tcp", K_TCP, 4ull << 20 },
+		{ "pipe", K_PIPE, 4ull << 20 },
+		/* the largest power of two a datagram holds */
+		{ "udp", K_UDP, 32768 },
+	};
+	unsigned long long sizes[32];
+	unsigned char *buf = malloc(4ull << 20);
+	int err = 0;
+
+	if (!buf)
+		cb_die("memory", -ENOMEM);
+	for (unsigned int i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !err; i++) {
+		unsigned int nr = cb_sizes(8, kinds[i].max, sizes, 32);
+
+		if (!cb_wanted(kinds[i].impl))
+			continue;
+		for (unsigned int s = 0; s < nr && !err; s++) {
+			/* a stream's reader takes what is there: at least 64 KiB a read */
+			size_t size = sizes[s] > K_BUF ? sizes[s] : K_BUF;
+
+			err = k_bw_point(kinds[i].kind, kinds[i].impl, sizes[s], buf, size);
+		}
+	}
+	free(buf);
+	return err;
 }
 
 /* ---- idle ---- */
