@@ -129,6 +129,21 @@ static bool k_ended(pid_t pid)
 	       si.si_pid == pid;
 }
 
+/* Wait until *w == val, sleeping (not spinning: the peer may need the core). */
+static int k_wait_word(uint32_t *w, uint32_t val, pid_t peer)
+{
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) != val) {
+		struct timespec ts = { 0, 200000 };
+
+		if (k_stop)
+			return -EINTR;
+		if (k_ended(peer))
+			return -ECONNRESET;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 /* ---- sockets on 127.0.0.1 ---- */
 
 static int k_socket(int type, struct sockaddr_in *a)
@@ -761,14 +776,579 @@ int kernel_bw(void)
 
 /* ---- idle ---- */
 
+/*
+ * The server's four ways to wait, in the order the rows come: epoll/block
+ * first, the baseline main() compares the others with.
+ */
+static const struct {
+	const char *impl, *mode;
+	bool epoll, spin;
+} k_idle_ways[] = {
+	{ "epoll", "block", true, false },
+	{ "epoll", "spin", true, true },
+	{ "poll", "block", false, false },
+	{ "poll", "spin", false, true },
+};
+#define K_IDLE_WAYS	(sizeof(k_idle_ways) / sizeof(k_idle_ways[0]))
+#define K_IDLE_BUDGET	20.0	/* seconds of round trips a point (quick: 2) */
+
+struct k_idle_shm {
+	uint64_t srv_calls __attribute__((aligned(64)));
+	uint32_t way __attribute__((aligned(64)));	/* 1 + the way asked for */
+	uint32_t ready;					/* 1 + the way served */
+};
+
+struct k_idle_args {
+	int lfd;
+	unsigned long long n;
+	struct k_idle_shm *sh;
+};
+
+/* One readable connection: 1 echoed, 0 nothing there, -1 EOF, -2 error. */
+static int k_idle_serve(int fd)
+{
+	char buf[256];
+	ssize_t n = cb_sys(recv(fd, buf, sizeof(buf), MSG_DONTWAIT));
+
+	if (n == 0)
+		return -1;
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -2;
+	for (ssize_t done = 0, w; done < n; done += w) {
+		w = cb_sys(send(fd, buf + done, (size_t)(n - done), MSG_NOSIGNAL));
+		if (w <= 0)
+			return -2;
+	}
+	return 1;
+}
+
+/*
+ * The single-threaded server: accept n connections, then echo on any of
+ * them with the way asked for, switching when asked (checked after each
+ * wake-up); the first EOF (the client closing) ends it.
+ */
+static int k_idle_server(void *arg)
+{
+	struct k_idle_args *a = arg;
+	struct k_idle_shm *sh = a->sh;
+	struct epoll_event ev[64];
+	struct pollfd *pfd = calloc(a->n, sizeof(*pfd));
+
+	if (!pfd)
+		return CB_FAIL;
+	for (unsigned long long i = 0; i < a->n; i++) {
+		pfd[i].fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
+		pfd[i].events = POLLIN;
+		if (pfd[i].fd < 0 && errno == EINTR)
+			i--;
+		else if (pfd[i].fd < 0)
+			return CB_FAIL;
+	}
+	close(a->lfd);
+	for (;;) {
+		uint32_t way = __atomic_load_n(&sh->way, __ATOMIC_ACQUIRE);
+		bool use_epoll = k_idle_ways[way - 1].epoll;
+		int timeout = k_idle_ways[way - 1].spin ? 0 : -1, ep = -1;
+
+		if (use_epoll) {
+			ep = epoll_create1(EPOLL_CLOEXEC);
+			if (ep < 0)
+				return CB_FAIL;
+			for (unsigned long long i = 0; i < a->n; i++) {
+				struct epoll_event e = { .events = EPOLLIN, .data.fd = pfd[i].fd };
+
+				if (epoll_ctl(ep, EPOLL_CTL_ADD, pfd[i].fd, &e))
+					return CB_FAIL;
+			}
+		}
+		__atomic_store_n(&sh->ready, way, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&sh->way, __ATOMIC_ACQUIRE) == way) {
+			int nev, r = 0;
+
+			if (use_epoll)
+				nev = cb_sys(epoll_wait(ep, ev, 64, timeout));
+			else
+				nev = cb_sys(poll(pfd, a->n, timeout));
+			__atomic_store_n(&sh->srv_calls, cb_syscalls, __ATOMIC_RELAXED);
+			if (nev < 0 && errno == EINTR)
+				continue;
+			if (nev < 0)
+				return CB_FAIL;
+			if (use_epoll) {
+				for (int j = 0; j < nev && r >= 0; j++)
+					r = k_idle_serve(ev[j].data.fd);
+			} else {
+				/* the user's side of poll(): find the ready ones */
+				for (unsigned long long i = 0; i < a->n && nev > 0 && r >= 0; i++)
+					if (pfd[i].revents) {
+						nev--;
+						r = k_idle_serve(pfd[i].fd);
+					}
+			}
+			__atomic_store_n(&sh->srv_calls, cb_syscalls, __ATOMIC_RELAXED);
+			if (r < 0)
+				return r == -1 ? 0 : CB_FAIL;
+		}
+		if (ep >= 0)
+			close(ep);
+	}
+}
+
+/* One round trip of 8 bytes on fd, busy-polling for the answer. */
+static int k_idle_rt(int fd, unsigned long long i, const char **what)
+{
+	unsigned long long in = ~i;
+	size_t got = 0;
+
+	*what = "send";
+	if (cb_sys(send(fd, &i, sizeof(i), MSG_NOSIGNAL)) != sizeof(i))
+		return errno ? -errno : -EIO;
+	*what = "receive";
+	while (got < sizeof(in)) {
+		ssize_t n = cb_sys(recv(fd, (char *)&in + got, sizeof(in) - got, MSG_DONTWAIT));
+
+		if (n > 0)
+			got += (size_t)n;
+		else if (n == 0)
+			return -ECONNRESET;
+		else if (errno != EAGAIN)
+			return -errno;
+		else if (k_stop)
+			return -EINTR;
+	}
+	*what = "the answer differs";
+	return in == i ? 0 : -EIO;
+}
+
+/*
+ * Open files for n connections per process. Soft limit to the hard one;
+ * past the hard one only if allowed (root): else *why says so.
+ */
+static int k_nofile(unsigned long long n, char *why, size_t size)
+{
+	rlim_t need = (rlim_t)n + 64;	/* + listener, epoll, stdio, the tool's own */
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return -errno;
+	if (rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_max < need) {
+		struct rlimit want = { need, need };
+
+		if (!setrlimit(RLIMIT_NOFILE, &want))
+			return 0;
+		snprintf(why, size, "needs %llu open files per process, the hard limit is %llu "
+			 "and raising it failed (%s): raise ulimit -Hn", (unsigned long long)need,
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+		return -EMFILE;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	return setrlimit(RLIMIT_NOFILE, &rl) ? -errno : 0;
+}
+
+static int k_idle_point(unsigned long long n, double *v)
+{
+	struct k_idle_args a = { .n = n };
+	unsigned long long warm = k_warm(), c0, s0, i;
+	struct sockaddr_in addr;
+	int *fds, err = 0, mfd, ways = 0;
+	const char *what = "connect";
+	char where[64];
+	pid_t pid;
+
+	snprintf(where, sizeof(where), "idle %llu connections", n);
+	for (unsigned int w = 0; w < K_IDLE_WAYS; w++)
+		if (cb_wanted(k_idle_ways[w].impl))
+			ways |= 1 << w;
+	fds = malloc(n * sizeof(*fds));
+	if (!fds)
+		cb_die("memory", -ENOMEM);
+	for (i = 0; i < n; i++)
+		fds[i] = -1;
+	a.sh = cb_shared(sizeof(*a.sh));
+	a.sh->way = (uint32_t)__builtin_ctz((unsigned int)ways) + 1;
+	/* a backlog for all (the kernel caps it at somaxconn; the server accepts as we go) */
+	a.lfd = k_listener(&addr, n > 65535 ? 65535 : (int)n);
+	if (a.lfd < 0) {
+		free(fds);
+		cb_unshare(a.sh, sizeof(*a.sh));
+		return k_fail(where, "listen", a.lfd);
+	}
+	pid = cb_fork(k_idle_server, &a);
+	close(a.lfd);
+	/* setup is not measured, but must end: allow a slow VM 20 ms a connection */
+	k_arm(60 + (double)n * 0.02, true);
+	for (i = 0; i < n; i++) {
+		if (i % 1000 == 0)
+			cb_progress("%s: opening %llu of %llu", where, i, n);
+		/* the last one is the measured one: no Nagle on it */
+		fds[i] = k_connect(&addr, i == n - 1);
+		if (fds[i] < 0) {
+			err = k_stop ? -EINTR : fds[i];
+			break;
+		}
+	}
+	mfd = err ? -1 : fds[n - 1];
+	if (!err) {
+		what = "the server's set up";
+		err = k_wait_word(&a.sh->ready, a.sh->way, pid);
+	}
+	k_disarm();
+	for (unsigned int w = 0; w < K_IDLE_WAYS && !err; w++) {
+		uint64_t srv, t_meas = 0, budget = (uint64_t)(K_IDLE_BUDGET * 1e9);
+		unsigned long long done;
+		struct cb_row r;
+
+		if (cb.quick)
+			budget /= 10;
+		if (!(ways & (1 << w)))
+			continue;
+		snprintf(where, sizeof(where), "idle %s/%s %llu connections",
+			 k_idle_ways[w].impl, k_idle_ways[w].mode, n);
+		cb_progress("%s", where);
+		/* poll() walks all n each time: allow 20 us a connection a round trip */
+		k_arm(K_IDLE_BUDGET + k_lat_limit() + (double)(warm + 100) * (double)n * 20e-6,
+		      true);
+		if (a.sh->way != w + 1) {
+			/* switch: the server sees the new way after echoing this */
+			__atomic_store_n(&a.sh->way, w + 1, __ATOMIC_RELEASE);
+			err = k_idle_rt(mfd, 0, &what);
+			if (!err) {
+				what = "the server's switch";
+				err = k_wait_word(&a.sh->ready, w + 1, pid);
+			}
+		}
+		c0 = cb_syscalls;
+		s0 = __atomic_load_n(&a.sh->srv_calls, __ATOMIC_RELAXED);
+		for (i = 0; i < warm + cb.iters && !err; i++) {
+			uint64_t t0;
+
+			if (i == warm) {
+				c0 = cb_syscalls;
+				s0 = __atomic_load_n(&a.sh->srv_calls, __ATOMIC_RELAXED);
+				t_meas = cb_now_ns();
+			}
+			t0 = cb_now_ns();
+			err = k_idle_rt(mfd, i, &what);
+			if (i < warm)
+				continue;
+			v[i - warm] = (double)(cb_now_ns() - t0) / 1000.0;
+			/* poll() over 10,000 sockets: ms a round trip; a budget, not hours */
+			if (i - warm >= 99 && cb_now_ns() - t_meas > budget) {
+				i++;
+				break;
+			}
+		}
+		done = i > warm ? i - warm : 0;
+		srv = __atomic_load_n(&a.sh->srv_calls, __ATOMIC_RELAXED) - s0;
+		k_disarm();
+		if (err)
+			break;
+		cb_row_init(&r, "idle", k_idle_ways[w].impl, k_idle_ways[w].mode, 8);
+		r.param = n;
+		cb_row_lat(&r, v, done);
+		r.syscalls = (double)(cb_syscalls - c0 + srv) / (double)done;
+		snprintf(r.note, sizeof(r.note), "server %.2f sys/rt%s",
+			 (double)srv / (double)done,
+			 done < cb.iters ? "; time budget: fewer round trips" : "");
+		cb_emit(&r);
+	}
+	if (err)
+		err = k_fail(where, what, err);
+	/* the measured one first: its EOF ends the server without a wait on the rest */
+	for (i = n; i-- > 0;)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (err) {
+		cb_kill(pid);
+	} else if (k_reap(pid, 10 + (double)n * 0.001, NULL)) {
+		err = k_fail(where, "the server failed", -EIO);
+	}
+	free(fds);
+	cb_unshare(a.sh, sizeof(*a.sh));
+	return err;
+}
+
 int kernel_idle(void)
 {
-	return 0;
+	unsigned long long counts[8];
+	unsigned int nr = cb_idle_counts(counts);
+	struct rlimit old;
+	double *v;
+	int err = 0;
+
+	if (!cb_wanted("epoll") && !cb_wanted("poll"))
+		return 0;
+	v = calloc(cb.iters, sizeof(*v));
+	if (!v)
+		cb_die("memory", -ENOMEM);
+	getrlimit(RLIMIT_NOFILE, &old);
+	for (unsigned int c = 0; c < nr && !err; c++) {
+		char why[160];
+
+		err = k_nofile(counts[c], why, sizeof(why));
+		if (err == -EMFILE) {
+			for (unsigned int w = 0; w < K_IDLE_WAYS; w++)
+				if (cb_wanted(k_idle_ways[w].impl))
+					cb_skip("idle", k_idle_ways[w].impl, k_idle_ways[w].mode, why);
+			err = 0;
+			continue;
+		}
+		if (err)
+			err = k_fail("idle", "raising the open file limit", err);
+		else
+			err = k_idle_point(counts[c], v);
+	}
+	/* the other parts get the limit they started with (and select() its fds) */
+	setrlimit(RLIMIT_NOFILE, &old);
+	free(v);
+	return err;
 }
 
 /* ---- load ---- */
 
+struct k_load_slot {
+	uint64_t msgs, calls, t_end;
+} __attribute__((aligned(64)));
+
+struct k_load_shm {
+	uint32_t start __attribute__((aligned(64)));	/* the clients' start word */
+	uint64_t deadline;				/* when they stop (ns) */
+	uint32_t nready __attribute__((aligned(64)));	/* clients waiting to start */
+	uint32_t srv_ready;
+	uint64_t echoed, srv_calls;			/* the server's, measured interval */
+	double srv_cpu_us;
+	struct k_load_slot slot[];
+};
+
+struct k_load_args {
+	int fd;				/* the server's socket */
+	struct sockaddr_in addr;	/* its address */
+	unsigned int id;
+	struct k_load_shm *sh;
+};
+
+static size_t k_load_size(unsigned long long clients)
+{
+	return sizeof(struct k_load_shm) + clients * sizeof(struct k_load_slot);
+}
+
+/*
+ * The server: epoll_wait(-1), then drain the socket (recvfrom with
+ * MSG_DONTWAIT, sendto) until EAGAIN. Its interval starts at the first
+ * wake-up after the start word and ends at the parent's empty datagram;
+ * CPU time and calls are taken over that interval only.
+ */
+static int k_load_server(void *arg)
+{
+	struct k_load_args *a = arg;
+	struct k_load_shm *sh = a->sh;
+	unsigned long long echoed = 0, c0 = 0;
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct rusage ru0 = { 0 }, ru1;
+	bool started = false;
+	char buf[2048];
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a->fd, &ev))
+		return CB_FAIL;
+	__atomic_store_n(&sh->srv_ready, 1, __ATOMIC_RELEASE);
+	for (;;) {
+		int n = cb_sys(epoll_wait(ep, &ev, 1, -1));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return CB_FAIL;
+		if (!started && __atomic_load_n(&sh->start, __ATOMIC_ACQUIRE)) {
+			started = true;
+			getrusage(RUSAGE_SELF, &ru0);
+			c0 = cb_syscalls - 1;	/* this wake-up is the interval's */
+		}
+		for (;;) {
+			struct sockaddr_in from;
+			socklen_t flen = sizeof(from);
+			ssize_t m = cb_sys(recvfrom(a->fd, buf, sizeof(buf), MSG_DONTWAIT,
+						    (struct sockaddr *)&from, &flen));
+
+			if (m < 0 && errno == EAGAIN)
+				break;
+			if (m < 0 && errno == EINTR)
+				continue;
+			if (m < 0)
+				return CB_FAIL;
+			if (m == 0) {	/* the parent: stop */
+				getrusage(RUSAGE_SELF, &ru1);
+				sh->echoed = echoed;
+				sh->srv_calls = started ? cb_syscalls - c0 : 0;
+				sh->srv_cpu_us = started ? cb_cpu_us(&ru1) - cb_cpu_us(&ru0) : 0;
+				return 0;
+			}
+			if (cb_sys(sendto(a->fd, buf, (size_t)m, 0, (struct sockaddr *)&from,
+					  flen)) != m)
+				return CB_FAIL;
+			echoed++;
+		}
+	}
+}
+
+/* A client: one message in flight, until the deadline. */
+static int k_load_client(void *arg)
+{
+	struct k_load_args *a = arg;
+	struct k_load_slot *slot = &a->sh->slot[a->id];
+	struct timeval tv = { 2, 0 };	/* loopback loses nothing: 2 s is a failure */
+	unsigned long long c0, seq;
+	uint64_t deadline;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	close(a->fd);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a->addr, sizeof(a->addr)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
+		fprintf(stderr, "clanq-bench: load client %u: socket: %s\n", a->id, strerror(errno));
+		return CB_FAIL;
+	}
+	__atomic_fetch_add(&a->sh->nready, 1, __ATOMIC_RELEASE);
+	cb_spin_until(&a->sh->start, 1);
+	deadline = a->sh->deadline;
+	c0 = cb_syscalls;
+	for (seq = 0; cb_now_ns() < deadline; seq++) {
+		uint32_t out[2] = { a->id, (uint32_t)seq }, in[4];
+		ssize_t n;
+
+		if (cb_sys(send(fd, out, sizeof(out), 0)) != sizeof(out)) {
+			fprintf(stderr, "clanq-bench: load client %u: send: %s\n", a->id,
+				strerror(errno));
+			return CB_FAIL;
+		}
+		n = cb_sys(recv(fd, in, sizeof(in), 0));
+		if (n != sizeof(out) || memcmp(in, out, sizeof(out))) {
+			fprintf(stderr, "clanq-bench: load client %u: %s\n", a->id,
+				n < 0 ? strerror(errno) : "the answer differs");
+			return CB_FAIL;
+		}
+	}
+	slot->msgs = seq;
+	slot->calls = cb_syscalls - c0;
+	slot->t_end = cb_now_ns();
+	close(fd);
+	return 0;
+}
+
+static int k_load_point(unsigned long long clients)
+{
+	struct k_load_shm *sh = cb_shared(k_load_size(clients));
+	struct k_load_args srv = { .sh = sh }, *cl;
+	unsigned long long msgs = 0, calls = 0;
+	uint64_t t0 = 0, t_end = 0;
+	pid_t spid, *pids;
+	struct cb_row r;
+	char where[64];
+	int err = 0, ctl;
+	double dt;
+
+	snprintf(where, sizeof(where), "load udp/epoll %llu clients", clients);
+	cb_progress("%s", where);
+	pids = calloc(clients, sizeof(*pids));
+	cl = calloc(clients, sizeof(*cl));
+	if (!pids || !cl)
+		cb_die("memory", -ENOMEM);
+	srv.fd = k_socket(SOCK_DGRAM, &srv.addr);
+	if (srv.fd < 0) {
+		err = k_fail(where, "socket", srv.fd);
+		goto out;
+	}
+	spid = cb_fork(k_load_server, &srv);
+	/* clients end by design: SIGCHLD is no failure here */
+	k_arm(30 + 2 * cb.seconds, false);
+	err = k_wait_word(&sh->srv_ready, 1, spid);
+	for (unsigned long long c = 0; c < clients && !err; c++) {
+		cl[c] = srv;
+		cl[c].id = (unsigned int)c;
+		pids[c] = cb_fork(k_load_client, &cl[c]);
+	}
+	close(srv.fd);
+	while (!err && __atomic_load_n(&sh->nready, __ATOMIC_ACQUIRE) != clients) {
+		struct timespec ts = { 0, 200000 };
+
+		for (unsigned long long c = 0; c < clients; c++)
+			if (k_ended(pids[c]))
+				err = -ECONNRESET;
+		if (k_stop)
+			err = -EINTR;
+		nanosleep(&ts, NULL);
+	}
+	if (err) {
+		err = k_fail(where, "starting", err);
+	} else {
+		struct timespec ts = { (time_t)cb.seconds,
+				       (long)((cb.seconds - (double)(time_t)cb.seconds) * 1e9) };
+
+		t0 = cb_now_ns();
+		sh->deadline = t0 + (uint64_t)(cb.seconds * 1e9);
+		__atomic_store_n(&sh->start, 1, __ATOMIC_RELEASE);
+		nanosleep(&ts, NULL);
+	}
+	k_disarm();
+	/* the clients: their receive times out in 2 s if the server is gone */
+	for (unsigned long long c = 0; c < clients; c++) {
+		if (!pids[c])
+			continue;
+		if (err)
+			cb_kill(pids[c]);
+		else if (k_reap(pids[c], 10, NULL))
+			err = k_fail(where, "a client failed", -EIO);
+	}
+	ctl = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (err || ctl < 0 ||
+	    sendto(ctl, "", 0, 0, (struct sockaddr *)&srv.addr, sizeof(srv.addr))) {
+		if (!err)
+			err = k_fail(where, "stopping the server", -errno);
+		cb_kill(spid);
+	} else if (k_reap(spid, 10, NULL)) {
+		err = k_fail(where, "the server failed", -EIO);
+	}
+	if (ctl >= 0)
+		close(ctl);
+	if (err)
+		goto out;
+	for (unsigned long long c = 0; c < clients; c++) {
+		msgs += sh->slot[c].msgs;
+		calls += sh->slot[c].calls;
+		if (sh->slot[c].t_end > t_end)
+			t_end = sh->slot[c].t_end;
+	}
+	if (!sh->echoed || msgs != sh->echoed) {
+		err = k_fail(where, "the clients' and the server's counts differ", -EIO);
+		goto out;
+	}
+	dt = (double)(t_end - t0) / 1e9;
+	cb_row_init(&r, "load", "udp", "epoll", 8);
+	r.param = clients;
+	r.iters = sh->echoed;
+	r.mpps = (double)sh->echoed / dt / 1e6;
+	r.cpu_us = sh->srv_cpu_us / (double)sh->echoed;
+	r.syscalls = (double)(sh->srv_calls + calls) / (double)sh->echoed;
+	snprintf(r.note, sizeof(r.note), "server %.2f sys/msg",
+		 (double)sh->srv_calls / (double)sh->echoed);
+	cb_emit(&r);
+out:
+	free(pids);
+	free(cl);
+	cb_unshare(sh, k_load_size(clients));
+	return err;
+}
+
 int kernel_load(void)
 {
-	return 0;
+	unsigned long long clients[8];
+	unsigned int nr = cb_load_clients(clients);
+	int err = 0;
+
+	if (!cb_wanted("udp"))
+		return 0;
+	for (unsigned int c = 0; c < nr && !err; c++)
+		err = k_load_point(clients[c]);
+	return err;
 }
