@@ -75,6 +75,9 @@ fi
 # Soft-RoCE from the stock kernel: rdma_rxe and its dependencies, in the
 # order modules.dep gives (dependencies first), decompressed here because
 # busybox's insmod reads no .xz; veth and dummy for the link rxe sits on.
+# crc32_generic first: rxe asks the crypto API for "crc32" (its ICRC)
+# when a device is added, and without modprobe in the VM nothing loads it
+# on demand (rxe_newlink then fails with ENOENT).
 : > "$rootfs/clanq/peers/modules"
 if [ -f "$mods/modules.dep" ]; then
 	want() {	# $1: module path relative to $mods; its deps, then itself
@@ -92,7 +95,7 @@ if [ -f "$mods/modules.dep" ]; then
 		esac
 		echo "$base" >> "$rootfs/clanq/peers/modules"
 	}
-	for name in rdma_rxe veth dummy; do
+	for name in crc32_generic rdma_rxe veth dummy; do
 		m=$(grep -oE "^[^:]*/$name\.ko(\.xz)?:" "$mods/modules.dep" | head -n 1 | tr -d :)
 		if [ -n "$m" ]; then want "$m"; else echo "peers-pack: no $name module in $mods"; fi
 	done

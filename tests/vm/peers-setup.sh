@@ -18,6 +18,12 @@ IP=$P/ip
 [ -x $IP ] || IP=ip
 say() { echo "peers-setup: $*"; exit 0; }
 
+# UCX's posix transport and libfabric's shm provider shm_open() their
+# segments: /dev/shm must exist (devtmpfs has none)
+if ! grep -q ' /dev/shm ' /proc/mounts; then
+	mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
+fi
+
 [ -f $P/modules ] || say "no Soft-RoCE modules packed (not the stock kernel?)"
 for m in $(cat $P/modules); do
 	name=${m%.ko}
