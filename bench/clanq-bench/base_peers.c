@@ -518,6 +518,8 @@ static void fi_make(struct pair *p, unsigned long long n, const void *arg)
 	set_args(p->cli, (const char *[]){ "fi_pingpong", "-p", "shm", "-e", "rdm", "-P",
 		 arg_num(p->port), "-I", arg_num(n), "-S", arg_num(a->bytes), "127.0.0.1", NULL });
 	memset(p->env, 0, sizeof(p->env));
+	/* only shm: otherwise libfabric probes the verbs devices (rxe) too */
+	p->env[0] = "FI_PROVIDER=shm";
 }
 
 /* The line under "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec". */
@@ -638,11 +640,19 @@ static double run_timeout(void)
 	return 90 + 20 * cb.seconds;
 }
 
-/* The iteration pair for the counted runs of a latency test. */
-static void lat_counts(unsigned long long *n1, unsigned long long *n2)
+/*
+ * The iteration pair for the counted runs of a latency test: their
+ * difference worth about a second of round trips (rtt in usec), so a
+ * slow peer (Soft-RoCE under TCG: milliseconds) stays within bounds.
+ */
+static void lat_counts(double rtt, unsigned long long *n1, unsigned long long *n2)
 {
-	*n1 = cb.quick ? 100 : 200;
-	*n2 = *n1 + (cb.quick ? 400 : 1000);
+	double d = rtt > 0 ? 1e6 / rtt : 1000;
+	double hi = cb.quick ? 400 : 1000;
+
+	d = d < 20 ? 20 : d > hi ? hi : d;
+	*n1 = (unsigned long long)d / 4 + 10;
+	*n2 = *n1 + (unsigned long long)d;
 }
 
 static void sys_note(struct cb_row *r, const char *what, int err)
@@ -650,9 +660,11 @@ static void sys_note(struct cb_row *r, const char *what, int err)
 	size_t len = strlen(r->note);
 
 	if (err)
-		snprintf(r->note + len, sizeof(r->note) - len, "%s; syscalls not counted", what);
-	else
-		snprintf(r->note + len, sizeof(r->note) - len, "%s", what);
+		fprintf(stderr, "# %s %s/%s %llu B: syscalls not counted: %s\n", r->test, r->impl,
+			r->mode, r->bytes, what);
+
+	if (err)
+		snprintf(r->note + len, sizeof(r->note) - len, "; syscalls not counted");
 }
 
 /* One ucx_perftest tag_lat point. */
@@ -685,11 +697,11 @@ static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, ch
 	snprintf(r.note, sizeof(r.note), "2x one-way; min/max/99%% = median%s",
 		 a->rc ? "; UCX_TLS=rc" : "; sm,self");
 	a->warmup = 10;
-	lat_counts(&n1, &n2);
+	lat_counts(r.lat.avg, &n1, &n2);
 	err = count_per_msg(p, ucx_make, a, n1, n2, 1, &r.syscalls, NULL, why, why_size);
 	if (err) {
 		r.syscalls = -1;
-		sys_note(&r, "", err);
+		sys_note(&r, why, err);
 	}
 	cb_emit(&r);
 	return 0;
@@ -762,10 +774,10 @@ static int fi_lat(void)
 		r.lat.min = r.lat.med = r.lat.avg = r.lat.p99 = r.lat.p999 = r.lat.max = 2 * us;
 		r.has_lat = true;
 		snprintf(r.note, sizeof(r.note), "2x usec/xfer; average only (all columns)");
-		lat_counts(&n1, &n2);
+		lat_counts(2 * us, &n1, &n2);
 		if (count_per_msg(p, fi_make, &a, n1, n2, 1, &r.syscalls, NULL, why, sizeof(why))) {
 			r.syscalls = -1;
-			sys_note(&r, "", 1);
+			sys_note(&r, why, 1);
 		}
 		cb_emit(&r);
 	}
@@ -834,10 +846,10 @@ static int rxe_lat(void)
 			snprintf(r.note, sizeof(r.note), "2x one-way summary; %s gid %u", a.dev, a.gid);
 		}
 		a.samples = false;
-		lat_counts(&n1, &n2);
+		lat_counts(r.lat.avg, &n1, &n2);
 		if (count_per_msg(p, ib_make, &a, n1, n2, 1, &r.syscalls, NULL, why, sizeof(why))) {
 			r.syscalls = -1;
-			sys_note(&r, "", 1);
+			sys_note(&r, why, 1);
 		}
 		cb_emit(&r);
 	}
@@ -948,7 +960,7 @@ static int ucx_bw(void)
 		bw_counts(sizes[i], &n1, &n2);
 		if (count_per_msg(p, ucx_make, &a, n1, n2, 1, &r.syscalls, NULL, why, sizeof(why))) {
 			r.syscalls = -1;
-			sys_note(&r, "", 1);
+			sys_note(&r, why, 1);
 		}
 		cb_emit(&r);
 	}
@@ -1007,7 +1019,7 @@ static int rxe_bw(void)
 		}
 		if (count_per_msg(p, ib_make, &a, n1, n2, 1, &r.syscalls, NULL, why, sizeof(why))) {
 			r.syscalls = -1;
-			sys_note(&r, "", 1);
+			sys_note(&r, why, 1);
 		}
 		cb_emit(&r);
 	}
@@ -1091,7 +1103,7 @@ int peers_load(void)
 		 (unsigned int)(n1 / 1000), (unsigned int)(n2 / 1000));
 	if (err) {
 		r.syscalls = -1;
-		sys_note(&r, "", err);
+		sys_note(&r, why, err);
 		err = 0;
 	}
 	cb_emit(&r);
