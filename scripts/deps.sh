@@ -6,6 +6,11 @@
 # 6.12 source (for the debug kernel, checkpatch and sparse), and the 6.1
 # headers (the module must also build for the previous LTS). The newest
 # ABI the archive offers is taken, unless one is already installed.
+#
+# The baselines clanq-bench runs in the stock VM (tests/vm/peers-pack.sh):
+# UCX's ucx_perftest, libfabric's fi_pingpong, perftest's ib_write_* over
+# Soft-RoCE (librxe is in ibverbs-providers; the kernel side is the stock
+# image's rdma_rxe), iproute2 for rdma(8) and ip(8). gnuplot for the plots.
 set -euo pipefail
 
 PKGS=(
@@ -14,6 +19,8 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	libcmocka-dev sparse perl
 	linux-source-6.12
+	ucx-utils libfabric-bin perftest ibverbs-providers iproute2
+	gnuplot-nox
 )
 
 installed() {
