@@ -101,7 +101,7 @@ cp tests/vm/demo.sh tests/vm/examples.sh tests/vm/bench-smoke.sh "$rootfs/clanq/
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 printf '%s\n' "${CLANQ_BENCH_ARGS:-}" > "$rootfs/clanq/bench-args"
 # the baselines' tools (UCX, libfabric, perftest over Soft-RoCE), stock kernel
-if [ $flavor = stock ] && [ -x tests/vm/peers-pack.sh ]; then
+if [ $flavor = stock ]; then
 	tests/vm/peers-pack.sh "$rootfs" "$image" >>"$buildlog" 2>&1 ||
 		die "packing the baselines' tools failed (log: $buildlog)"
 fi
