@@ -655,6 +655,21 @@ static void lat_counts(double rtt, unsigned long long *n1, unsigned long long *n
 	*n2 = *n1 + (unsigned long long)d;
 }
 
+/*
+ * Round trips for a latency point: cb.iters, or fewer for a slow tool
+ * (libfabric and Soft-RoCE take milliseconds under TCG), so that a point
+ * takes about 10 s (2 s quick); rtt: its previous point's, 0 if none.
+ */
+static unsigned long long lat_iters(double rtt)
+{
+	double budget = (cb.quick ? 2 : 10) * 1e6;
+	unsigned long long n = cb.iters;
+
+	if (rtt > 0 && budget / rtt < (double)n)
+		n = (unsigned long long)(budget / rtt);
+	return n < 100 && cb.iters >= 100 ? 100 : n;
+}
+
 static void sys_note(struct cb_row *r, const char *what, int err)
 {
 	size_t len = strlen(r->note);
@@ -669,7 +684,7 @@ static void sys_note(struct cb_row *r, const char *what, int err)
 
 /* One ucx_perftest tag_lat point. */
 static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, char *why,
-			 size_t why_size)
+			 size_t why_size, double *rtt)
 {
 	unsigned long long n1, n2;
 	struct cb_row r;
@@ -678,7 +693,7 @@ static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, ch
 
 	cb_progress("lat %s/%s %llu B", "ucx", mode, a->bytes);
 	a->warmup = cb.quick ? 100 : 1000;
-	ucx_make(p, cb.iters, a);
+	ucx_make(p, lat_iters(*rtt), a);
 	p->timeout = run_timeout();
 	err = run_pair(p, why, why_size);
 	if (err)
@@ -692,6 +707,7 @@ static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, ch
 	/* median of the tool's last samples, and the average, both x2 */
 	r.lat.min = r.lat.med = r.lat.p99 = r.lat.p999 = r.lat.max = 2 * v[1];
 	r.lat.avg = 2 * v[3];
+	*rtt = r.lat.avg;
 	r.stdev = 0;
 	r.has_lat = true;
 	snprintf(r.note, sizeof(r.note), "2x one-way; min/max/99%% = median%s",
@@ -714,12 +730,13 @@ static int ucx_lat(void)
 	struct pair *p = pair_new();
 	struct ucx_arg a = { .test = "tag_lat" };
 	char why[256], dev[32];
+	double rtt = 0;
 	unsigned int gid;
 	int err = 0;
 
 	for (unsigned int i = 0; i < n && !err; i++) {
 		a.bytes = sizes[i];
-		err = ucx_lat_point(p, &a, "tag-shm", why, sizeof(why));
+		err = ucx_lat_point(p, &a, "tag-shm", why, sizeof(why), &rtt);
 	}
 	if (err) {
 		fprintf(stderr, "clanq-bench: lat ucx/tag-shm: %s\n", why);
@@ -732,9 +749,10 @@ static int ucx_lat(void)
 	} else {
 		a.rc = true;
 		snprintf(a.dev, sizeof(a.dev), "%s", dev);
+		rtt = 0;
 		for (unsigned int i = 0; i < n; i++) {
 			a.bytes = sizes[i];
-			if (ucx_lat_point(p, &a, "tag-rc-rxe", why, sizeof(why))) {
+			if (ucx_lat_point(p, &a, "tag-rc-rxe", why, sizeof(why), &rtt)) {
 				cb_skip("lat", "ucx", "tag-rc-rxe", why);
 				break;
 			}
@@ -746,7 +764,8 @@ static int ucx_lat(void)
 
 static int fi_lat(void)
 {
-	unsigned long long sizes[8], n1, n2;
+	unsigned long long sizes[8], n1, n2, iters;
+	double rtt = 0;
 	unsigned int n = cb_lat_sizes(sizes);
 	struct pair *p = pair_new();
 	char why[256];
@@ -758,7 +777,8 @@ static int fi_lat(void)
 		double us;
 
 		cb_progress("lat libfabric/shm %llu B", sizes[i]);
-		fi_make(p, cb.iters, &a);
+		iters = lat_iters(rtt);
+		fi_make(p, iters, &a);
 		p->timeout = run_timeout();
 		err = run_pair(p, why, sizeof(why));
 		if (err)
@@ -769,7 +789,8 @@ static int fi_lat(void)
 			break;
 		}
 		cb_row_init(&r, "lat", "libfabric", "shm", sizes[i]);
-		r.iters = cb.iters;
+		r.iters = iters;
+		rtt = 2 * us;
 		/* usec/xfer is the run's time over 2 x iterations: an average only */
 		r.lat.min = r.lat.med = r.lat.avg = r.lat.p99 = r.lat.p999 = r.lat.max = 2 * us;
 		r.has_lat = true;
@@ -789,7 +810,8 @@ static int fi_lat(void)
 
 static int rxe_lat(void)
 {
-	unsigned long long sizes[8], n1, n2;
+	unsigned long long sizes[8], n1, n2, iters;
+	double rtt = 0;
 	unsigned int n = cb_lat_sizes(sizes);
 	struct ib_arg a = { .tool = "ib_write_lat" };
 	struct pair *p;
@@ -812,14 +834,15 @@ static int rxe_lat(void)
 		cb_progress("lat rxe/ib_write_lat %llu B", sizes[i]);
 		a.bytes = sizes[i];
 		/* every sample if they fit in the output buffer (~15 bytes a line) */
-		a.samples = cb.iters * 16 < CLI_OUT;
-		ib_make(p, cb.iters, &a);
+		iters = lat_iters(rtt);
+		a.samples = iters * 16 < CLI_OUT;
+		ib_make(p, iters, &a);
 		p->timeout = run_timeout();
 		err = run_pair(p, why, sizeof(why));
 		if (err)
 			break;
 		cb_row_init(&r, "lat", "rxe", "ib_write_lat", sizes[i]);
-		got = a.samples ? ib_samples(p->out, v, cb.iters) : 0;
+		got = a.samples ? ib_samples(p->out, v, iters) : 0;
 		if (got) {
 			cb_row_lat(&r, v, got);
 			snprintf(r.note, sizeof(r.note), "2x one-way samples (-U); %s gid %u",
@@ -846,6 +869,7 @@ static int rxe_lat(void)
 			snprintf(r.note, sizeof(r.note), "2x one-way summary; %s gid %u", a.dev, a.gid);
 		}
 		a.samples = false;
+		rtt = r.lat.avg;
 		lat_counts(r.lat.avg, &n1, &n2);
 		if (count_per_msg(p, ib_make, &a, n1, n2, 1, &r.syscalls, NULL, why, sizeof(why))) {
 			r.syscalls = -1;

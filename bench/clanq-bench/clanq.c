@@ -272,6 +272,42 @@ static int client_connect(struct client *c, struct clanq_conn *conn,
 	return err;
 }
 
+/* A counter of /sys/kernel/debug/clanq/clanqN/stats (root), or -1. */
+static long long nic_stat(unsigned int nic, const char *key)
+{
+	char path[64], name[64];
+	long long value, found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/clanq/clanq%u/stats", nic);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", name, &value) == 2)
+		if (!strcmp(name, key))
+			found = value;
+	fclose(f);
+	return found;
+}
+
+/* The two engines' doorbells and turns, summed: where an RDMA row's time goes. */
+struct engine_stats {
+	long long kicks, turns, inline_turns;
+};
+
+static struct engine_stats engine_stats(void)
+{
+	struct engine_stats e = { 0 };
+	unsigned int nics[2] = { cb.nic_a, cb.nic_b };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		e.kicks += nic_stat(nics[i], "rdma_kicks");
+		e.turns += nic_stat(nics[i], "rdma_turns");
+		e.inline_turns += nic_stat(nics[i], "rdma_inline_turns");
+	}
+	return e;
+}
+
 static uint64_t entries(struct clanq_dev *dev)
 {
 	__u64 e = 0;
@@ -317,6 +353,7 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 		      size_t len, unsigned int flags, double *v, struct cb_row *r)
 {
 	unsigned char *out = malloc(len), *in = malloc(len);
+	struct engine_stats es0, es1;
 	uint64_t e0, e1, se0;
 	int err = 0;
 
@@ -330,6 +367,7 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 	}
 	server_snapshot(sv);
 	se0 = sv->s->entries;
+	es0 = engine_stats();
 	e0 = entries(&cl->dev);
 	for (unsigned long long i = 0; i < cb.iters && !err; i++) {
 		fill(out, len, i + 1000);
@@ -337,6 +375,7 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 		err = v[i] < 0 ? (int)v[i] : 0;
 	}
 	e1 = entries(&cl->dev);
+	es1 = engine_stats();
 	server_snapshot(sv);
 	free(out);
 	free(in);
@@ -348,6 +387,13 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 	cb_row_lat(r, v, cb.iters);
 	/* each entries() read is one entry, the snapshot's too */
 	r->syscalls = (double)(e1 - e0 - 1 + sv->s->entries - se0 - 1) / (double)cb.iters;
+	/* the engines' share (root: debugfs), for the rows that use them */
+	if (es1.turns > es0.turns && es0.turns >= 0)
+		snprintf(r->note, sizeof(r->note), "engine: %.2f kicks, %.2f turns/rt, %.0f%% inline",
+			 (double)(es1.kicks - es0.kicks) / (double)cb.iters,
+			 (double)(es1.turns - es0.turns) / (double)cb.iters,
+			 100.0 * (double)(es1.inline_turns - es0.inline_turns) /
+			 (double)(es1.turns - es0.turns));
 	return 0;
 }
 
