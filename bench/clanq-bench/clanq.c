@@ -38,7 +38,8 @@ struct srv {
 	uint32_t ring;			/* rx/tx ring bytes, 0: default */
 	uint32_t sink;			/* 1: receive only (bw), do not echo */
 	/* snapshot */
-	uint64_t entries, msgs, bytes;
+	uint64_t entries, msgs, bytes;	/* entries: the server's own */
+	uint64_t snaps;			/* snapshots taken */
 	double cpu_us;
 	/* bw receiver: first and last message */
 	uint64_t t_first, t_last;
@@ -61,7 +62,8 @@ static void srv_snapshot(struct srv *s, struct clanq_dev *dev, uint64_t msgs,
 
 	(void)clanq_ctx_entries(dev, &e);
 	getrusage(RUSAGE_SELF, &ru);
-	s->entries = e;
+	/* not counting the snapshots' own reads of the counter */
+	s->entries = e - ++s->snaps;
 	s->msgs = msgs;
 	s->bytes = bytes;
 	s->cpu_us = cb_cpu_us(&ru);
@@ -386,7 +388,7 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 	}
 	cb_row_lat(r, v, cb.iters);
 	/* each entries() read is one entry, the snapshot's too */
-	r->syscalls = (double)(e1 - e0 - 1 + sv->s->entries - se0 - 1) / (double)cb.iters;
+	r->syscalls = (double)(e1 - e0 - 1 + sv->s->entries - se0) / (double)cb.iters;
 	/* the engines' share (root: debugfs), for the rows that use them */
 	if (es1.turns > es0.turns && es0.turns >= 0)
 		snprintf(r->note, sizeof(r->note), "engine: %.2f kicks, %.2f turns/rt, %.0f%% inline",
@@ -732,7 +734,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 				r.bw_mibs = secs > 0 ? (double)(n - 1) * (double)len / secs /
 						       (1 << 20) : -1;
 				r.mpps = secs > 0 ? (double)(n - 1) / secs / 1e6 : -1;
-				r.syscalls = (double)(e1 - e0 - 1 + sv.s->entries - se0 - 2) /
+				r.syscalls = (double)(e1 - e0 - 1 + sv.s->entries - se0) /
 					     (double)n;
 				snprintf(r.note, sizeof(r.note), "receiver copies out");
 				cb_emit(&r);
@@ -924,7 +926,7 @@ int clanq_load(void)
 			r.mpps = (double)msgs / secs / 1e6;
 			r.cpu_us = (sv.s->cpu_us - cpu0) / (double)msgs;
 			/* the server's over its window, the clients' over theirs */
-			r.syscalls = (double)(sv.s->entries - se0 - 1) / (double)msgs +
+			r.syscalls = (double)(sv.s->entries - se0) / (double)msgs +
 				     (double)entries_sum / (double)(client_msgs ? client_msgs : 1);
 			cb_emit(&r);
 		}
