@@ -26,8 +26,9 @@ NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 	if ($col["test"] == "idle" && $col["param"] + 0 > maxidle) maxidle = $col["param"] + 0
 	if ($col["test"] == "load" && $col["param"] + 0 > maxload) maxload = $col["param"] + 0
 	if ($col["test"] == "bw") { sizes[$col["bytes"]] = 1 }
-	if ($col["impl"] == "clanq" && $col["mode"] ~ /poll|spin|^pio$|^rdma$/ &&
-	    $col["mode"] !~ /oob/ && $col["syscalls"] != "") {
+	# polling modes that need no doorbell (PIO); RDMA ones ring one per post
+	if ($col["impl"] == "clanq" && $col["mode"] ~ /^pio-poll$|^spin$|^pio$/ &&
+	    $col["syscalls"] != "") {
 		if (!("x" in maxsys) || $col["syscalls"] + 0 > maxsys["x"]) {
 			maxsys["x"] = $col["syscalls"] + 0
 			maxsys_at = $col["test"] " " $col["mode"] " " $col["bytes"] " B"
@@ -71,20 +72,24 @@ END {
 	# bandwidth: the worst ratio over sizes >= 64 KiB, and over every size for UCX
 	wm = wr = wu = -1
 	for (s in sizes) {
-		r = get(bw, "bw/clanq/rdma/" s "/0"); m = get(bw, "bw/memcpy/1-core/" s "/0")
+		r = get(bw, "bw/clanq/rdma-write/" s "/0"); m = get(bw, "bw/memcpy/1-core/" s "/0")
 		x = get(bw, "bw/rxe/ib_write_bw/" s "/0"); u = get(bw, "bw/ucx/tag-shm/" s "/0")
-		p = get(bw, "bw/clanq/pio/" s "/0")
+		p = get(bw, "bw/clanq/pio/" s "/0"); q = get(bw, "bw/clanq/rdma/" s "/0")
 		if (s + 0 >= 65536 && r > 0 && m > 0 && (wm < 0 || r / m < wm)) { wm = r / m; wms = s }
 		if (s + 0 >= 65536 && r > 0 && x > 0 && (wr < 0 || r / x < wr)) { wr = r / x; wrs = s }
-		best = (p > r) ? p : r
+		best = (p > q) ? p : q
 		if (best > 0 && u > 0 && (wu < 0 || best / u < wu)) { wu = best / u; wus = s }
 	}
-	row(sprintf("RDMA bandwidth / memcpy, worst size >= 64 KiB (%s B)", wms), wm, 1, 0.8, "ge")
+	row(sprintf("RDMA write bandwidth / memcpy, worst size >= 64 KiB (%s B)", wms), wm, 1, 0.8, "ge")
 	row(sprintf("RDMA bandwidth / Soft-RoCE ib_write_bw, worst >= 64 KiB (%s B)", wrs), wr, 1, 2, "ge")
 	row(sprintf("messaging bandwidth / UCX tag_bw, worst size (%s B)", wus), wu, 1, 1, "ge")
 	if ("x" in maxsys)
-		printf "%-62s %9.3f   %-8s %s\n", "system calls per message, worst clanq polling mode",
+		printf "%-62s %9.3f   %-8s %s\n", "system calls per message, worst clanq PIO polling mode",
 		       maxsys["x"], "0", (maxsys["x"] < 0.05 ? "met" : "NOT met") " (" maxsys_at ")"
+	rs = get(sys, "lat/clanq/rdma-poll/8/0")
+	if (rs >= 0)
+		printf "%-62s %9.3f   %-8s %s\n", "system calls per round trip, RDMA polling (doorbells)",
+		       rs, "0", rs < 0.05 ? "met" : "NOT met (one doorbell per post: docs/decisions.md)"
 }' "$csv" | tee "$out/summary.txt"
 
 # ---- data files for gnuplot: one per series, "x y [y2]" ----
@@ -119,8 +124,9 @@ plot() {	# $1 png, $2 title, $3 xlabel, $4 ylabel, $5 test, $6 column, $7 logsca
 	lines=$(series "$5" "$6")
 	[ -n "$lines" ] || { echo "bench-report: no $5 rows: $1 not drawn" >&2; return 0; }
 	gnuplot <<-EOF
-		set terminal pngcairo size 1000,650 font ',11'
+		set terminal pngcairo size 1000,650 font ',11' noenhanced
 		set output '$out/$1'
+		$( [ "$3" = 'message size (bytes)' ] && echo "set format x '%.0b%B'" )
 		set title "$2"
 		set xlabel '$3'
 		set ylabel '$4'

@@ -752,6 +752,137 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 	return err;
 }
 
+/*
+ * The RDMA engine alone (the paper's Figure 4 RDMA line): a source
+ * region on this side written into a region the peer exported, through
+ * an aperture, one request per message, SIGNAL on every 16th; no ring,
+ * no copy out. The exporter only waits.
+ */
+#define RAW_BYTES	(4u << 20)
+
+struct raw_peer {
+	uint32_t ready, stop;
+	struct clanq_addr addr;
+	__u64 key;
+	int error;
+};
+
+static int raw_exporter(void *arg)
+{
+	struct raw_peer *p = arg;
+	struct clanq_region r;
+	struct clanq_dev dev;
+	int err = clanq_open_nic(&dev, cb.nic_b);
+
+	if (!err)
+		err = clanq_region_alloc(&dev, &r, RAW_BYTES);
+	if (!err)
+		err = clanq_region_export(&r, CLANQ_RIGHT_WRITE, &p->key);
+	p->addr = r.addr;
+	p->error = err;
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	if (err)
+		return CB_FAIL;
+	cb_spin_until(&p->stop, 1);
+	clanq_close(&dev);
+	return 0;
+}
+
+static int raw_stream(struct clanq_ep *ep, struct clanq_rdma_req *req, uint64_t *n_out,
+		      uint64_t *ns_out)
+{
+	uint64_t posted = 0, done = 0, t0 = cb_now_ns(), end = t0 + (uint64_t)(cb.seconds * 1e9);
+	uint64_t n = UINT64_MAX;
+	struct clanq_rdma_comp c;
+	int err;
+
+	while (done < n) {
+		while (posted < n) {
+			req->cookie = posted;
+			req->flags = CLANQ_RDMA_LAST;
+			if (posted % 16 == 15)
+				req->flags |= CLANQ_RDMA_SIGNAL;
+			err = clanq_rdma_post(ep, req);
+			if (err == -EAGAIN)
+				break;
+			if (err)
+				return err;
+			posted++;
+		}
+		while (!clanq_rdma_poll(ep, &c)) {
+			if (c.status || c.cookie % 16 != 15 || c.len != req->len)
+				return c.status ? c.status : -EIO;
+			done = c.cookie + 1;
+		}
+		/* time is up: finish on a signalled request */
+		if (n == UINT64_MAX && cb_now_ns() > end)
+			n = (posted + 15) & ~15ull;
+		clanq_cpu_relax();
+	}
+	*n_out = n;
+	*ns_out = cb_now_ns() - t0;
+	return 0;
+}
+
+static int raw_rdma_bw(void)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct raw_peer *p = cb_shared(sizeof(*p));
+	unsigned long long sizes[32];
+	unsigned int nr = cb_sizes(8, 4ull << 20, sizes, 32);
+	struct clanq_region src;
+	struct clanq_dev dev;
+	struct clanq_ap ap;
+	struct clanq_ep ep;
+	pid_t pid;
+	int err;
+
+	pid = cb_fork(raw_exporter, p);
+	cb_spin_until(&p->ready, 1);
+	err = p->error ? p->error : clanq_open_nic(&dev, cb.nic_a);
+	if (err) {
+		fprintf(stderr, "clanq-bench: bw clanq/rdma-write: set-up: %s\n", strerror(-err));
+		cb_kill(pid);
+		cb_unshare(p, sizeof(*p));
+		return err;
+	}
+	err = clanq_region_alloc(&dev, &src, RAW_BYTES);
+	if (!err)
+		err = clanq_ap_import(&dev, &ap, p->addr, p->key, 0, RAW_BYTES, CLANQ_RIGHT_WRITE);
+	if (!err)
+		err = clanq_ep_create_attr(&dev, &ep, &attr);
+	if (!err)
+		memset(src.mem, 0x3c, RAW_BYTES);
+	for (unsigned int s = 0; s < nr && !err; s++) {
+		struct clanq_rdma_req req = { .src_region = src.addr.id, .dst_ap = ap.id,
+					      .len = sizes[s] };
+		uint64_t n, ns, e0, e1;
+		struct cb_row r;
+
+		cb_progress("bw clanq/rdma-write %llu B", sizes[s]);
+		e0 = entries(&dev);
+		err = raw_stream(&ep, &req, &n, &ns);
+		e1 = entries(&dev);
+		if (err)
+			break;
+		cb_row_init(&r, "bw", "clanq", "rdma-write", sizes[s]);
+		r.iters = n;
+		r.bw_mibs = (double)n * (double)sizes[s] / ((double)ns / 1e9) / (1 << 20);
+		r.mpps = (double)n / ((double)ns / 1e3);
+		r.syscalls = (double)(e1 - e0 - 1) / (double)n;
+		snprintf(r.note, sizeof(r.note), "engine only: region to region, no ring");
+		cb_emit(&r);
+	}
+	if (err)
+		fprintf(stderr, "clanq-bench: bw clanq/rdma-write: %s\n", strerror(-err));
+	clanq_close(&dev);
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+	if (cb_reap(pid, NULL) && !err)
+		err = -EIO;
+	cb_unshare(p, sizeof(*p));
+	return err;
+}
+
 int clanq_bw(void)
 {
 	int err;
@@ -761,6 +892,8 @@ int clanq_bw(void)
 	err = conn_bw("pio", 0);
 	if (!err)
 		err = conn_bw("rdma", CLANQ_CONN_RDMA_ONLY);
+	if (!err)
+		err = raw_rdma_bw();
 	return err;
 }
 
