@@ -62,7 +62,10 @@ for i in udp tcp eventfd pipe; do
 done
 row "bw clanq pio" '$1 == "bw" && $2 == "clanq" && $3 == "pio" && $14 > 0'
 row "bw clanq rdma" '$1 == "bw" && $2 == "clanq" && $3 == "rdma" && $14 > 0'
+row "bw clanq rdma-write (the engine alone)" '$1 == "bw" && $2 == "clanq" && $3 == "rdma-write" && $14 > 0'
 row "bw memcpy" '$1 == "bw" && $2 == "memcpy" && $14 > 0'
+row "lat clanq rdma: the doorbell ran the turn inline" \
+	'$1 == "lat" && $3 == "rdma-poll" && $20 ~ /100% inline/'
 row "idle clanq spin, 100 connections" '$1 == "idle" && $2 == "clanq" && $3 == "spin" && $5 == 100'
 row "idle clanq block, 100 connections" '$1 == "idle" && $2 == "clanq" && $3 == "block" && $5 == 100'
 row "idle epoll and poll servers" '$1 == "idle" && $2 == "poll" && $5 == 100'
