@@ -65,7 +65,7 @@ row "bw clanq rdma" '$1 == "bw" && $2 == "clanq" && $3 == "rdma" && $14 > 0'
 row "bw clanq rdma-write (the engine alone)" '$1 == "bw" && $2 == "clanq" && $3 == "rdma-write" && $14 > 0'
 row "bw memcpy" '$1 == "bw" && $2 == "memcpy" && $14 > 0'
 row "lat clanq rdma: the doorbell ran the turn inline" \
-	'$1 == "lat" && $3 == "rdma-poll" && $20 ~ /100% inline/'
+	'$1 == "lat" && $3 == "rdma-poll" && match($0, /[0-9]+% inline/) && substr($0, RSTART, RLENGTH) + 0 >= 90'
 row "idle clanq spin, 100 connections" '$1 == "idle" && $2 == "clanq" && $3 == "spin" && $5 == 100'
 row "idle clanq block, 100 connections" '$1 == "idle" && $2 == "clanq" && $3 == "block" && $5 == 100'
 row "idle epoll and poll servers" '$1 == "idle" && $2 == "poll" && $5 == 100'
