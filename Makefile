@@ -54,7 +54,7 @@ help:
 	@echo 'make            library, examples, benchmarks, module (for KDIR)'
 	@echo 'make deps       install the Debian packages the project needs'
 	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
-	@echo 'make bench      the benchmarks, with their baselines, in the stock-kernel VM'
+	@echo 'make bench      clanq-bench beside UCX, libfabric, Soft-RoCE, sockets (stock VM; build/bench/)'
 	@echo 'make test       every test: check, lint, then the debug-kernel VM'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
@@ -177,7 +177,9 @@ test: deps
 run: deps
 	@tests/vm/vm.sh run
 
-# The benchmarks' tables (queue, OOB, RDMA, tripwires), stock-kernel VM.
+# clanq-bench's whole suite beside its baselines, stock-kernel VM: tables
+# live, then CSV, JSON, a summary of ratios and the plots in build/bench/
+# (CLANQ_BENCH_ARGS, e.g. "-q lat", runs less).
 bench: deps
 	@tests/vm/vm.sh bench
 

@@ -373,6 +373,8 @@ struct clanq_kep_rdma {
 	bool detached;		/* engine->serve: the endpoint is gone */
 	u64 in_flight;		/* bytes of that chunk */
 	u64 last_take_ns;	/* when a request was last taken (engine->serve) */
+	/* the last inline turn: when it ended, how long it took (engine->serve) */
+	u64 inline_end_ns, inline_ns;
 	struct clanq_rdma_xfer cur;
 	u64 reqs, bytes, errors;	/* mirrored; under engine->serve */
 	u64 kicks;			/* mirrored; under engine->lock */

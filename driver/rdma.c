@@ -480,6 +480,15 @@ static bool clanq_engine_idle(struct clanq_engine *eng)
  * rdma_max_xfer bytes and CLANQ_RDMA_TURN_REQS requests. Whatever is left
  * (a long request, queues kicked meanwhile) goes to the thread as
  * before. KUnit's NICs have no thread: they step by hand, never inline.
+ *
+ * A stream is not inlined. A caller that posts one request after the
+ * other would ring for each (the inline turn empties the queue and lets
+ * go) and copy each itself, where the thread drains the queue beside it
+ * while its posts need no doorbell. So a kick that comes sooner after
+ * this queue's last inline turn than that turn took (the caller has
+ * done little else since: a stream; a ping-pong's kick comes a round
+ * trip later) wakes the thread as before. The rule needs no constant:
+ * it scales with the turn's own cost on this machine.
  */
 int clanq_engine_kick(struct clanq_kep *ep)
 {
@@ -503,9 +512,16 @@ int clanq_engine_kick(struct clanq_kep *ep)
 	atomic64_inc(&nic->stats.rdma_kicks);
 	if (alone && eng->task && READ_ONCE(clanq_rdma_inline) &&
 	    mutex_trylock(&eng->serve)) {
-		/* the first in line: this queue, or one that came since */
-		if (__clanq_engine_step(nic, true))
-			atomic64_inc(&nic->stats.rdma_inline_turns);
+		u64 t0 = ktime_get_ns();
+
+		/* rd's inline_* are under engine->serve */
+		if (t0 - rd->inline_end_ns >= rd->inline_ns) {
+			/* the first in line: this queue, or one that came since */
+			if (__clanq_engine_step(nic, true))
+				atomic64_inc(&nic->stats.rdma_inline_turns);
+			rd->inline_end_ns = ktime_get_ns();
+			rd->inline_ns = rd->inline_end_ns - t0;
+		}
 		mutex_unlock(&eng->serve);
 		wake = !clanq_engine_idle(eng);
 	}

@@ -37,6 +37,7 @@ struct srv {
 	uint32_t conn_flags;		/* accept options (CLANQ_CONN_RDMA_ONLY) */
 	uint32_t ring;			/* rx/tx ring bytes, 0: default */
 	uint32_t sink;			/* 1: receive only (bw), do not echo */
+	uint32_t direct;		/* 1: one connection, polled (lat) */
 	/* snapshot */
 	uint64_t entries, msgs, bytes;	/* entries: the server's own */
 	uint64_t snaps;			/* snapshots taken */
@@ -109,6 +110,50 @@ static bool srv_serve(struct srv *s, struct echo_conn *e, uint64_t *msgs,
 	}
 }
 
+/*
+ * The polled latency rows' echo side: one connection, polled directly
+ * (clanq_recv_peek(), clanq_send(), no clanq_net_wait()), the shape of
+ * the raw shared-memory echo it is compared with. The paper's server
+ * loop is what the idle and load rows measure.
+ */
+static int srv_direct(struct srv *s, struct clanq_dev *dev, struct clanq_listener *l,
+		      const struct clanq_conn_opts *co)
+{
+	struct clanq_conn c;
+	uint64_t msgs = 0, bytes = 0;
+	const void *data;
+	ssize_t n;
+	int err;
+
+	do {
+		err = clanq_accept(l, &c, co, 20 * 1000 * 1000);
+		if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+			return 0;
+	} while (err == -ETIMEDOUT);
+	if (err)
+		return err;
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&s->snap_req, __ATOMIC_ACQUIRE) != s->snap_ack)
+			srv_snapshot(s, dev, msgs, bytes);
+		n = clanq_recv_peek(&c, &data, CLANQ_MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			continue;
+		if (n <= 0)
+			break;
+		do {
+			err = clanq_send(&c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
+		} while (err == -EAGAIN);
+		clanq_recv_done(&c);
+		if (err)
+			return err;
+		msgs++;
+		bytes += (uint64_t)n;
+	}
+	srv_snapshot(s, dev, msgs, bytes);
+	clanq_conn_close(&c);
+	return 0;
+}
+
 static int srv_main(void *arg)
 {
 	struct srv *s = arg;
@@ -142,6 +187,13 @@ static int srv_main(void *arg)
 		return CB_FAIL;
 	}
 	__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+	if (s->direct) {
+		err = srv_direct(s, &dev, &l, &co);
+		s->error = err;
+		clanq_net_close(&net);
+		clanq_close(&dev);
+		return err ? CB_FAIL : 0;
+	}
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		int n;
 
@@ -191,9 +243,10 @@ struct server {
 };
 
 static int server_start(struct server *sv, uint32_t max_conns, uint64_t spin_ns,
-			uint32_t conn_flags, uint32_t ring, bool sink)
+			uint32_t conn_flags, uint32_t ring, bool sink, bool direct)
 {
 	sv->s = cb_shared(sizeof(*sv->s));
+	sv->s->direct = direct;
 	sv->s->max_conns = max_conns;
 	sv->s->spin_ns = spin_ns;
 	sv->s->conn_flags = conn_flags;
@@ -418,8 +471,9 @@ static int conn_lat(const struct lat_mode *m, const unsigned long long *sizes,
 	struct client cl;
 	int err;
 
+	/* polled: one connection polled directly; blocking: the paper's loop */
 	err = server_start(&sv, 4, m->block ? 0 : SPIN_FOREVER, m->conn_flags, LAT_RING,
-			   false);
+			   false, !m->block);
 	if (err)
 		return err;
 	err = client_open(&cl, 4, m->block ? 0 : SPIN_FOREVER);
@@ -699,7 +753,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 		struct cb_row r;
 
 		cb_progress("bw clanq/%s %zu B", mode, len);
-		err = server_start(&sv, 2, SPIN_FOREVER, conn_flags, ring, true);
+		err = server_start(&sv, 2, SPIN_FOREVER, conn_flags, ring, true, false);
 		if (err)
 			break;
 		err = client_open(&cl, 2, SPIN_FOREVER);
@@ -917,7 +971,7 @@ int clanq_idle(void)
 	v = calloc(cb.iters, sizeof(*v));
 	if (!conns || !v)
 		cb_die("memory", -ENOMEM);
-	err = server_start(&sv, (uint32_t)max + 1, 0, 0, 0, false);
+	err = server_start(&sv, (uint32_t)max + 1, 0, 0, 0, false, false);
 	if (err)
 		goto out;
 	err = client_open(&cl, (unsigned int)max + 1, SPIN_FOREVER);
@@ -1020,7 +1074,7 @@ int clanq_load(void)
 		uint64_t t0;
 
 		cb_progress("load clanq %u clients", c);
-		err = server_start(&sv, c + 1, CLANQ_NET_SPIN_NS_DEFAULT, 0, 0, false);
+		err = server_start(&sv, c + 1, CLANQ_NET_SPIN_NS_DEFAULT, 0, 0, false, false);
 		if (err) {
 			cb_unshare(lc, sizeof(*lc) * c + 64);
 			break;

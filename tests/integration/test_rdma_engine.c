@@ -322,6 +322,8 @@ static void an_idle_engine_runs_the_turn_in_the_doorbell(void **state)
 	itest_param_set("rdma_inline", 1);
 	for (i = 0; i < 3; i++) {
 		assert_true(wait_doorbell_set(&p.ep));
+		/* idle for a while: a post right after the last is a stream */
+		usleep(5000);
 		req = stream_req(&p, i, REQ_DONE);
 		t0 = itest_nic_stat(0, "rdma_inline_turns");
 		assert_int_equal(clanq_rdma_post(&p.ep, &req), 0);

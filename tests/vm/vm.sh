@@ -144,13 +144,18 @@ if [ $job = shell ]; then
 	exec "${qemu[@]}" -serial mon:stdio -monitor none
 fi
 
+# The live view's awk: mawk (Debian's awk) reads a pipe in blocks unless
+# told not to, which held the view minutes behind the VM.
+awk_live=(awk)
+awk -W version 2>/dev/null | grep -q mawk && awk_live=(awk -W interactive)
+
 # One boot; sets rc and status.
 boot() {
 	step "booting $flavor kernel (2 vCPUs, TCG)"
 	set +e
 	# The live view: frames and splats for a test run, the demo for a run.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
-		tee "$log" | awk -v job="$job" '
+		tee "$log" | "${awk_live[@]}" -v job="$job" '
 		{ sub(/\r$/, ""); l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
 		job ~ /^(run|bench)$/ && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
 		job ~ /^(run|bench)$/ && l ~ /^CLANQ-END demo/ { show = 0 }
