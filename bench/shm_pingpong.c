@@ -21,41 +21,10 @@
 #include <unistd.h>
 
 #include "bench_stats.h"
+#include "shm_mailbox.h"
 #include "../examples/example.h"
 
 #define MAX_SIZES	16
-
-struct mailbox {
-	uint64_t seq __attribute__((aligned(64)));
-	uint64_t len;
-	unsigned char data[] __attribute__((aligned(64)));
-};
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void put(struct mailbox *m, const void *buf, size_t len, uint64_t seq)
-{
-	memcpy(m->data, buf, len);
-	m->len = len;
-	__atomic_store_n(&m->seq, seq, __ATOMIC_RELEASE);
-}
-
-static size_t get(struct mailbox *m, void *buf, uint64_t seq)
-{
-	size_t len;
-
-	while (__atomic_load_n(&m->seq, __ATOMIC_ACQUIRE) != seq)
-		__builtin_ia32_pause();
-	len = m->len;
-	memcpy(buf, m->data, len);
-	return len;
-}
 
 static void usage(void)
 {
@@ -97,7 +66,7 @@ int main(int argc, char **argv)
 		ex_usage_error("unexpected argument '%s'", argv[optind]);
 	for (unsigned int i = 0; i < nr_sizes; i++)
 		max = sizes[i] > max ? sizes[i] : max;
-	box = (sizeof(struct mailbox) + max + 4095) & ~4095ull;
+	box = mailbox_size(max);
 	ping = mmap(NULL, 2 * box, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	out = malloc(max);
 	in = malloc(max);
@@ -113,11 +82,11 @@ int main(int argc, char **argv)
 		unsigned char *buf = malloc(max);
 
 		for (uint64_t seq = 1; buf; seq++) {
-			size_t len = get(ping, buf, seq);
+			size_t len = mailbox_get(ping, buf, max, seq);
 
 			if (!len)
 				_exit(0);
-			put(pong, buf, len, seq);
+			mailbox_put(pong, buf, len, seq);
 		}
 		_exit(1);
 	}
@@ -137,22 +106,22 @@ int main(int argc, char **argv)
 			uint64_t t0;
 
 			memset(out, (int)(i & 0xff), len);
-			t0 = now_ns();
-			put(ping, out, len, ++seq);
-			if (get(pong, in, seq) != len || memcmp(in, out, len)) {
+			t0 = clanq_now_ns();
+			mailbox_put(ping, out, len, ++seq);
+			if (mailbox_get(pong, in, max, seq) != len || memcmp(in, out, len)) {
 				fprintf(stderr, "%s: the answer differs\n", ex_prog);
 				kill(pid, SIGKILL);
 				return EX_FAIL;
 			}
 			if (i >= warm)
-				v[i - warm] = (double)(now_ns() - t0) / 1000.0;
+				v[i - warm] = (double)(clanq_now_ns() - t0) / 1000.0;
 		}
 		l = lat_stats(v, (unsigned int)msgs);
 		printf("%-8zu %-10llu %-12.2f %-10.2f %-10.2f %-10.2f %-10.2f %-10.2f %.3f\n",
 		       len, msgs, l.min, l.med, l.avg, l.p99, l.p999, l.max, 0.0);
 		fflush(stdout);
 	}
-	put(ping, out, 0, ++seq);	/* length 0: the end */
+	mailbox_put(ping, out, 0, ++seq);	/* length 0: the end */
 	waitpid(pid, &status, 0);
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : EX_FAIL;
 }

@@ -15,45 +15,23 @@
 #include <unistd.h>
 
 #include "cb.h"
+#include "../shm_mailbox.h"
 
 #define SHM_MAX		4096
-
-struct mailbox {
-	uint64_t seq __attribute__((aligned(64)));
-	uint64_t len;
-	unsigned char data[SHM_MAX] __attribute__((aligned(64)));
-};
-
-static void put(struct mailbox *m, const void *buf, size_t len, uint64_t seq)
-{
-	memcpy(m->data, buf, len);
-	m->len = len;
-	__atomic_store_n(&m->seq, seq, __ATOMIC_RELEASE);
-}
-
-static size_t get(struct mailbox *m, void *buf, uint64_t seq)
-{
-	size_t len;
-
-	while (__atomic_load_n(&m->seq, __ATOMIC_ACQUIRE) != seq)
-		__builtin_ia32_pause();
-	len = m->len;
-	memcpy(buf, m->data, len < SHM_MAX ? len : SHM_MAX);
-	return len;
-}
+#define BOX		mailbox_size(SHM_MAX)
 
 /* The echo side: every message back as it came; length 0 ends it. */
 static int shm_echo(void *arg)
 {
-	struct mailbox *ping = arg, *pong = ping + 1;
+	struct mailbox *ping = arg, *pong = (struct mailbox *)((char *)ping + BOX);
 	unsigned char buf[SHM_MAX];
 
 	for (uint64_t seq = 1;; seq++) {
-		size_t len = get(ping, buf, seq);
+		size_t len = mailbox_get(ping, buf, SHM_MAX, seq);
 
 		if (!len)
 			return 0;
-		put(pong, buf, len, seq);
+		mailbox_put(pong, buf, len, seq);
 	}
 }
 
@@ -62,7 +40,7 @@ int shm_lat(void)
 	unsigned long long sizes[8];
 	unsigned int nr = cb_lat_sizes(sizes);
 	unsigned char out[SHM_MAX], in[SHM_MAX];
-	struct mailbox *ping;
+	struct mailbox *ping, *pong;
 	double *v;
 	uint64_t seq = 0;
 	pid_t pid;
@@ -72,7 +50,8 @@ int shm_lat(void)
 	v = calloc(cb.iters, sizeof(*v));
 	if (!v)
 		cb_die("memory", -ENOMEM);
-	ping = cb_shared(2 * sizeof(*ping));
+	ping = cb_shared(2 * BOX);
+	pong = (struct mailbox *)((char *)ping + BOX);
 	pid = cb_fork(shm_echo, ping);
 	for (unsigned int s = 0; s < nr; s++) {
 		unsigned long long warm = cb.iters / 10 < 100 ? cb.iters / 10 : 100;
@@ -85,8 +64,8 @@ int shm_lat(void)
 
 			memset(out, (int)(i & 0xff), len);
 			t0 = cb_now_ns();
-			put(ping, out, len, ++seq);
-			if (get(ping + 1, in, seq) != len || memcmp(in, out, len)) {
+			mailbox_put(ping, out, len, ++seq);
+			if (mailbox_get(pong, in, SHM_MAX, seq) != len || memcmp(in, out, len)) {
 				cb_kill(pid);
 				cb_die("shm ping-pong: the answer differs", -EIO);
 			}
@@ -98,10 +77,10 @@ int shm_lat(void)
 		r.syscalls = 0;		/* none: nothing here enters the kernel */
 		cb_emit(&r);
 	}
-	put(ping, out, 0, ++seq);
+	mailbox_put(ping, out, 0, ++seq);
 	if (cb_reap(pid, NULL))
 		cb_die("shm ping-pong: the echo side failed", -EIO);
-	cb_unshare(ping, 2 * sizeof(*ping));
+	cb_unshare(ping, 2 * BOX);
 	free(v);
 	return 0;
 }

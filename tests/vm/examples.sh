@@ -4,22 +4,7 @@
 set -u
 t=/tmp/examples
 mkdir -p $t
-failed=0
-ok() { echo "[       OK ] $1"; }
-bad() { echo "[  FAILED  ] $1"; echo "   $2"; failed=$((failed + 1)); }
-# expect NAME STATUS PATTERN CMD...: CMD exits STATUS and says PATTERN
-expect() {
-	name=$1 want=$2 pat=$3; shift 3
-	"$@" > $t/out 2>&1
-	rc=$?
-	if [ $rc != "$want" ]; then
-		bad "$name" "'$*' exited $rc, not $want: $(head -c 400 $t/out)"
-	elif ! grep -q -- "$pat" $t/out; then
-		bad "$name" "'$*' did not say '$pat': $(head -c 400 $t/out)"
-	else
-		ok "$name"
-	fi
-}
+. /clanq/checks.sh
 
 for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong; do
 	expect "$p --help" 0 "usage: $p" $p --help

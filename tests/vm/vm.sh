@@ -97,7 +97,8 @@ cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/nul
 # (while working on them; the KUnit suites always run)
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
-cp tests/vm/demo.sh tests/vm/examples.sh tests/vm/bench-smoke.sh "$rootfs/clanq/"
+cp tests/vm/demo.sh tests/vm/checks.sh tests/vm/examples.sh tests/vm/bench-smoke.sh \
+	"$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 printf '%s\n' "${CLANQ_BENCH_ARGS:-}" > "$rootfs/clanq/bench-args"
 # the baselines' tools (UCX, libfabric, perftest over Soft-RoCE), stock kernel
