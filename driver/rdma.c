@@ -406,8 +406,7 @@ static void clanq_rdma_requeue(struct clanq_engine *eng, struct clanq_kep *ep,
  * the thread for a turn that, in a ping-pong, finds nothing (measured:
  * four turns and two wake-ups per round trip instead of two turns).
  */
-static struct clanq_kep *__clanq_engine_step(struct clanq_nic *nic,
-					      bool inline_turn)
+static struct clanq_kep *__clanq_engine_step(struct clanq_nic *nic, bool inline_turn)
 {
 	struct clanq_engine *eng = &nic->engine;
 	struct clanq_engine_ctx *ec;
