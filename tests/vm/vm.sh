@@ -101,8 +101,8 @@ cp tests/vm/demo.sh tests/vm/checks.sh tests/vm/examples.sh tests/vm/bench-smoke
 	"$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 printf '%s\n' "${CLANQ_BENCH_ARGS:-}" > "$rootfs/clanq/bench-args"
-# the baselines' tools (UCX, libfabric, perftest over Soft-RoCE), stock kernel
-if [ $flavor = stock ]; then
+# the baselines' tools (UCX, libfabric, perftest over Soft-RoCE): make bench
+if [ $job = bench ]; then
 	tests/vm/peers-pack.sh "$rootfs" "$image" >>"$buildlog" 2>&1 ||
 		die "packing the baselines' tools failed (log: $buildlog)"
 fi
