@@ -8,11 +8,13 @@
  * soft NIC, as two hosts would be. The server is the paper's: one
  * thread, every connection on one event queue (clanq_net_wait()), each
  * message echoed in place (clanq_recv_peek()), spinning net.spin_ns
- * after the last message before it blocks. Its knobs and its counters
- * live in shared memory (struct srv): the parent changes the spin and
- * asks for a snapshot of the server's driver entries and CPU time
- * between two measurements, so system calls and CPU per message are the
- * server's own, counted.
+ * after the last message before it blocks; for the polled latency rows
+ * it polls its one connection directly instead (srv_direct()), the
+ * shape of the raw shared-memory echo they are compared with. Its
+ * knobs and its counters live in shared memory (struct srv): the
+ * parent changes the spin and asks for a snapshot of the server's
+ * driver entries and CPU time between two measurements, so system calls
+ * and CPU per message are the server's own, counted.
  */
 #include <signal.h>
 #include <sys/resource.h>
