@@ -127,6 +127,13 @@ double cb_cpu_us(const struct rusage *ru);
 void cb_spin_until(volatile uint32_t *word, uint32_t value);
 
 /*
+ * The parent's wait for a word a child sets: dies saying what if the
+ * child ends first (it crashed, or failed before it could say so),
+ * rather than spinning for ever.
+ */
+void cb_wait_child(volatile uint32_t *word, uint32_t value, pid_t pid, const char *what);
+
+/*
  * Counted system calls for the kernel's paths: cb_sys(call) evaluates
  * the call and counts one, so a program's count is what it did.
  */

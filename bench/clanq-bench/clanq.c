@@ -172,8 +172,11 @@ static int srv_main(void *arg)
 
 	sink_buf = malloc(4u << 20);
 	pool = calloc(s->max_conns, sizeof(*pool));
-	if (!pool || !sink_buf)
+	if (!pool || !sink_buf) {
+		s->error = -ENOMEM;
+		__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
 		return CB_FAIL;
+	}
 	for (unsigned int i = s->max_conns; i-- > 0;) {
 		pool[i].next_free = free_list;
 		free_list = &pool[i];
@@ -255,7 +258,7 @@ static int server_start(struct server *sv, uint32_t max_conns, uint64_t spin_ns,
 	sv->s->ring = ring;
 	sv->s->sink = sink;
 	sv->pid = cb_fork(srv_main, sv->s);
-	cb_spin_until(&sv->s->ready, 1);
+	cb_wait_child(&sv->s->ready, 1, sv->pid, "clanq server start");
 	if (sv->s->error) {
 		int err = sv->s->error;
 
@@ -274,7 +277,7 @@ static void server_snapshot(struct server *sv)
 	uint32_t req = sv->s->snap_req + 1;
 
 	__atomic_store_n(&sv->s->snap_req, req, __ATOMIC_RELEASE);
-	cb_spin_until(&sv->s->snap_ack, req);
+	cb_wait_child(&sv->s->snap_ack, req, sv->pid, "clanq server counters");
 }
 
 static int server_stop(struct server *sv)
@@ -541,9 +544,8 @@ static int oob_open(unsigned int nic, struct clanq_dev *dev, struct clanq_ep *ep
 		err = clanq_evq_create(dev, evq, 1);
 	if (!err)
 		err = clanq_evq_register(evq, ep, CLANQ_EV_OOB, 0);
-	if (!err) {
-		clanq_evq_set_spin(evq, 0);
-	}
+	if (!err)
+		clanq_evq_set_spin(evq, 0);	/* block at once: the wake-up is measured */
 	return err < 0 ? err : 0;
 }
 
@@ -589,7 +591,7 @@ static int oob_lat(bool block, double *v)
 
 	p->block = block;
 	pid = cb_fork(oob_echo, p);
-	cb_spin_until(&p->ready, 1);
+	cb_wait_child(&p->ready, 1, pid, "OOB echo start");
 	err = p->error ? p->error : oob_open(cb.nic_a, &dev, &ep, &evq);
 	if (err) {
 		fprintf(stderr, "clanq-bench: OOB endpoints: %s\n", strerror(-err));
@@ -894,7 +896,7 @@ static int raw_rdma_bw(void)
 	int err;
 
 	pid = cb_fork(raw_exporter, p);
-	cb_spin_until(&p->ready, 1);
+	cb_wait_child(&p->ready, 1, pid, "RDMA exporter start");
 	err = p->error ? p->error : clanq_open_nic(&dev, cb.nic_a);
 	if (err) {
 		fprintf(stderr, "clanq-bench: bw clanq/rdma-write: set-up: %s\n", strerror(-err));

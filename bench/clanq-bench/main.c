@@ -376,6 +376,26 @@ void cb_spin_until(volatile uint32_t *word, uint32_t value)
 		__builtin_ia32_pause();
 }
 
+void cb_wait_child(volatile uint32_t *word, uint32_t value, pid_t pid, const char *what)
+{
+	for (unsigned long spins = 1;; spins++) {
+		siginfo_t si = { 0 };
+
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value)
+			return;
+		/* now and then: is it still there? (WNOWAIT: its reaper reaps) */
+		if (!(spins % 4096) &&
+		    !waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+		    si.si_pid == pid) {
+			progress_clear();
+			fprintf(stderr, "%s: %s: the child (pid %d) ended without an answer\n",
+				prog, what, (int)pid);
+			exit(CB_FAIL);
+		}
+		__builtin_ia32_pause();
+	}
+}
+
 unsigned int cb_sizes(unsigned long long lo, unsigned long long hi,
 		      unsigned long long *out, unsigned int max)
 {
