@@ -32,6 +32,7 @@ EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) $(B)/bench/clanq-bench
 # clanq-bench: one program from bench/clanq-bench/*.c
 CB_SRCS  := $(wildcard bench/clanq-bench/*.c)
+TOOLS    := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
 # test programs are tests/integration/test_*.c; the other .c files there
 # (itest.c) are linked into each of them
 VM_TESTS := $(patsubst tests/integration/%.c,$(B)/vm/bin/%,$(wildcard tests/integration/test_*.c))
@@ -45,10 +46,10 @@ MODNAME ?= host
 
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
-.PHONY: all lib examples benches bench module module-stock module-debug vm-bins deps \
+.PHONY: all lib examples benches tools bench module module-stock module-debug vm-bins deps \
 	check lint test run vm-shell install uninstall clean help fuzz coverage
 
-all: lib examples benches module
+all: lib examples benches tools module
 
 help:
 	@echo 'make            library, examples, benchmarks, module (for KDIR)'
@@ -95,8 +96,13 @@ $(B)/bench/clanq-bench: $(CB_SRCS) $(LIB_A) $(HDRS) $(wildcard bench/*.h bench/c
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(CB_SRCS) $(LIB_A) -lpthread -lm -o $@
 
+$(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(LIB_A) -o $@
+
 examples: $(EXAMPLES)
 benches: $(BENCHES)
+tools: $(TOOLS)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
@@ -115,7 +121,7 @@ $(B)/vm/bin/clanq-fuzz: tests/fuzz/clanq-fuzz.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -static $< -o $@
 
-vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES) $(B)/vm/bin/clanq-fuzz
+vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES) $(TOOLS) $(B)/vm/bin/clanq-fuzz
 
 # Host unit tests: each built twice, ASan+UBSan and TSan.
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

@@ -165,6 +165,7 @@ struct clanq_nic {
 	u32 next_region_id;
 	struct clanq_engine engine;
 	atomic_t nr_contexts;
+	atomic64_t next_ctx_id;	/* clanq_ctx.id */
 	/* its contexts, for debugfs (debugfs.c); taken before any ctx->lock */
 	struct mutex ctx_lock;
 	struct list_head contexts;	/* clanq_ctx.nic_node */
@@ -233,6 +234,8 @@ struct clanq_ctx {
 	struct clanq_nic *nic;
 	struct list_head nic_node;	/* on nic->contexts, under its ctx_lock */
 	pid_t tgid;		/* creator, for messages only */
+	u64 id;			/* unique on its NIC, for CLANQ_IOC_EP_STATS */
+	kuid_t uid;		/* the opener's euid: whose EP_STATS show it */
 	/* the opener, for debugfs: its thread group and name */
 	struct pid *pid;
 	char comm[TASK_COMM_LEN];
@@ -469,11 +472,18 @@ void clanq_nics_destroy(void);
 unsigned int clanq_nr_nics(void);
 struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc);
 struct clanq_nic *clanq_nic_by_node(u32 node);
+struct clanq_nic *clanq_nic_by_index(unsigned int index);
 int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
 void clanq_nic_fini(struct clanq_nic *nic);
 
 /* debugfs.c: clanq/clanqN/objects, every context's objects */
 extern const struct file_operations clanq_objects_fops;
+
+/* stats.c: sysfs and CLANQ_IOC_EP_STATS */
+extern const struct attribute_group *clanq_nic_groups[];
+void clanq_kep_read_counters(struct clanq_kep *ep, struct clanq_ep_counters *c,
+			     u32 *oob_queued);
+int clanq_ioctl_ep_stats(void *obj, void *arg);
 
 /* context.c: contexts, their mappings, the device's file operations */
 extern const struct file_operations clanq_fops;
@@ -663,6 +673,7 @@ struct clanq_wire {
 
 extern const struct clanq_wire_ops clanq_wire_loop;
 const struct clanq_wire_ops *clanq_wire_route(u32 node);
+ssize_t clanq_wire_names_show(char *buf);
 void clanq_wire_register(struct clanq_wire *wire);
 void clanq_wire_unregister(struct clanq_wire *wire);
 

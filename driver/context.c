@@ -82,6 +82,8 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	kref_init(&ctx->ref);
 	ctx->nic = nic;
 	ctx->tgid = task_tgid_vnr(current);
+	ctx->id = atomic64_inc_return(&nic->next_ctx_id);
+	ctx->uid = current_euid();
 	ctx->pid = get_pid(task_tgid(current));
 	get_task_comm(ctx->comm, current);
 	mutex_init(&ctx->lock);

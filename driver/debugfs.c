@@ -204,36 +204,15 @@ static void clanq_objects_show_ctx(struct seq_file *m, struct clanq_ctx *ctx)
 
 static void clanq_objects_show_ep(struct seq_file *m, struct clanq_kep *ep)
 {
-	struct clanq_engine *eng = &ep->nic->engine;
-	u64 sent, delivered, dropped, events, fires, reqs, errors;
-	struct clanq_queue *q = &ep->oob.q;
-	unsigned long flags;
+	struct clanq_ep_counters c;
 	u32 queued;
 
-	spin_lock_irqsave(&ep->oob.lock, flags);
-	/* the producer's view: a nonsense consumer index reads as full */
-	queued = q->mask - clanq_q_prod_space_for(q, q->mask);
-	sent = ep->oob.sent;
-	delivered = ep->oob.delivered;
-	dropped = ep->oob.dropped;
-	spin_unlock_irqrestore(&ep->oob.lock, flags);
-	spin_lock_irqsave(&ep->wq.lock, flags);
-	events = ep->events;
-	spin_unlock_irqrestore(&ep->wq.lock, flags);
-	spin_lock_irqsave(&ep->tw.lock, flags);
-	fires = ep->tw.fires;
-	spin_unlock_irqrestore(&ep->tw.lock, flags);
-	/* at most one engine turn away */
-	mutex_lock(&eng->serve);
-	reqs = ep->rdma.reqs;
-	errors = ep->rdma.errors;
-	mutex_unlock(&eng->serve);
-
+	clanq_kep_read_counters(ep, &c, &queued);
 	seq_printf(m, " ep id %u service %d oob_slots %u oob_queued %u oob_sent %llu oob_delivered %llu oob_dropped %llu",
-		   ep->id, ep->id <= CLANQ_SERVICE_MAX, q->mask + 1, queued,
-		   sent, delivered, dropped);
+		   ep->id, ep->id <= CLANQ_SERVICE_MAX, ep->oob.q.mask + 1,
+		   queued, c.oob_sent, c.oob_delivered, c.oob_dropped);
 	seq_printf(m, " events %llu tw_slots %u tw_fires %llu rdma_reqs %llu rdma_errors %llu\n",
-		   events, ep->tw.slots, fires, reqs, errors);
+		   c.events, ep->tw.slots, c.tw_fires, c.rdma_reqs, c.rdma_errors);
 }
 
 static const char *clanq_objects_rights(u32 rights)

@@ -37,6 +37,7 @@ union clanq_ioctl_arg {
 	struct clanq_ioc_tw_ctl tw_ctl;
 	struct clanq_ioc_tw_wait tw_wait;
 	struct clanq_ioc_ap_flush ap_flush;
+	struct clanq_ioc_ep_stats ep_stats;
 };
 
 /* The prologue relies on it: every clanq_ioc_* struct ends reserved. */
@@ -60,6 +61,7 @@ CLANQ_IOC_ENDS_RESERVED(tw_create);
 CLANQ_IOC_ENDS_RESERVED(tw_ctl);
 CLANQ_IOC_ENDS_RESERVED(tw_wait);
 CLANQ_IOC_ENDS_RESERVED(ap_flush);
+CLANQ_IOC_ENDS_RESERVED(ep_stats);
 /* these reserved words start one earlier, at reserved0 */
 #define CLANQ_IOC_RESERVED0(type)					\
 	static_assert(offsetofend(struct clanq_ioc_##type, reserved0) ==	\
@@ -175,6 +177,7 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(TW_WAIT, tw_wait, clanq_ioctl_tw_wait, CLANQ_TW_WAIT_FLAGS,
 		    reserved0),
 	CLANQ_IOCTL(AP_FLUSH, ap_flush, clanq_ioctl_ap_flush, 0, reserved0),
+	CLANQ_IOCTL(EP_STATS, ep_stats, clanq_ioctl_ep_stats, 0, reserved),
 };
 
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg)

@@ -5,8 +5,10 @@
  * A real CLAN NIC is one node on a switched network. Here one kernel may
  * host several, so that multi-node scenarios run on one host (and in one
  * test VM); each gets its own node id, and every address names a node.
- * The NIC's counters are in debugfs: clanq/clanqN/stats; what each of
- * its contexts holds in clanq/clanqN/objects (debugfs.c).
+ * The NIC's identity, limits and counters are in sysfs,
+ * /sys/class/misc/clanqN/ (stats.c), and again in debugfs
+ * clanq/clanqN/stats; what each of its contexts holds in
+ * clanq/clanqN/objects (debugfs.c).
  */
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
@@ -60,6 +62,12 @@ unsigned int clanq_nr_nics(void)
 struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc)
 {
 	return container_of(misc, struct clanq_nic, misc);
+}
+
+/* /dev/clanq@index, or NULL; as clanq_nic_by_node() */
+struct clanq_nic *clanq_nic_by_index(unsigned int index)
+{
+	return index < clanq_nr_nics() ? clanq_nics[index] : NULL;
 }
 
 /*
@@ -157,6 +165,7 @@ static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 	 * not gated by the device node's mode.
 	 */
 	nic->misc.mode = 0666;
+	nic->misc.groups = clanq_nic_groups;	/* stats.c: sysfs */
 	err = clanq_engine_start(nic);
 	if (err) {
 		pr_err("clanq: cannot start the RDMA engine of %s: %d\n", nic->name, err);

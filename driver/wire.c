@@ -21,6 +21,7 @@
  * walks the list under RCU.
  */
 #include <linux/rculist.h>
+#include <linux/sysfs.h>
 
 #include "clanq_drv.h"
 
@@ -46,6 +47,20 @@ const struct clanq_wire_ops *clanq_wire_route(u32 node)
 	return ops;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_route);
+
+/* sysfs "wire": the wires this node's traffic may take, in routing order */
+ssize_t clanq_wire_names_show(char *buf)
+{
+	struct clanq_wire *wire;
+	int len;
+
+	len = sysfs_emit(buf, "%s", clanq_wire_loop.name);
+	rcu_read_lock();
+	list_for_each_entry_rcu(wire, &clanq_wires, node)
+		len += sysfs_emit_at(buf, len, " %s", wire->ops->name);
+	rcu_read_unlock();
+	return len + sysfs_emit_at(buf, len, "\n");
+}
 
 void clanq_wire_register(struct clanq_wire *wire)
 {

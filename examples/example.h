@@ -135,10 +135,13 @@ static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
 			       unsigned int nic, const struct clanq_net_attr *attr)
 {
 	int err = clanq_open_nic(dev, nic);
+	char path[32], why[256];
 
-	if (err)
-		ex_fail(err == -ENOENT ? "no such NIC (is clanq.ko loaded? nr_nics?)" :
-			"open", err);
+	if (err) {
+		snprintf(path, sizeof(path), CLANQ_DEV_PREFIX "%u", nic);
+		clanq_open_explain(path, err, why, sizeof(why));
+		ex_fail(why, err);
+	}
 	err = clanq_net_open(net, dev, attr);
 	if (err)
 		ex_fail("net", err);

@@ -78,6 +78,20 @@ int clanq_open(struct clanq_dev *dev, const char *path);
 int clanq_open_nic(struct clanq_dev *dev, unsigned int index);
 
 /**
+ * \brief Say why clanq_open() of @p path failed with @p err, for a person.
+ *
+ * For -EACCES it names the device's mode and group and the group to join
+ * (a site that restricts clanq to group "clanq", clanq(7)); for -ENOENT
+ * that the module is not loaded or the NIC does not exist; for -EPROTO
+ * that the library and the driver speak different ABI versions.
+ * \param path  as given to clanq_open(); NULL means CLANQ_DEV_PREFIX "0"
+ * \param err   its negative errno
+ * \param buf   filled with one NUL-terminated sentence, truncated to @p len
+ * \return the sentence's length, as snprintf().
+ */
+int clanq_open_explain(const char *path, int err, char *buf, size_t len);
+
+/**
  * \brief Close a context; every object created through it is freed.
  * \return 0, or -errno from close().
  */
@@ -1035,6 +1049,19 @@ void clanq_net_progress(struct clanq_net *net);
 
 /** \brief Driver entries (system calls) this context has made so far. */
 int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries);
+
+/**
+ * \brief The NIC's contexts and endpoints with their counters
+ *        (CLANQ_IOC_EP_STATS): those the caller's uid opened, or all of
+ *        them with CAP_SYS_ADMIN. One record per context (ep 0), then
+ *        one per endpoint of it; see struct clanq_ep_stat.
+ * \param recs   room for @p count records (1..CLANQ_EP_STATS_MAX)
+ * \param skip   records to pass over first (a cursor for the next call)
+ * \param total  if not NULL: the records visible in all
+ * \return records written, or -errno.
+ */
+int clanq_ep_stats(const struct clanq_dev *dev, struct clanq_ep_stat *recs,
+		   unsigned int count, unsigned int skip, unsigned int *total);
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <clanq.h>
@@ -67,4 +70,53 @@ int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
 	if (!err)
 		*entries = q.ctx_entries;
 	return err;
+}
+
+int clanq_open_explain(const char *path, int err, char *buf, size_t len)
+{
+	const char *dev = path ? path : CLANQ_DEV_PREFIX "0";
+	const struct group *gr;
+	struct stat st;
+	char gname[32];
+
+	switch (err) {
+	case -EACCES:
+		if (stat(dev, &st) < 0)
+			break;
+		gr = getgrgid(st.st_gid);
+		if (gr)
+			snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+		else
+			snprintf(gname, sizeof(gname), "%u", (unsigned int)st.st_gid);
+		return snprintf(buf, len,
+				"%s: permission denied: it is mode %04o, group %s; "
+				"add this user to group '%s' (then log in again)",
+				dev, (unsigned int)(st.st_mode & 07777), gname, gname);
+	case -ENOENT:
+		return snprintf(buf, len,
+				"%s: no such NIC: is clanq.ko loaded, and is the "
+				"index below its nr_nics?", dev);
+	case -EPROTO:
+		return snprintf(buf, len,
+				"%s: the driver speaks another ABI version than this "
+				"library (%u): install matching versions", dev,
+				CLANQ_ABI_VERSION);
+	}
+	return snprintf(buf, len, "%s: %s", dev, strerror(-err));
+}
+
+int clanq_ep_stats(const struct clanq_dev *dev, struct clanq_ep_stat *recs,
+		   unsigned int count, unsigned int skip, unsigned int *total)
+{
+	struct clanq_ioc_ep_stats a;
+
+	memset(&a, 0, sizeof(a));
+	a.buf = (uintptr_t)recs;
+	a.count = count;
+	a.skip = skip;
+	if (ioctl(dev->fd, CLANQ_IOC_EP_STATS, &a) < 0)
+		return -errno;
+	if (total)
+		*total = a.total;
+	return (int)a.count;
 }

@@ -543,6 +543,40 @@ struct clanq_ioc_ap_flush {
 	__u64 reserved[2];
 };
 
+/*
+ * CLANQ_IOC_EP_STATS: the contexts of this NIC and their endpoints with
+ * their counters, for clanqstat(8): those opened by the caller's
+ * effective uid, or every one with CAP_SYS_ADMIN. One record per
+ * context (ep 0), followed by one per endpoint of it. The walk is not a
+ * snapshot: between two calls contexts and endpoints come and go, so
+ * paging with skip may miss a record or show one twice, never a torn one.
+ * The counters are the driver's own, not the segment's mirrors.
+ */
+struct clanq_ep_stat {
+	__u64 ctx_id;		/* the context's, unique on this NIC until unload */
+	__u64 ctx_entries;	/* its driver entries (ioctl, mmap, poll) */
+	__s32 pid;		/* its opener, in the caller's pid namespace; 0: not visible */
+	__u32 uid;		/* its opener's effective uid, in the caller's namespace */
+	__u32 ep;		/* 0: the context's own record; else the endpoint's id */
+	__u32 nr_eps;		/* context record: its endpoints; endpoint: 0 */
+	__u32 oob_slots;	/* endpoint: its OOB queue's length */
+	__u32 oob_queued;	/* endpoint: messages on it, unread */
+	char comm[16];		/* the opener's name at open(), NUL-terminated */
+	struct clanq_ep_counters c;	/* endpoint: its counters; context: zero */
+	__u64 reserved[2];
+};
+
+#define CLANQ_EP_STATS_MAX	1024	/* records one call may return */
+
+struct clanq_ioc_ep_stats {
+	__u64 buf;		/* in: user address of count struct clanq_ep_stat */
+	__u32 count;		/* in: room in buf, 1..CLANQ_EP_STATS_MAX; out: written */
+	__u32 skip;		/* in: visible records to pass over first */
+	__u32 total;		/* out: visible records in all, now */
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
 #define CLANQ_IOC_MAGIC		0xC1
 #define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_ioc_query)
 #define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ioc_ep_create)
@@ -561,6 +595,7 @@ struct clanq_ioc_ap_flush {
 #define CLANQ_IOC_TW_DESTROY	_IOWR(CLANQ_IOC_MAGIC, 0x0e, struct clanq_ioc_tw_ctl)
 #define CLANQ_IOC_TW_WAIT	_IOWR(CLANQ_IOC_MAGIC, 0x0f, struct clanq_ioc_tw_wait)
 #define CLANQ_IOC_AP_FLUSH	_IOWR(CLANQ_IOC_MAGIC, 0x13, struct clanq_ioc_ap_flush)
+#define CLANQ_IOC_EP_STATS	_IOWR(CLANQ_IOC_MAGIC, 0x14, struct clanq_ioc_ep_stats)
 /* on the evq fd */
 #define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_ioc_evq_reg)
 #define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_ioc_evq_reg)
