@@ -384,9 +384,9 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 
 	mutex_lock(&ctx->lock);
 	err = -ENOSPC;
-	if (ctx->nr_aps >= clanq_max_aps) {
-		clanq_uerr(ctx, "AP_IMPORT: context has %u apertures already (max_aps)",
-			   clanq_max_aps);
+	if (ctx->nr_aps >= READ_ONCE(clanq_max_aps)) {
+		clanq_ulimit(ctx, "AP_IMPORT: context has %u apertures already: max_aps",
+			     ctx->nr_aps);
 		goto err_unlock;
 	}
 	err = clanq_kap_publish_maps(ctx, ap);

@@ -60,7 +60,7 @@ struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 	int err;
 
 	lockdep_assert_held(&ctx->lock);
-	if (ctx->nr_eps >= clanq_max_eps)
+	if (ctx->nr_eps >= READ_ONCE(clanq_max_eps))
 		return ERR_PTR(-ENOSPC);
 	size = clanq_kep_layout(&c, oob_slots, rq_slots, cq_slots, tw_slots);
 	if (!size)
@@ -241,20 +241,37 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 	struct clanq_kep *ep;
 	u32 service = 0;
 
-	if (slots < 2 || slots > clanq_max_oob_slots || !is_power_of_2(slots)) {
-		clanq_uerr(ctx, "EP_CREATE: oob_slots %u: want a power of two, 2..%u",
-			   c->oob_slots, clanq_max_oob_slots);
+	u32 max_oob = READ_ONCE(clanq_max_oob_slots);
+	u32 max_rdma = READ_ONCE(clanq_max_rdma_slots);
+
+	if (slots < 2 || !is_power_of_2(slots)) {
+		clanq_uerr(ctx, "EP_CREATE: oob_slots %u: want a power of two, at least 2",
+			   c->oob_slots);
 		return -EINVAL;
 	}
-	if (rq < 2 || rq > clanq_max_rdma_slots || !is_power_of_2(rq) ||
-	    cq < 2 || cq > clanq_max_rdma_slots || !is_power_of_2(cq)) {
-		clanq_uerr(ctx, "EP_CREATE: rq_slots %u, cq_slots %u: want powers of two, 2..%u",
-			   c->rq_slots, c->cq_slots, clanq_max_rdma_slots);
+	if (slots > max_oob) {
+		clanq_ulimit(ctx, "EP_CREATE: oob_slots %u is over max_oob_slots (%u)",
+			     slots, max_oob);
 		return -EINVAL;
 	}
-	if (tw % 64 || tw > max_tw) {
-		clanq_uerr(ctx, "EP_CREATE: tw_slots %u: want 64 * n, up to %u (max_tripwires)",
-			   c->tw_slots, max_tw);
+	if (rq < 2 || !is_power_of_2(rq) || cq < 2 || !is_power_of_2(cq)) {
+		clanq_uerr(ctx, "EP_CREATE: rq_slots %u, cq_slots %u: want powers of two, >= 2",
+			   c->rq_slots, c->cq_slots);
+		return -EINVAL;
+	}
+	if (rq > max_rdma || cq > max_rdma) {
+		clanq_ulimit(ctx, "EP_CREATE: rq_slots %u, cq_slots %u: over max_rdma_slots (%u)",
+			     rq, cq, max_rdma);
+		return -EINVAL;
+	}
+	if (tw % 64) {
+		clanq_uerr(ctx, "EP_CREATE: tw_slots %u: want a multiple of 64",
+			   c->tw_slots);
+		return -EINVAL;
+	}
+	if (tw > max_tw) {
+		clanq_ulimit(ctx, "EP_CREATE: tw_slots %u is over %u (max_tripwires, rounded up)",
+			     tw, max_tw);
 		return -EINVAL;
 	}
 	if (c->flags & CLANQ_EP_SERVICE) {
@@ -276,8 +293,8 @@ int clanq_ioctl_ep_create(void *obj, void *arg)
 	if (IS_ERR(ep)) {
 		mutex_unlock(&ctx->lock);
 		if (PTR_ERR(ep) == -ENOSPC)
-			clanq_uerr(ctx, "EP_CREATE: context has %u endpoints already (max_eps)",
-				   clanq_max_eps);
+			clanq_ulimit(ctx, "EP_CREATE: context has %u endpoints already: max_eps",
+				     READ_ONCE(clanq_max_eps));
 		else if (PTR_ERR(ep) == -EADDRINUSE)
 			clanq_uerr(ctx, "EP_CREATE: service %u is in use on this node",
 				   service);

@@ -464,7 +464,7 @@ struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
 	u32 size, pending;
 	int err;
 
-	if (!max_regs || max_regs > clanq_max_evq_regs)
+	if (!max_regs || max_regs > READ_ONCE(clanq_max_evq_regs))
 		return ERR_PTR(-EINVAL);
 	size = clanq_kevq_layout(&c->ring, &pending, max_regs);
 	if (!size)
@@ -517,9 +517,11 @@ int clanq_ioctl_evq_create(void *obj, void *arg)
 
 	evq = clanq_kevq_create(ctx, c->max_regs, c);
 	if (IS_ERR(evq)) {
-		if (PTR_ERR(evq) == -EINVAL)
-			clanq_uerr(ctx, "EVQ_CREATE: max_regs %u: want 1..%u",
-				   c->max_regs, clanq_max_evq_regs);
+		if (PTR_ERR(evq) == -EINVAL && c->max_regs)
+			clanq_ulimit(ctx, "EVQ_CREATE: max_regs %u is over max_evq_regs (%u)",
+				     c->max_regs, READ_ONCE(clanq_max_evq_regs));
+		else if (PTR_ERR(evq) == -EINVAL)
+			clanq_uerr(ctx, "EVQ_CREATE: max_regs 0");
 		return PTR_ERR(evq);
 	}
 	/*

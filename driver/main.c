@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * clanq: module entry. The module parameters (the limits every context
- * lives within), and bringing the NICs up and down. Each NIC resource
+ * lives within), and bringing the NICs up and down.
+ *
+ * Every limit is mode 0644: root may change it at run time in
+ * /sys/module/clanq/parameters/, and it holds from the next call on
+ * (each is read once per check, with READ_ONCE); what is already held
+ * above a lowered limit stays. A call a limit refuses says so at notice
+ * level, rate-limited, naming the parameter (clanq_ulimit()). Each NIC resource
  * has a file of its own; the system calls go through ioctl.c.
  */
 #include <linux/module.h>
@@ -10,59 +16,59 @@
 
 static unsigned int nr_nics = 1;
 module_param(nr_nics, uint, 0444);
-MODULE_PARM_DESC(nr_nics, "Soft NICs (nodes) to create, 1.." __stringify(CLANQ_MAX_NICS));
+MODULE_PARM_DESC(nr_nics, "Soft NICs (nodes) to create: /dev/clanq0.. (count, 1.." __stringify(CLANQ_MAX_NICS) "; default 1; at load only)");
 
 static unsigned int node_base;
 module_param(node_base, uint, 0444);
-MODULE_PARM_DESC(node_base, "Node id of /dev/clanq0; clanqN is node_base + N");
+MODULE_PARM_DESC(node_base, "Node id of /dev/clanq0; clanqN is node_base + N (default 0; at load only)");
 
 unsigned int clanq_max_oob_slots = 4096;
 module_param_named(max_oob_slots, clanq_max_oob_slots, uint, 0644);
-MODULE_PARM_DESC(max_oob_slots, "Longest OOB receive queue an endpoint may ask for");
+MODULE_PARM_DESC(max_oob_slots, "Longest OOB receive queue an endpoint may ask for (messages of 64 bytes; default 4096)");
 
 unsigned int clanq_max_eps = 4096;
 module_param_named(max_eps, clanq_max_eps, uint, 0644);
-MODULE_PARM_DESC(max_eps, "Endpoints one context may hold");
+MODULE_PARM_DESC(max_eps, "Endpoints one context may hold (count; default 4096)");
 
 unsigned int clanq_max_evq_regs = 16384;
 module_param_named(max_evq_regs, clanq_max_evq_regs, uint, 0644);
-MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold");
+MODULE_PARM_DESC(max_evq_regs, "Registrations one event queue may hold (count; default 16384)");
 
 unsigned int clanq_max_ep_regs = 16;
 module_param_named(max_ep_regs, clanq_max_ep_regs, uint, 0644);
-MODULE_PARM_DESC(max_ep_regs, "Event queues one endpoint may be registered on (bounds the cost of one wake-up)");
+MODULE_PARM_DESC(max_ep_regs, "Event queues one endpoint may be registered on, which bounds the cost of one wake-up (count; default 16)");
 
 unsigned int clanq_max_tripwires = 16384;
 module_param_named(max_tripwires, clanq_max_tripwires, uint, 0644);
-MODULE_PARM_DESC(max_tripwires, "Tripwires one context may hold (each is also charged to max_ctx_bytes and max_user_bytes), and most one endpoint may own");
+MODULE_PARM_DESC(max_tripwires, "Tripwires one context may hold, and one endpoint may own; each is also charged to max_ctx_bytes and max_user_bytes (count; default 16384)");
 
 unsigned long clanq_max_ctx_bytes = 128ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_ctx_bytes, "Driver memory (segments, allocated regions, tripwires) one context may hold");
+MODULE_PARM_DESC(max_ctx_bytes, "Driver memory one context may hold: segments, allocated regions, apertures, tripwires (bytes; default 134217728 = 128 MiB)");
 
 unsigned long clanq_max_user_bytes = 256ul << 20;
 module_param_named(max_user_bytes, clanq_max_user_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_user_bytes, "Driver memory (segments, allocated regions) all contexts of one user may hold; CAP_IPC_LOCK is exempt");
+MODULE_PARM_DESC(max_user_bytes, "Driver memory all contexts of one user may hold, as for max_ctx_bytes; CAP_IPC_LOCK is exempt (bytes; default 268435456 = 256 MiB)");
 
 unsigned int clanq_max_rdma_slots = 4096;
 module_param_named(max_rdma_slots, clanq_max_rdma_slots, uint, 0644);
-MODULE_PARM_DESC(max_rdma_slots, "Longest RDMA request or completion queue an endpoint may ask for");
+MODULE_PARM_DESC(max_rdma_slots, "Longest RDMA request or completion queue an endpoint may ask for (entries; default 4096)");
 
 unsigned int clanq_max_regions = 65536;
 module_param_named(max_regions, clanq_max_regions, uint, 0644);
-MODULE_PARM_DESC(max_regions, "Regions one context may hold");
+MODULE_PARM_DESC(max_regions, "Regions one context may hold (count; default 65536)");
 
 unsigned int clanq_max_aps = 65536;
 module_param_named(max_aps, clanq_max_aps, uint, 0644);
-MODULE_PARM_DESC(max_aps, "Apertures one context may hold");
+MODULE_PARM_DESC(max_aps, "Apertures one context may hold (count; default 65536)");
 
 unsigned long clanq_max_region_bytes = 256ul << 20;
 module_param_named(max_region_bytes, clanq_max_region_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_region_bytes, "Largest region (allocated or registered)");
+MODULE_PARM_DESC(max_region_bytes, "Largest region, allocated or registered (bytes; default 268435456 = 256 MiB)");
 
 unsigned int clanq_rdma_max_xfer = 64u << 10;
 module_param_named(rdma_max_xfer, clanq_rdma_max_xfer, uint, 0644);
-MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue before it serves the next (at least 512)");
+MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue before it serves the next (bytes, at least 512; default 65536)");
 /* KUnit sets it to split transfers in a test, and restores it */
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_max_xfer);
 
@@ -72,7 +78,7 @@ MODULE_PARM_DESC(rdma_inline, "The RDMA doorbell runs the engine's turn in the c
 
 unsigned int clanq_rdma_poll_us;
 module_param_named(rdma_poll_us, clanq_rdma_poll_us, uint, 0644);
-MODULE_PARM_DESC(rdma_poll_us, "Microseconds the RDMA engine keeps polling a queue after its last request before it lets go and needs a doorbell again (0: at once, the default; at most 10000)");
+MODULE_PARM_DESC(rdma_poll_us, "How long the RDMA engine keeps polling a queue after its last request before it lets go and needs a doorbell again (microseconds, at most 10000; default 0: at once)");
 
 static int __init clanq_init(void)
 {

@@ -300,9 +300,15 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 	u64 end;
 	int err;
 
-	if (!c->size || c->size > clanq_max_region_bytes) {
-		clanq_uerr(ctx, "REGION_CREATE: size %llu: want 1..%lu (max_region_bytes)",
-			   c->size, clanq_max_region_bytes);
+	unsigned long max_bytes = READ_ONCE(clanq_max_region_bytes);
+
+	if (!c->size) {
+		clanq_uerr(ctx, "REGION_CREATE: size 0");
+		return -EINVAL;
+	}
+	if (c->size > max_bytes) {
+		clanq_ulimit(ctx, "REGION_CREATE: size %llu is over max_region_bytes (%lu)",
+			     c->size, max_bytes);
 		return -EINVAL;
 	}
 	if (reg ? !c->addr || check_add_overflow(c->addr, c->size, &end) ||
@@ -318,9 +324,9 @@ int clanq_ioctl_region_create(void *obj, void *arg)
 
 	mutex_lock(&ctx->lock);
 	err = -ENOSPC;
-	if (ctx->nr_regions >= clanq_max_regions) {
-		clanq_uerr(ctx, "REGION_CREATE: context has %u regions already (max_regions)",
-			   clanq_max_regions);
+	if (ctx->nr_regions >= READ_ONCE(clanq_max_regions)) {
+		clanq_ulimit(ctx, "REGION_CREATE: context has %u regions already: max_regions",
+			     ctx->nr_regions);
 		goto err_unlock;
 	}
 	if (r->map.mmap) {

@@ -5,6 +5,7 @@
 #   - the module built with W=1 -Werror for the debug 6.12 kernel (with the
 #     KUnit module), for Debian's stock 6.12 headers and for 6.1 headers
 #   - sparse (C=2) on the debug build: any warning in our files fails
+#   - the man pages (scripts/man-check.sh: groff -ww, lexgrog)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -75,6 +76,13 @@ for d in driver kunit; do
 		result FAIL "sparse/$d" "$(echo "$ours" | wc -l) reports"
 	fi
 done
+
+# -- man pages: groff -ww, lexgrog, .so targets (one result per page) --
+man_out=$(scripts/man-check.sh 2>&1)
+man_fails=$(echo "$man_out" | grep -c '^FAIL')
+echo "$man_out" | grep '^FAIL' | sed 's/^/      /'
+echo "  man pages: $(echo "$man_out" | grep -c '^PASS') ok, $man_fails failed"
+fails=$((fails + man_fails))
 
 echo "lint: $fails failed (log: $log)"
 [ $fails = 0 ]

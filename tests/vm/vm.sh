@@ -92,7 +92,7 @@ cp build/mod/$modname/driver/clanq.ko "$rootfs/clanq/"
 if [ $flavor = debug ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
-cp build/vm/bin/* build/examples/* build/bench/* "$rootfs/clanq/bin/" 2>/dev/null || true
+cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
 # CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
 # (while working on them; the KUnit suites always run)
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \

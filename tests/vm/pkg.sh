@@ -1,0 +1,88 @@
+# clanq as a user installs it (vm.sh pkg, the stock Debian kernel): the
+# module DKMS built from the clanq-dkms package on the host, libclanq1
+# and clanq-tools installed here by dpkg, and then, as users who are not
+# root: the device open to everyone by default; with the site's group
+# switch on (udev/61-clanq-group.rules: group clanq, mode 0660, applied
+# here by hand, there is no udev in this VM) a member's echo ping-pong
+# runs and a non-member is refused with a message that names the group.
+# Each check prints a cmocka-style line (tests/results.awk counts them).
+set -u
+t=/tmp/pkg
+mkdir -p $t
+. /clanq/checks.sh
+export PATH=/usr/bin:/usr/sbin:$PATH
+
+# users: alice is in group clanq (what `adduser alice clanq` does), bob is not
+cat > /etc/passwd <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+alice:x:1000:1000:alice:/tmp:/bin/sh
+bob:x:1001:1001:bob:/tmp:/bin/sh
+EOF
+cat > /etc/group <<'EOF'
+root:x:0:
+clanq:x:990:alice
+alice:x:1000:
+bob:x:1001:
+EOF
+as() { u=$1; shift; su -s /bin/sh -c "$*" "$u"; }
+
+# ---- install ----
+mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates
+touch /var/lib/dpkg/status
+for deb in /clanq/deb/libclanq1_*.deb /clanq/deb/clanq-tools_*.deb; do
+	# busybox's dpkg does not know the host's libc6 package: --force-depends
+	expect "dpkg -i ${deb##*/}" 0 "" dpkg -i --force-depends "$deb"
+done
+for p in libclanq1 clanq-tools; do
+	if dpkg -l 2>/dev/null | grep -q "^ii  $p "; then ok "$p is installed"
+	else bad "$p is installed" "$(dpkg -l 2>&1 | head -c 400)"; fi
+done
+for f in /usr/bin/clanq-echo-server /usr/bin/clanq-echo-client /usr/bin/clanqstat \
+	/usr/bin/clanq-bench /usr/bin/clanq-info; do
+	if [ -x $f ]; then ok "installed: $f"; else bad "installed: $f" "missing"; fi
+done
+ko=$(ls /lib/modules/$(uname -r)/updates/dkms/clanq.ko 2>/dev/null)
+expect "insmod the module DKMS built (${ko:-none})" 0 "" insmod "$ko" nr_nics=2
+
+# ---- open to everyone by default ----
+mode=$(ls -l /dev/clanq0 | cut -c1-10)
+if [ "$mode" = crw-rw-rw- ]; then ok "/dev/clanq0 is mode 0666 by default"
+else bad "/dev/clanq0 is mode 0666 by default" "it is $mode"; fi
+as bob "clanq-echo-server -n 0 -s 21 -x 1" > $t/server-bob 2>&1 &
+server=$!
+expect "bob (no group) echoes by default, polling" 0 "^1024 " \
+	as bob "clanq-echo-client -n 1 -s 21 -m 100 -S 8,1k -p"
+wait $server || bad "bob's echo server" "$(cat $t/server-bob)"
+
+# ---- the group switch: group clanq, mode 0660 ----
+chgrp clanq /dev/clanq0 /dev/clanq1
+chmod 0660 /dev/clanq0 /dev/clanq1
+before=$(cat /sys/class/misc/clanq0/statistics/oob_sent)
+as alice "clanq-echo-server -n 0 -s 22 -x 2" > $t/server-alice 2>&1 &
+server=$!
+expect "alice (group clanq) echoes, polling" 0 "^1024 " \
+	as alice "clanq-echo-client -n 1 -s 22 -m 100 -S 8,1k -p"
+expect "alice (group clanq) echoes, blocking" 0 "^1024 " \
+	as alice "clanq-echo-client -n 0 -s 22 -m 100 -S 8,1k -B"
+wait $server || bad "alice's echo server" "$(cat $t/server-alice)"
+expect "bob (no group) is refused, and told the group" 1 "add this user to group 'clanq'" \
+	as bob "clanq-echo-client -n 1 -s 22 -m 10"
+expect "bob's refusal names the mode" 1 "mode 0660, group clanq" \
+	as bob "clanq-echo-client -n 1 -s 22 -m 10"
+expect "bob: clanqstat -e is refused the same way" 1 "group 'clanq'" as bob "clanqstat -e"
+
+# ---- counters where users look ----
+after=$(cat /sys/class/misc/clanq0/statistics/oob_sent)
+if [ "$after" -gt "$before" ]; then ok "sysfs oob_sent counted the handshakes ($before -> $after)"
+else bad "sysfs oob_sent counted the handshakes" "$before -> $after"; fi
+expect "bob reads the NIC's counters (sysfs is for everyone)" 0 "oob_sent  *$after\$" \
+	as bob "clanqstat -d 0"
+expect "clanqstat -a shows the limits in force" 0 "max_eps 4096" as alice "clanqstat -a -d clanq1"
+expect "clanqstat 0.2 3: three reports, then rates" 0 "per second over the interval" \
+	as alice "clanqstat 0.2 3"
+expect "clanqstat: a bad interval" 2 "INTERVAL" clanqstat 0
+expect "clanqstat: no such NIC" 1 "no clanq7" clanqstat -d 7
+
+expect "rmmod clanq" 0 "" rmmod clanq
+expect "clanqstat without the module" 1 "is clanq.ko loaded" clanqstat
+[ $failed = 0 ]
