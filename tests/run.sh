@@ -4,6 +4,8 @@
 #   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
 #   3. the VM       one boot of the debug kernel: KUnit, integration tests,
 #                   examples, a benchmark smoke run, module unload, kmemleak
+#   4. pkg-vm       the packages (built and installed on this host by the
+#                   pkg stage) in the stock-kernel VM, used as non-root
 # Every stage runs even if an earlier one failed; the last line is
 # "N passed, N failed" and the exit status is non-zero on any failure.
 set -uo pipefail
@@ -31,6 +33,7 @@ stage() {
 stage check	make --no-print-directory check
 stage lint	make --no-print-directory lint
 stage vm	tests/vm/vm.sh test
+stage pkg-vm	tests/vm/vm.sh pkg
 
 read -r p f s < <(awk '/^PASS/{p++} /^FAIL/{f++} /^SKIP/{s++} END{print p+0, f+0, s+0}' "$CLANQ_RESULTS")
 echo "==== summary ($(( $(date +%s) - t0 )) s; every result in $CLANQ_RESULTS)"

@@ -6,6 +6,11 @@
 #                 to $CLANQ_RESULTS; any kernel splat is a failure
 #   vm.sh run     stock Debian kernel: load the driver and run the demo
 #   vm.sh bench   stock Debian kernel: the benchmarks' tables (bench.sh)
+#   vm.sh pkg     stock Debian kernel: the module DKMS built on this host
+#                 from the clanq-dkms package, libclanq1 and clanq-tools
+#                 installed in the VM by dpkg, used by users who are not
+#                 root (pkg.sh); tests/pkg/run.sh builds and installs
+#                 the packages first
 #   vm.sh shell   debug kernel with the module loaded, at a shell
 #   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
 #                 $CLANQ_FUZZ_SECONDS (default 600), then unload + kmemleak
@@ -27,7 +32,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-job=${1:?usage: vm.sh test|run|bench|shell|fuzz|coverage}
+job=${1:?usage: vm.sh test|run|bench|pkg|shell|fuzz|coverage}
 vmdir=$root/build/vm/$job
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 mkdir -p "$vmdir" "$(dirname "$results")"
@@ -46,6 +51,7 @@ run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-1200}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# 10,000 connections, both ends
 bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-2400}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# idle: 10,000 connections, both ends
+pkg)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 *)		die "unknown job '$job'" ;;
 esac
 
@@ -69,13 +75,23 @@ elif [ $flavor = debug ]; then
 	image=$kdir/arch/x86/boot/bzImage
 	step "building module + KUnit module (debug 6.12)"
 	make_ module-debug
+elif [ $job = pkg ]; then
+	# nothing of ours is built here: the module and programs are the packages'
+	image=$(tests/vm/kernel.sh stock-image)
+	release=$(basename "$image" | sed 's/vmlinuz-//')
+	pkg_ko=$(ls /lib/modules/$release/updates/dkms/clanq.ko* 2>/dev/null | head -n 1)
+	[ -n "$pkg_ko" ] || die "no clanq.ko from DKMS for $release (tests/pkg/run.sh installs clanq-dkms)"
+	ls build/deb/libclanq1_*.deb build/deb/clanq-tools_*.deb >/dev/null 2>&1 ||
+		die "no packages in build/deb (make deb)"
 else
 	image=$(tests/vm/kernel.sh stock-image)
 	step "building module (stock $(basename "$image" | sed 's/vmlinuz-//'))"
 	make_ module-stock
 fi
-step "building test programs"
-make_ vm-bins
+if [ $job != pkg ]; then
+	step "building test programs"
+	make_ vm-bins
+fi
 mkdir -p build/vm
 [ build/vm/vm-exit -nt tests/vm/vm-exit.c ] ||
 	gcc -static -O2 -Wall -Werror -o build/vm/vm-exit tests/vm/vm-exit.c
@@ -88,11 +104,39 @@ mkdir -p "$rootfs"/{bin,clanq/bin,etc}
 cp /bin/busybox "$rootfs/bin/busybox"
 cp tests/vm/init "$rootfs/init"
 cp build/vm/vm-exit "$rootfs/clanq/bin/"
-cp build/mod/$modname/driver/clanq.ko "$rootfs/clanq/"
+if [ $job = pkg ]; then
+	# the packages' files, where they would be on a host: the module as
+	# DKMS installed it (uncompressed: busybox's insmod reads plain ELF),
+	# the .debs for dpkg, and the shared libraries their programs need
+	# (found in a scratch unpacking; libclanq itself comes from dpkg)
+	kmod=$rootfs/lib/modules/$release/updates/dkms
+	mkdir -p "$kmod" "$rootfs/clanq/deb"
+	case $pkg_ko in
+	*.xz)	xz -dc "$pkg_ko" > "$kmod/clanq.ko" ;;
+	*.zst)	zstd -qdc "$pkg_ko" > "$kmod/clanq.ko" ;;
+	*.gz)	gzip -dc "$pkg_ko" > "$kmod/clanq.ko" ;;
+	*)	cp "$pkg_ko" "$kmod/clanq.ko" ;;
+	esac
+	cp build/deb/libclanq1_*.deb build/deb/clanq-tools_*.deb "$rootfs/clanq/deb/"
+	unpacked=$vmdir/unpacked
+	rm -rf "$unpacked" && mkdir -p "$unpacked"
+	for deb in "$rootfs"/clanq/deb/*.deb; do dpkg-deb -x "$deb" "$unpacked"; done
+	cp tests/vm/pkg.sh tests/vm/checks.sh "$rootfs/clanq/"
+	libdirs=$(find "$unpacked" -name 'libclanq.so*' -printf '%h\n' | sort -u | tr '\n' :)
+	for elf in "$unpacked"/usr/bin/*; do
+		LD_LIBRARY_PATH=$libdirs ldd "$elf" 2>/dev/null | grep -oE '/[^ ]+' || true
+	done | grep -v libclanq | sort -u | while read -r lib; do
+		mkdir -p "$rootfs$(dirname "$lib")"
+		cp -L "$lib" "$rootfs$lib"
+	done
+else
+	cp build/mod/$modname/driver/clanq.ko "$rootfs/clanq/"
+fi
 if [ $flavor = debug ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
-cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
+[ $job = pkg ] ||
+	cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
 # CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
 # (while working on them; the KUnit suites always run)
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
@@ -128,6 +172,7 @@ append="console=ttyS0 panic=-1 clanq.mode=$job"
 # tsc=reliable: the clocksource watchdog could switch the guest to the
 # hpet mid-run, after which every clock read costs ~0.8 us (DESIGN §8)
 { [ $job = run ] || [ $job = bench ]; } && append="$append quiet tsc=reliable"
+[ $job = pkg ] && append="$append quiet"
 # The CPU model: max (every feature TCG has) for the tests; for make
 # bench qemu64, because with max glibc's memcpy picks rep movsb for
 # 16 KiB..256 KiB, which TCG runs many times slower (DESIGN §8): the
@@ -196,7 +241,7 @@ splat_before_insmod() {
 }
 
 boot
-if [ $job != run ] && [ $job != bench ] && splat_before_insmod; then
+if [ $job != run ] && [ $job != bench ] && [ $job != pkg ] && splat_before_insmod; then
 	cp "$log" "$vmdir/console.boot-splat.log"
 	echo "vm.sh: the kernel reported a problem while booting, before clanq was" \
 		"loaded (log kept: $vmdir/console.boot-splat.log); booting once more" >&2
