@@ -261,9 +261,11 @@ static int server_start(struct server *sv, uint32_t max_conns, uint64_t spin_ns,
 	cb_wait_child(&sv->s->ready, 1, sv->pid, "clanq server start");
 	if (sv->s->error) {
 		int err = sv->s->error;
+		char path[32], why[256];
 
-		fprintf(stderr, "clanq-bench: clanq server on NIC %u: %s%s\n", cb.nic_b,
-			strerror(-err), err == -ENOENT ? " (is clanq.ko loaded with nr_nics=2?)" : "");
+		snprintf(path, sizeof(path), CLANQ_DEV_PREFIX "%u", cb.nic_b);
+		clanq_open_explain(path, err, why, sizeof(why));
+		fprintf(stderr, "clanq-bench: clanq server on NIC %u: %s\n", cb.nic_b, why);
 		cb_reap(sv->pid, NULL);
 		cb_unshare(sv->s, sizeof(*sv->s));
 		return err;
