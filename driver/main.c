@@ -16,7 +16,8 @@
 
 static unsigned int nr_nics = 1;
 module_param(nr_nics, uint, 0444);
-MODULE_PARM_DESC(nr_nics, "Soft NICs (nodes) to create: /dev/clanq0.. (count, 1.." __stringify(CLANQ_MAX_NICS) "; default 1; at load only)");
+MODULE_PARM_DESC(nr_nics, "Soft NICs (nodes) to create: /dev/clanq0.. (count, 1.."
+		 __stringify(CLANQ_MAX_NICS) "; default 1; at load only)");
 
 static unsigned int node_base;
 module_param(node_base, uint, 0444);
