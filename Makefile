@@ -65,11 +65,11 @@ help:
 
 # ---- user space ------------------------------------------------------------
 
-$(B)/obj/%.o: %.c $(HDRS)
+$(B)/obj/%.o: %.c $(HDRS) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -c $< -o $@
 
-$(B)/pic/%.o: %.c $(HDRS)
+$(B)/pic/%.o: %.c $(HDRS) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=default -c $< -o $@
 
@@ -77,9 +77,12 @@ $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(LIB_SO): $(LIB_PICS)
+# lib/libclanq.map: every symbol versioned LIBCLANQ_0.1, only clanq_*
+# exported (the files' shared internals are hidden where they are declared)
+$(LIB_SO): $(LIB_PICS) lib/libclanq.map
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libclanq.so.1 -o $@ $^
+	$(CC) -shared -Wl,-soname,libclanq.so.1 \
+		-Wl,--version-script=lib/libclanq.map -o $@ $(LIB_PICS)
 
 lib: $(LIB_A) $(LIB_SO)
 
