@@ -78,6 +78,7 @@ help:
 	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
 	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
 	@echo 'make install-dkms  the module source and dkms.conf in DKMSDIR (/usr/src/clanq-$(VERSION))'
+	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq1, libclanq-dev, clanq-tools)'
 
 # ---- user space ------------------------------------------------------------
 
@@ -271,7 +272,12 @@ install-dkms:
 	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/uapi/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
 
-.PHONY: tools install-dkms print-version
+# Debian packages (debian/) built from a copy of the tracked tree:
+# build/deb/*.deb; scripts/deb.sh says how.
+.PHONY: tools install-dkms deb print-version
+deb:
+	@scripts/deb.sh
+
 print-version:
 	@echo $(VERSION)
 
