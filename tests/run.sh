@@ -2,7 +2,10 @@
 # make test: every test, in one report.
 #   1. make check   host tests (cmocka under ASan+UBSan and TSan, bench smoke)
 #   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
-#   3. the VM       one boot of the debug kernel: KUnit, integration tests,
+#   3. tests/pkg    make deb, lintian, the packages installed on this machine:
+#                   DKMS builds for each kernel's headers, the library as
+#                   installed, man pages (the packages stay installed)
+#   4. the VM       one boot of the debug kernel: KUnit, integration tests,
 #                   examples, a benchmark smoke run, module unload, kmemleak
 # Every stage runs even if an earlier one failed; the last line is
 # "N passed, N failed" and the exit status is non-zero on any failure.
@@ -30,6 +33,7 @@ stage() {
 
 stage check	make --no-print-directory check
 stage lint	make --no-print-directory lint
+stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
 
 read -r p f s < <(awk '/^PASS/{p++} /^FAIL/{f++} /^SKIP/{s++} END{print p+0, f+0, s+0}' "$CLANQ_RESULTS")
