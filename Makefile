@@ -69,7 +69,7 @@ help:
 	@echo 'make deps       install the Debian packages the project needs'
 	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
 	@echo 'make bench      clanq-bench beside UCX, libfabric, Soft-RoCE, sockets (stock VM; build/bench/)'
-	@echo 'make test       every test: check, lint, then the debug-kernel VM'
+	@echo 'make test       every test: check, lint, packages (installed here), then the debug-kernel VM'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
