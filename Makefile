@@ -13,6 +13,9 @@ SHELL := /bin/bash
 # source (make install-dkms, debian/rules' dh_dkms) take it from here, and
 # debian/rules refuses a debian/changelog that says otherwise.
 VERSION := 0.1
+# kbuild has a VERSION of its own (the kernel's): a `make VERSION=...` must
+# not reach the module builds
+MAKEOVERRIDES := $(filter-out VERSION=%,$(MAKEOVERRIDES))
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
