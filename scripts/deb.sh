@@ -26,6 +26,12 @@ echo ">> dpkg-buildpackage in $src" >&2
 (cd "$src" && dpkg-buildpackage -us -uc -b) > "$out/build.log" 2>&1 || {
 	tail -n 30 "$out/build.log" >&2
 	echo "deb: dpkg-buildpackage failed (log: $out/build.log)" >&2
+	# dh_makeshlibs -- -c4: the library's exports differ from the record
+	if grep -q '^dpkg-gensymbols: warning: .*symbols' "$out/build.log"; then
+		echo "deb: libclanq.so.1's symbols are not those of" \
+			"debian/libclanq1.symbols (+ new, - gone: see the diff in the log);" \
+			"a new function is added there, a removed one is an ABI break" >&2
+	fi
 	exit 1
 }
 mv "$out"/src/*.deb "$out"/src/*.changes "$out"/src/*.buildinfo "$out"/
