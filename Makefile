@@ -262,7 +262,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
 	rm -f $(foreach f,$(MANPAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(f)))/$(notdir $(f)))
 	rm -f $(DESTDIR)$(UDEVDIR)/60-clanq.rules $(DESTDIR)$(DATADIR)/clanq/61-clanq-group.rules
-	-rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi $(DESTDIR)$(DATADIR)/clanq 2>/dev/null
+	rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi $(DESTDIR)$(DATADIR)/clanq 2>/dev/null || true
 
 # The module's source as DKMS wants it: driver/ and include/ beside
 # dkms.conf, whose version comes from VERSION. Then, as root:
@@ -275,12 +275,14 @@ install-dkms:
 	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/uapi/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
 
+.PHONY: tools install-dkms deb print-version
+
 # Debian packages (debian/) built from a copy of the tracked tree:
 # build/deb/*.deb; scripts/deb.sh says how.
-.PHONY: tools install-dkms deb print-version
 deb:
 	@scripts/deb.sh
 
+# for scripts (deb.sh, tests/pkg)
 print-version:
 	@echo $(VERSION)
 
