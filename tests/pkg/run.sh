@@ -254,7 +254,9 @@ int main(void)
 EOF
 why=
 # shellcheck disable=SC2046
-if ! cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/t" "$tmp/t.c" \
+if [ "$(pkg-config --modversion libclanq 2>&1)" != "$version" ]; then
+	why="pkg-config --modversion libclanq: $(pkg-config --modversion libclanq 2>&1)"
+elif ! cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/t" "$tmp/t.c" \
 	$(pkg-config --cflags --libs libclanq) >>"$log" 2>&1; then
 	why="does not build with pkg-config's flags"
 elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.1\]'; then
