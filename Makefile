@@ -9,14 +9,31 @@
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
 
+# The one place the version is written: the pkg-config file and the DKMS
+# source (make install-dkms, debian/rules' dh_dkms) take it from here, and
+# debian/rules refuses a debian/changelog that says otherwise.
+VERSION := 0.1
+# kbuild has a VERSION of its own (the kernel's): a `make VERSION=...` must
+# not reach the module builds
+MAKEOVERRIDES := $(filter-out VERSION=%,$(MAKEOVERRIDES))
+
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+MANDIR  ?= $(DATADIR)/man
+# udev reads /usr/lib/udev/rules.d (and /etc/udev/rules.d), never under
+# /usr/local, so the rule goes there whatever PREFIX is.
+UDEVDIR ?= /usr/lib/udev/rules.d
+# the module's source for DKMS (make install-dkms)
+DKMSDIR ?= /usr/src/clanq-$(VERSION)
 DESTDIR ?=
 
 B       := build
 CFLAGS  ?= -O2 -g
-USER_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Iinclude $(CFLAGS)
+# CPPFLAGS and LDFLAGS: empty unless given (debian/rules passes dpkg-buildflags')
+USER_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -Iinclude $(CPPFLAGS) $(CFLAGS)
 SAN_ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 # TSan does not model fences (-Wtsan); the queue's paths it checks use none
 SAN_TSAN := -O1 -g -fsanitize=thread -Wno-tsan
@@ -56,21 +73,24 @@ help:
 	@echo 'make deps       install the Debian packages the project needs'
 	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
 	@echo 'make bench      clanq-bench beside UCX, libfabric, Soft-RoCE, sockets (stock VM; build/bench/)'
-	@echo 'make test       every test: check, lint, then the debug-kernel VM'
+	@echo 'make test       every test: check, lint, packages (installed here), then the debug-kernel VM'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
 	@echo 'make coverage   line/function coverage of driver/*.c by the VM tests (gcov)'
-	@echo 'make install    library, headers, pkg-config (PREFIX, DESTDIR)'
+	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
+	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
+	@echo 'make install-dkms  the module source and dkms.conf in DKMSDIR (/usr/src/clanq-$(VERSION))'
+	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq1, libclanq-dev, clanq-tools)'
 
 # ---- user space ------------------------------------------------------------
 
-$(B)/obj/%.o: %.c $(HDRS)
+$(B)/obj/%.o: %.c $(HDRS) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -c $< -o $@
 
-$(B)/pic/%.o: %.c $(HDRS)
+$(B)/pic/%.o: %.c $(HDRS) $(wildcard lib/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=default -c $< -o $@
 
@@ -78,23 +98,26 @@ $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(LIB_SO): $(LIB_PICS)
+# lib/libclanq.map: every symbol versioned LIBCLANQ_0.1, only clanq_*
+# exported (the files' shared internals are hidden where they are declared)
+$(LIB_SO): $(LIB_PICS) lib/libclanq.map
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libclanq.so.1 -o $@ $^
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libclanq.so.1 \
+		-Wl,--version-script=lib/libclanq.map -o $@ $(LIB_PICS)
 
 lib: $(LIB_A) $(LIB_SO)
 
 $(B)/examples/%: examples/%.c $(LIB_A) $(HDRS) $(wildcard examples/*.h bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(LIB_A) -lpthread -o $@
 
 $(B)/bench/%: bench/%.c $(LIB_A) $(HDRS) $(wildcard bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $< $(LIB_A) -lpthread -lm -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(LIB_A) -lpthread -lm -o $@
 
 $(B)/bench/clanq-bench: $(CB_SRCS) $(LIB_A) $(HDRS) $(wildcard bench/*.h bench/clanq-bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $(CB_SRCS) $(LIB_A) -lpthread -lm -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $(CB_SRCS) $(LIB_A) -lpthread -lm -o $@
 
 $(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
 	@mkdir -p $(@D)
@@ -102,6 +125,12 @@ $(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
 
 examples: $(EXAMPLES)
 benches: $(BENCHES)
+tools: $(TOOLS)
+
+TOOLS    := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
+$(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $< $(LIB_A) -o $@
 tools: $(TOOLS)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
@@ -204,25 +233,64 @@ coverage: deps
 
 # ---- install ---------------------------------------------------------------
 
-$(B)/libclanq.pc: Makefile
-	@mkdir -p $(@D)
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
-		'Name: libclanq' 'Description: CLAN-style user-level networking over a soft NIC' \
-		'Version: 0.1' 'Libs: -L$${libdir} -lclanq' 'Cflags: -I$${includedir}' > $@
+# What `make install` puts in BINDIR: the examples a user runs, the
+# benchmark tool and tools/*.c (clanqstat).
+PROGRAMS := $(addprefix $(B)/examples/,clanq-echo-server clanq-echo-client clanq-info clanq-stream) \
+	$(B)/bench/clanq-bench $(TOOLS)
+# Man pages by section; alias pages (".so man3/x.3") are installed as they are.
+MANPAGES := $(wildcard docs/man/*.[1-8])
+INST_HDRS := include/clanq.h $(wildcard include/clanq/*.h) $(wildcard include/uapi/*.h)
 
-install: lib $(B)/libclanq.pc
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi
+install: lib tools $(PROGRAMS)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi \
+		$(DESTDIR)$(BINDIR) $(DESTDIR)$(UDEVDIR) $(DESTDIR)$(DATADIR)/clanq
 	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libclanq.so.1 $(DESTDIR)$(LIBDIR)/libclanq.so
 	install -m 644 include/clanq.h $(DESTDIR)$(INCDIR)/
-	install -m 644 include/clanq/queue.h $(DESTDIR)$(INCDIR)/clanq/
-	install -m 644 include/uapi/clanq.h $(DESTDIR)$(INCDIR)/uapi/
-	install -m 644 $(B)/libclanq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 $(filter include/clanq/%,$(INST_HDRS)) $(DESTDIR)$(INCDIR)/clanq/
+	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(INCDIR)/uapi/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
+		'Name: libclanq' 'Description: CLAN-style user-level networking over a soft NIC' \
+		'Version: $(VERSION)' 'Libs: -L$${libdir} -lclanq' 'Cflags: -I$${includedir}' \
+		> $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
+	install -m 755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
+	@set -e; for f in $(MANPAGES); do \
+		d=$(DESTDIR)$(MANDIR)/man$${f##*.}; \
+		echo "install -m 644 $$f $$d/"; install -d $$d; install -m 644 $$f $$d/; \
+	done
+	install -m 644 udev/60-clanq.rules $(DESTDIR)$(UDEVDIR)/
+	install -m 644 udev/61-clanq-group.rules $(DESTDIR)$(DATADIR)/clanq/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libclanq.{a,so,so.1} $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
-	rm -f $(DESTDIR)$(INCDIR)/clanq.h $(DESTDIR)$(INCDIR)/clanq/queue.h $(DESTDIR)$(INCDIR)/uapi/clanq.h
+	rm -f $(addprefix $(DESTDIR)$(INCDIR)/,$(INST_HDRS:include/%=%))
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
+	rm -f $(foreach f,$(MANPAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(f)))/$(notdir $(f)))
+	rm -f $(DESTDIR)$(UDEVDIR)/60-clanq.rules $(DESTDIR)$(DATADIR)/clanq/61-clanq-group.rules
+	rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi $(DESTDIR)$(DATADIR)/clanq 2>/dev/null || true
+
+# The module's source as DKMS wants it: driver/ and include/ beside
+# dkms.conf, whose version comes from VERSION. Then, as root:
+# dkms install clanq/$(VERSION)
+install-dkms:
+	install -d $(DESTDIR)$(DKMSDIR)/driver $(DESTDIR)$(DKMSDIR)/include/clanq \
+		$(DESTDIR)$(DKMSDIR)/include/uapi
+	install -m 644 driver/Kbuild $(wildcard driver/*.[ch]) $(DESTDIR)$(DKMSDIR)/driver/
+	install -m 644 $(filter include/clanq/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/clanq/
+	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/uapi/
+	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
+
+.PHONY: tools install-dkms deb print-version
+
+# Debian packages (debian/) built from a copy of the tracked tree:
+# build/deb/*.deb; scripts/deb.sh says how.
+deb:
+	@scripts/deb.sh
+
+# for scripts (deb.sh, tests/pkg)
+print-version:
+	@echo $(VERSION)
 
 clean:
 	rm -rf $(B)

@@ -31,6 +31,9 @@
 
 #include <clanq.h>
 
+/* Shared between the library's files, not part of its ABI. */
+#pragma GCC visibility push(hidden)
+
 #define CLANQ_HS_CONNECT	0x40
 #define CLANQ_HS_ACCEPT		0x41
 #define CLANQ_HS_REFUSE		0x42
@@ -137,5 +140,7 @@ enum clanq_hs_verdict clanq_hs_backlog_add(struct clanq_hs_backlog *b,
 					   const struct clanq_oob_msg *m);
 /* Take the oldest pending CONNECT: 0, or -EAGAIN if there is none. */
 int clanq_hs_backlog_take(struct clanq_hs_backlog *b, struct clanq_hs_pending *p);
+
+#pragma GCC visibility pop
 
 #endif /* _CLANQ_LIB_HANDSHAKE_H */

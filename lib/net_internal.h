@@ -8,6 +8,9 @@
 
 #include <clanq.h>
 
+/* Shared between the library's files, not part of its ABI. */
+#pragma GCC visibility push(hidden)
+
 /* The cookie of a revocation notice: slot and generation. */
 static inline __u64 clanq_conn_cookie(const struct clanq_net *net, __u32 slot)
 {
@@ -45,5 +48,7 @@ void clanq_conn_answer_want(struct clanq_conn *c);
 int clanq_conn_write_fin(struct clanq_conn *c);
 /* RDMA completions: errors reset their connections. */
 void clanq_net_drain_rdma(struct clanq_net *net);
+
+#pragma GCC visibility pop
 
 #endif /* _CLANQ_LIB_NET_INTERNAL_H */

@@ -11,6 +11,10 @@
 # UCX's ucx_perftest, libfabric's fi_pingpong, perftest's ib_write_* over
 # Soft-RoCE (librxe is in ibverbs-providers; the kernel side is the stock
 # image's rdma_rxe), iproute2 for rdma(8) and ip(8). gnuplot for the plots.
+#
+# make deb and tests/pkg: debhelper with dh-dkms, dkms (builds the
+# packaged module for each kernel whose headers are installed), lintian,
+# and man-db to check the installed man pages.
 set -euo pipefail
 
 PKGS=(
@@ -21,6 +25,7 @@ PKGS=(
 	linux-source-6.12
 	ucx-utils libfabric-bin perftest ibverbs-providers iproute2
 	gnuplot-nox
+	debhelper dh-dkms dkms lintian fakeroot dpkg-dev adduser groff-base man-db
 )
 
 installed() {

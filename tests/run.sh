@@ -2,7 +2,10 @@
 # make test: every test, in one report.
 #   1. make check   host tests (cmocka under ASan+UBSan and TSan, bench smoke)
 #   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
-#   3. the VM       one boot of the debug kernel: KUnit, integration tests,
+#   3. tests/pkg    make deb, lintian, the packages installed on this machine:
+#                   DKMS builds for each kernel's headers, the library as
+#                   installed, man pages (the packages stay installed)
+#   4. the VM       one boot of the debug kernel: KUnit, integration tests,
 #                   examples, a benchmark smoke run, module unload, kmemleak
 #   4. pkg-vm       the packages (built and installed on this host by the
 #                   pkg stage) in the stock-kernel VM, used as non-root
@@ -32,6 +35,7 @@ stage() {
 
 stage check	make --no-print-directory check
 stage lint	make --no-print-directory lint
+stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
 stage pkg-vm	tests/vm/vm.sh pkg
 
