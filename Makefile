@@ -107,30 +107,35 @@ $(LIB_SO): $(LIB_PICS) lib/libclanq.map
 
 lib: $(LIB_A) $(LIB_SO)
 
-$(B)/examples/%: examples/%.c $(LIB_A) $(HDRS) $(wildcard examples/*.h bench/*.h)
-	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(LIB_A) -lpthread -o $@
+# The programs link libclanq statically, so they run from the tree as
+# they are; the packages link them to libclanq.so.1 (CLANQ_LINK=shared,
+# debian/rules), so clanq-tools uses libclanq1 like any application.
+ifeq ($(CLANQ_LINK),shared)
+PROG_LIB  := $(LIB_SO)
+PROG_LINK := -L$(B)/lib -l:libclanq.so.1
+else
+PROG_LIB  := $(LIB_A)
+PROG_LINK := $(LIB_A)
+endif
 
-$(B)/bench/%: bench/%.c $(LIB_A) $(HDRS) $(wildcard bench/*.h)
+$(B)/examples/%: examples/%.c $(PROG_LIB) $(HDRS) $(wildcard examples/*.h bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(LIB_A) -lpthread -lm -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(PROG_LINK) -lpthread -o $@
 
-$(B)/bench/clanq-bench: $(CB_SRCS) $(LIB_A) $(HDRS) $(wildcard bench/*.h bench/clanq-bench/*.h)
+$(B)/bench/%: bench/%.c $(PROG_LIB) $(HDRS) $(wildcard bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $(LDFLAGS) $(CB_SRCS) $(LIB_A) -lpthread -lm -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(PROG_LINK) -lpthread -lm -o $@
 
-$(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
+$(B)/bench/clanq-bench: $(CB_SRCS) $(PROG_LIB) $(HDRS) $(wildcard bench/*.h bench/clanq-bench/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $< $(LIB_A) -o $@
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $(CB_SRCS) $(PROG_LINK) -lpthread -lm -o $@
+
+$(B)/tools/%: tools/%.c $(PROG_LIB) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(PROG_LINK) -lm -o $@
 
 examples: $(EXAMPLES)
 benches: $(BENCHES)
-tools: $(TOOLS)
-
-TOOLS    := $(patsubst tools/%.c,$(B)/tools/%,$(wildcard tools/*.c))
-$(B)/tools/%: tools/%.c $(LIB_A) $(HDRS)
-	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $< $(LIB_A) -o $@
 tools: $(TOOLS)
 
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
