@@ -18,3 +18,9 @@ expect() {
 		ok "$name"
 	fi
 }
+# succeeds NAME CMD...: CMD exits 0 (whatever it says)
+succeeds() {
+	name=$1; shift
+	if "$@" > $t/out 2>&1; then ok "$name"
+	else bad "$name" "'$*' exited $?: $(head -c 400 $t/out)"; fi
+}
