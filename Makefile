@@ -290,7 +290,7 @@ install-dkms:
 
 # Debian packages (debian/) built from a copy of the tracked tree:
 # build/deb/*.deb; scripts/deb.sh says how.
-deb:
+deb: deps
 	@scripts/deb.sh
 
 # for scripts (deb.sh, tests/pkg)
