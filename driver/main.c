@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * clanq: module entry. The module parameters (the limits every context
- * lives within), and bringing the NICs up and down.
+ * lives within), and bringing the NICs up and down. Each NIC resource
+ * has a file of its own; the system calls go through ioctl.c.
  *
  * Every limit is mode 0644: root may change it at run time in
  * /sys/module/clanq/parameters/, and it holds from the next call on
  * (each is read once per check, with READ_ONCE); what is already held
  * above a lowered limit stays. A call a limit refuses says so at notice
- * level, rate-limited, naming the parameter (clanq_ulimit()). Each NIC resource
- * has a file of its own; the system calls go through ioctl.c.
+ * level, rate-limited, naming the parameter (clanq_ulimit()).
  */
 #include <linux/module.h>
 
