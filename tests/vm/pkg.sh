@@ -44,6 +44,21 @@ done
 ko=$(ls /lib/modules/$(uname -r)/updates/dkms/clanq.ko 2>/dev/null)
 succeeds "insmod the module DKMS built (${ko:-none})" insmod "$ko" nr_nics=2
 
+# every parameter says its default (modinfo), and the default is so
+n=0 wrong=
+while IFS= read -r line; do
+	name=${line%%:*}
+	case "$line" in *"Testing:"*) continue ;; esac
+	def=$(echo "$line" | sed -n 's/.*default \([0-9YN][0-9]*\).*/\1/p')
+	if [ -z "$def" ]; then wrong="$wrong $name: no default;"; continue; fi
+	[ $name = nr_nics ] && continue		# loaded with nr_nics=2
+	v=$(cat /sys/module/clanq/parameters/$name)
+	[ "$v" = "$def" ] || wrong="$wrong $name is $v, modinfo says $def;"
+	n=$((n + 1))
+done < /clanq/modinfo-parm
+if [ -z "$wrong" ] && [ $n -ge 10 ]; then ok "modinfo gives every parameter's default, and it holds ($n)"
+else bad "modinfo gives every parameter's default, and it holds" "$n checked;$wrong"; fi
+
 # ---- open to everyone by default ----
 # (services 2021, 2022: below 1024 a listener needs CAP_NET_BIND_SERVICE)
 mode=$(ls -l /dev/clanq0 | cut -c1-10)

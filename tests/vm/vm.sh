@@ -118,6 +118,8 @@ if [ $job = pkg ]; then
 	*)	cp "$pkg_ko" "$kmod/clanq.ko" ;;
 	esac
 	cp build/deb/libclanq1_*.deb build/deb/clanq-tools_*.deb "$rootfs/clanq/deb/"
+	# busybox's modinfo wants a modules.dep: pkg.sh gets the host's answer
+	modinfo -F parm "$pkg_ko" > "$rootfs/clanq/modinfo-parm"
 	unpacked=$vmdir/unpacked
 	rm -rf "$unpacked" && mkdir -p "$unpacked"
 	for deb in "$rootfs"/clanq/deb/*.deb; do dpkg-deb -x "$deb" "$unpacked"; done
