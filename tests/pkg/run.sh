@@ -160,6 +160,12 @@ for k in "${kernels[@]}"; do
 	fi
 done
 
+# the two series: make deps installs both, so both must be here
+for series in 6.1 6.12; do
+	printf '%s\n' "${kernels[@]}" | grep -q "^${series//./\\.}\." ||
+		result FAIL "dkms/$series" "no $series kernel headers in /lib/modules (make deps)"
+done
+
 # -- (d) older kernels refused --
 bad=
 for k in 5.15.0-1-amd64 6.0.12 6.0.0-1-amd64; do
