@@ -496,7 +496,7 @@ int main(int argc, char **argv)
 		printf("\n%s%u (node %u)\n", CLANQ_DEV_PREFIX, i, nic->node);
 		if (nic->stats.err) {
 			if (!told)
-				fprintf(stderr, "%s: %s/clanq%u/stats: %s: counters and objects need root and a mounted debugfs\n",
+				fprintf(stderr, "%s: %s/clanq%u/stats: %s: counters and objects here need root and a mounted debugfs; clanqstat(8) shows the counters to every user\n",
 					prog, DEBUGFS, i, strerror(-nic->stats.err));
 			told = true;
 			printf("  counters: not readable\n");
