@@ -78,6 +78,20 @@ static bool clanq_stats_take(struct clanq_stats_walk *w)
 	return w->n < w->room;
 }
 
+/* The next record, with what every record says of its context. */
+static struct clanq_ep_stat *clanq_stats_rec(struct clanq_stats_walk *w,
+					     struct clanq_ctx *ctx)
+{
+	struct clanq_ep_stat *r = &w->recs[w->n++];
+
+	r->ctx_id = ctx->id;
+	r->ctx_entries = atomic64_read(&ctx->entries);
+	r->pid = pid_vnr(ctx->pid);
+	r->uid = from_kuid_munged(current_user_ns(), ctx->uid);
+	strscpy(r->comm, ctx->comm, sizeof(r->comm));
+	return r;
+}
+
 /* Under ctx->lock: its own record, then its endpoints'. */
 static void clanq_stats_ctx(struct clanq_stats_walk *w, struct clanq_ctx *ctx)
 {
@@ -92,26 +106,14 @@ static void clanq_stats_ctx(struct clanq_stats_walk *w, struct clanq_ctx *ctx)
 		w->skip -= min(w->skip, all);
 		return;
 	}
-	if (clanq_stats_take(w)) {
-		r = &w->recs[w->n++];
-		r->ctx_id = ctx->id;
-		r->ctx_entries = atomic64_read(&ctx->entries);
-		r->pid = pid_vnr(ctx->pid);
-		r->uid = from_kuid_munged(current_user_ns(), ctx->uid);
-		r->nr_eps = ctx->nr_eps;
-		strscpy(r->comm, ctx->comm, sizeof(r->comm));
-	}
+	if (clanq_stats_take(w))
+		clanq_stats_rec(w, ctx)->nr_eps = ctx->nr_eps;
 	list_for_each_entry(ep, &ctx->eps, ctx_node) {
 		if (!clanq_stats_take(w))
 			continue;
-		r = &w->recs[w->n++];
-		r->ctx_id = ctx->id;
-		r->ctx_entries = atomic64_read(&ctx->entries);
-		r->pid = pid_vnr(ctx->pid);
-		r->uid = from_kuid_munged(current_user_ns(), ctx->uid);
+		r = clanq_stats_rec(w, ctx);
 		r->ep = ep->id;
 		r->oob_slots = ep->oob.q.mask + 1;
-		strscpy(r->comm, ctx->comm, sizeof(r->comm));
 		clanq_kep_read_counters(ep, &r->c, &r->oob_queued);
 	}
 }

@@ -206,12 +206,9 @@ static int sample_recs(struct nic *nic, const struct clanq_dev *dev)
 		n += got;
 	} while (got == CLANQ_EP_STATS_MAX && n < total);
 	/* drop our own context's record: we hold no endpoint */
-	for (unsigned int i = 0, j = 0; i < n; i++) {
-		if (recs[i].pid == self && recs[i].ep == 0 && recs[i].nr_eps == 0)
-			continue;
-		recs[j++] = recs[i];
-		nic->nr_recs = j;
-	}
+	for (unsigned int i = 0; i < n; i++)
+		if (recs[i].pid != self || recs[i].ep || recs[i].nr_eps)
+			recs[nic->nr_recs++] = recs[i];
 	nic->recs = recs;
 	return 0;
 }
