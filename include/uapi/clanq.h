@@ -577,6 +577,71 @@ struct clanq_ioc_ep_stats {
 	__u64 reserved[2];
 };
 
+/*
+ * The verbs wire: this NIC's traffic to nodes on other hosts rides the
+ * kernel's RDMA core (an RDMA NIC, or rdma_rxe / siw on any Ethernet).
+ * Binding a NIC and naming its peers change what every user of the NIC
+ * reaches, so they need CAP_NET_ADMIN; listing the peers does not.
+ * clanqctl(8) is the tool.
+ *
+ * CLANQ_IOC_WIRE_BIND: traffic to other hosts leaves through RDMA device
+ * @dev (its name, as `rdma link` shows it), port @port. An empty @dev
+ * unbinds, which closes every connection of the NIC.
+ */
+#define CLANQ_WIRE_DEV_MAX	64
+
+struct clanq_ioc_wire_bind {
+	char dev[CLANQ_WIRE_DEV_MAX];	/* in: NUL-terminated; "" unbinds */
+	__u32 port;		/* in: the device's port, from 1 */
+	__u32 flags;		/* in: must be zero */
+	__u64 reserved[2];
+};
+
+/*
+ * CLANQ_IOC_PEER_ADD, CLANQ_IOC_PEER_DEL: node @node is reached at the
+ * IPv4 address @ipv4, TCP/UDP port @port (where its clanq listens). A
+ * node may be added once, and never one of this host's. Deleting a peer
+ * closes its connection; what was in flight completes with an error.
+ */
+struct clanq_ioc_peer {
+	__u32 node;
+	__u32 ipv4;		/* network byte order */
+	__u32 port;		/* 0: the module's verbs_port; else 1..65535 */
+	__u32 flags;		/* must be zero */
+	__u64 reserved[2];
+};
+
+/* A peer's connection: made on first use, made again after a failure. */
+#define CLANQ_PEER_IDLE		0	/* none yet */
+#define CLANQ_PEER_CONNECTING	1
+#define CLANQ_PEER_UP		2
+#define CLANQ_PEER_DOWN		3	/* failed or closed; made on next use */
+
+struct clanq_peer_stat {
+	__u32 node;
+	__u32 ipv4;		/* network byte order */
+	__u32 port;
+	__u32 state;		/* CLANQ_PEER_* */
+	__s32 last_error;	/* -errno of the last failure; 0: none */
+	__u32 connects;		/* connections established to it */
+	__u64 oob_sent;		/* messages that left for it */
+	__u64 oob_received;	/* messages that came from it */
+	__u64 send_errors;	/* sends that completed with an error */
+	__u64 reserved[2];
+};
+
+/* CLANQ_IOC_PEER_LIST: any user; the peers of this NIC, in node order. */
+struct clanq_ioc_peer_list {
+	__u64 buf;		/* in: user address of count struct clanq_peer_stat */
+	__u32 count;		/* in: room in buf, 1..CLANQ_PEERS_MAX; out: written */
+	__u32 total;		/* out: peers in all */
+	__u32 flags;		/* in: must be zero */
+	__u32 reserved0;
+	__u64 reserved[2];
+};
+
+#define CLANQ_PEERS_MAX		1024	/* peers of one NIC */
+
 #define CLANQ_IOC_MAGIC		0xC1
 #define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_ioc_query)
 #define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ioc_ep_create)
@@ -596,6 +661,10 @@ struct clanq_ioc_ep_stats {
 #define CLANQ_IOC_TW_WAIT	_IOWR(CLANQ_IOC_MAGIC, 0x0f, struct clanq_ioc_tw_wait)
 #define CLANQ_IOC_AP_FLUSH	_IOWR(CLANQ_IOC_MAGIC, 0x13, struct clanq_ioc_ap_flush)
 #define CLANQ_IOC_EP_STATS	_IOWR(CLANQ_IOC_MAGIC, 0x14, struct clanq_ioc_ep_stats)
+#define CLANQ_IOC_WIRE_BIND	_IOWR(CLANQ_IOC_MAGIC, 0x15, struct clanq_ioc_wire_bind)
+#define CLANQ_IOC_PEER_ADD	_IOWR(CLANQ_IOC_MAGIC, 0x16, struct clanq_ioc_peer)
+#define CLANQ_IOC_PEER_DEL	_IOWR(CLANQ_IOC_MAGIC, 0x17, struct clanq_ioc_peer)
+#define CLANQ_IOC_PEER_LIST	_IOWR(CLANQ_IOC_MAGIC, 0x18, struct clanq_ioc_peer_list)
 /* on the evq fd */
 #define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_ioc_evq_reg)
 #define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_ioc_evq_reg)
