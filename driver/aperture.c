@@ -43,6 +43,7 @@ static void clanq_kap_release(struct kref *ref)
 	struct clanq_kap *ap = container_of(ref, struct clanq_kap, ref);
 
 	clanq_kregion_put(ap->region);
+	clanq_wire_put(ap->wire);
 	if (ap->sink_page)
 		__free_page(ap->sink_page);
 	if (ap->budget)
@@ -326,19 +327,22 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 			   im->rights, im->len, CLANQ_RIGHTS_ALL);
 		return -EINVAL;
 	}
-	wire = clanq_wire_route(im->region.node);
+	wire = clanq_wire_route(ctx->nic, im->region.node);
 	r = wire ? wire->import(ctx->nic, &im->region, &err) : NULL;
 	if (!wire)
 		err = -EHOSTUNREACH;
 	if (!r) {
 		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s", im->region.node,
 			   im->region.id, err == -EHOSTUNREACH ? "no such node" :
+			   err == -EOPNOTSUPP ? "its wire cannot import regions" :
 			   "no such region");
+		clanq_wire_put(wire);
 		return err;
 	}
 	err = clanq_kap_check(ctx, im, r);
 	if (err) {
 		clanq_kregion_put(r);
+		clanq_wire_put(wire);
 		return err;
 	}
 	if (im->notify_ep) {
@@ -348,6 +352,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 			clanq_uerr(ctx, "AP_IMPORT: notify_ep %u: no such endpoint in this context",
 				   im->notify_ep);
 			clanq_kregion_put(r);
+			clanq_wire_put(wire);
 			return -ENOENT;
 		}
 		clanq_kep_put(ep);
@@ -355,6 +360,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	ap = kzalloc(sizeof(*ap), GFP_KERNEL_ACCOUNT);
 	if (!ap) {
 		clanq_kregion_put(r);
+		clanq_wire_put(wire);
 		return -ENOMEM;
 	}
 	/*
@@ -367,6 +373,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		clanq_uerr(ctx, "AP_IMPORT: over max_ctx_bytes or max_user_bytes");
 		kfree(ap);
 		clanq_kregion_put(r);
+		clanq_wire_put(wire);
 		return -ENOMEM;
 	}
 	ap->sink = im->flags & CLANQ_AP_SINK;

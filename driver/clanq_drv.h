@@ -101,11 +101,13 @@ extern unsigned int clanq_rdma_max_xfer;
 extern bool clanq_rdma_inline;
 extern unsigned int clanq_rdma_poll_us;
 extern unsigned int clanq_max_tripwires;
+extern unsigned int clanq_verbs_port;
 
 #define CLANQ_DEFAULT_OOB_SLOTS		64
 #define CLANQ_DEFAULT_RDMA_SLOTS	64
 #define CLANQ_DEFAULT_TW_SLOTS		64
 #define CLANQ_MAX_TW_SLOTS		BIT(20)
+#define CLANQ_DEFAULT_VERBS_PORT	18525
 
 /* Counts an administrator reads in debugfs (nic.c). */
 struct clanq_nic_stats {
@@ -153,6 +155,36 @@ struct clanq_engine_ctx {
 	struct list_head queues;	/* clanq_kep_rdma.node: its queues in line */
 };
 
+/*
+ * A node on another host, reached by the verbs wire (peer.c). The entry
+ * is the NIC's; the connection and what it reports are the wire's.
+ */
+struct clanq_peer {
+	struct kref ref;
+	struct rcu_head rcu;
+	struct clanq_nic *nic;
+	u32 node;
+	__be32 ipv4;
+	u32 port;
+	u32 state;		/* CLANQ_PEER_*, written by the wire */
+	int last_error;		/* -errno of the last failure */
+	atomic_t connects;
+	atomic64_t oob_sent;
+	atomic64_t oob_received;
+	atomic64_t send_errors;
+	void *conn;		/* the wire's, under its own lock */
+};
+
+/* A NIC's peers and the RDMA device its traffic to them leaves through. */
+struct clanq_peers {
+	struct mutex lock;	/* writers of xa, the binding; nests the wire's */
+	struct xarray xa;	/* node -> clanq_peer */
+	unsigned int nr;
+	char dev[CLANQ_WIRE_DEV_MAX];	/* "": unbound */
+	u32 port;
+	__be32 src_ipv4;	/* where traffic left from, once it did */
+};
+
 /* A soft NIC: one node of the clanq network, exposed as /dev/clanqN. */
 struct clanq_nic {
 	struct miscdevice misc;
@@ -170,6 +202,7 @@ struct clanq_nic {
 	struct mutex ctx_lock;
 	struct list_head contexts;	/* clanq_ctx.nic_node */
 	struct clanq_nic_stats stats;
+	struct clanq_peers peers;	/* on other hosts (peer.c) */
 	struct dentry *debugfs;
 };
 
@@ -643,8 +676,9 @@ struct clanq_wire_write {
 
 struct clanq_wire_ops {
 	const char *name;
-	/* does this wire reach @node? (asked in registration order) */
-	bool (*reaches)(u32 node);
+	struct module *owner;	/* held while a caller uses the wire */
+	/* does this wire reach @node from @src? (asked in registration order) */
+	bool (*reaches)(struct clanq_nic *src, u32 node);
 	/* carry @msg, source already stamped: 0 once it left, or -errno */
 	int (*send_oob)(struct clanq_nic *src, const struct clanq_addr *dst,
 			const struct clanq_oob_msg *msg);
@@ -665,15 +699,53 @@ struct clanq_wire_ops {
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
 };
 
+/*
+ * What a wire to other hosts does when the NIC's peers change; called
+ * with nic->peers.lock held. One registered wire may have them.
+ */
+struct clanq_wire_admin {
+	/* may @nic's traffic leave through @dev, @port? ("": unbind) */
+	int (*bind)(struct clanq_nic *nic, const char *dev, u32 port,
+		    const char **why);
+	/* @peer leaves the table: close its connection, fail what is in flight */
+	void (*peer_gone)(struct clanq_nic *nic, struct clanq_peer *peer);
+};
+
 /* A wire beside the loop wire (registered by wire code, and by KUnit). */
 struct clanq_wire {
 	const struct clanq_wire_ops *ops;
+	const struct clanq_wire_admin *admin;	/* or NULL */
 	struct list_head node;
 };
 
 extern const struct clanq_wire_ops clanq_wire_loop;
-const struct clanq_wire_ops *clanq_wire_route(u32 node);
+const struct clanq_wire_ops *clanq_wire_route(struct clanq_nic *src, u32 node);
+void clanq_wire_put(const struct clanq_wire_ops *ops);
+int clanq_wire_bind(struct clanq_nic *nic, const char *dev, u32 port,
+		    const char **why);
+void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer);
 ssize_t clanq_wire_names_show(char *buf);
+
+/* peer.c: the nodes on other hosts, and the binding */
+void clanq_peers_init(struct clanq_nic *nic);
+void clanq_peers_fini(struct clanq_nic *nic);
+struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node);
+void clanq_peer_put(struct clanq_peer *peer);
+bool clanq_peer_known(struct clanq_nic *nic, u32 node);
+void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err);
+int clanq_peer_check(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		     const char **why);
+int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		   const char **why);
+int clanq_peer_del(struct clanq_nic *nic, u32 node);
+u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
+		    u32 count, u32 *total);
+int clanq_peers_show(struct clanq_nic *nic, char *buf, int len);
+ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf);
+int clanq_ioctl_wire_bind(void *obj, void *arg);
+int clanq_ioctl_peer_add(void *obj, void *arg);
+int clanq_ioctl_peer_del(void *obj, void *arg);
+int clanq_ioctl_peer_list(void *obj, void *arg);
 void clanq_wire_register(struct clanq_wire *wire);
 void clanq_wire_unregister(struct clanq_wire *wire);
 
@@ -715,6 +787,8 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
  * namespace of their own, which only that module imports.
  */
 #define EXPORT_SYMBOL_CLANQ_KUNIT(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_KUNIT)
+/* ... and what a wire in a module of its own (clanq_verbs.ko) calls */
+#define EXPORT_SYMBOL_CLANQ_WIRE(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_WIRE)
 
 /* Reserved fields: every byte must be zero. */
 static inline bool clanq_zero(const void *p, size_t n)

@@ -38,6 +38,9 @@ union clanq_ioctl_arg {
 	struct clanq_ioc_tw_wait tw_wait;
 	struct clanq_ioc_ap_flush ap_flush;
 	struct clanq_ioc_ep_stats ep_stats;
+	struct clanq_ioc_wire_bind wire_bind;
+	struct clanq_ioc_peer peer;
+	struct clanq_ioc_peer_list peer_list;
 };
 
 /* The prologue relies on it: every clanq_ioc_* struct ends reserved. */
@@ -62,6 +65,9 @@ CLANQ_IOC_ENDS_RESERVED(tw_ctl);
 CLANQ_IOC_ENDS_RESERVED(tw_wait);
 CLANQ_IOC_ENDS_RESERVED(ap_flush);
 CLANQ_IOC_ENDS_RESERVED(ep_stats);
+CLANQ_IOC_ENDS_RESERVED(wire_bind);
+CLANQ_IOC_ENDS_RESERVED(peer);
+CLANQ_IOC_ENDS_RESERVED(peer_list);
 /* these reserved words start one earlier, at reserved0 */
 #define CLANQ_IOC_RESERVED0(type)					\
 	static_assert(offsetofend(struct clanq_ioc_##type, reserved0) ==	\
@@ -71,6 +77,7 @@ CLANQ_IOC_RESERVED0(tw_create);
 CLANQ_IOC_RESERVED0(ap_flush);
 CLANQ_IOC_RESERVED0(tw_wait);
 CLANQ_IOC_RESERVED0(ap_import);
+CLANQ_IOC_RESERVED0(peer_list);
 
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
@@ -178,6 +185,10 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 		    reserved0),
 	CLANQ_IOCTL(AP_FLUSH, ap_flush, clanq_ioctl_ap_flush, 0, reserved0),
 	CLANQ_IOCTL(EP_STATS, ep_stats, clanq_ioctl_ep_stats, 0, reserved),
+	CLANQ_IOCTL(WIRE_BIND, wire_bind, clanq_ioctl_wire_bind, 0, reserved),
+	CLANQ_IOCTL(PEER_ADD, peer, clanq_ioctl_peer_add, 0, reserved),
+	CLANQ_IOCTL(PEER_DEL, peer, clanq_ioctl_peer_del, 0, reserved),
+	CLANQ_IOCTL(PEER_LIST, peer_list, clanq_ioctl_peer_list, 0, reserved0),
 };
 
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg)

@@ -69,6 +69,7 @@ struct clanq_nic *clanq_nic_by_index(unsigned int index)
 {
 	return index < clanq_nr_nics() ? clanq_nics[index] : NULL;
 }
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_nic_by_index);
 
 /*
  * The NICs are fixed from module load to unload: no lock needed. The
@@ -83,7 +84,7 @@ struct clanq_nic *clanq_nic_by_node(u32 node)
 			return clanq_nics[i];
 	return NULL;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_by_node);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_nic_by_node);
 
 static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 {
@@ -132,6 +133,7 @@ int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
 	mutex_init(&nic->ctx_lock);
 	INIT_LIST_HEAD(&nic->contexts);
 	clanq_engine_init(&nic->engine);
+	clanq_peers_init(nic);
 	return 0;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_init);
@@ -144,6 +146,7 @@ void clanq_nic_fini(struct clanq_nic *nic)
 	xa_destroy(&nic->eps);
 	xa_destroy(&nic->regions);
 	mutex_destroy(&nic->ctx_lock);
+	clanq_peers_fini(nic);
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_fini);
 

@@ -74,7 +74,7 @@ int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 	}
 	return clanq_oob_put(nic, ep, msg);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_oob);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_rx_oob);
 
 /* Queue @msg on @ep, drop the caller's reference: as clanq_rx_oob(). */
 static int clanq_oob_put(struct clanq_nic *nic, struct clanq_kep *ep,
@@ -137,7 +137,7 @@ void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
 	atomic64_inc(&nic->stats.oob_unreachable);
 	clanq_rx_oob(nic, msg->src.id, &n);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_oob_unreachable);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_oob_unreachable);
 
 /*
  * The region behind @ap was revoked: a CLANQ_OOB_REVOKED notice to the
@@ -187,7 +187,7 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 		clanq_uerr(ctx, "OOB_SEND: no endpoint %u in this context", s->ep);
 		return -ENOENT;
 	}
-	wire = clanq_wire_route(s->dst.node);
+	wire = clanq_wire_route(ctx->nic, s->dst.node);
 	if (!wire) {
 		clanq_kep_put(ep);
 		return -EHOSTUNREACH;
@@ -201,6 +201,7 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 	memcpy(msg.payload, s->payload, s->len);
 
 	err = wire->send_oob(ctx->nic, &s->dst, &msg);
+	clanq_wire_put(wire);
 	if (!err) {
 		spin_lock_irqsave(&ep->oob.lock, flags);
 		clanq_count(&ep->oob.sent, &ep->counters->oob_sent, 1);

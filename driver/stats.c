@@ -178,7 +178,10 @@ static ssize_t wire_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(wire);
 
-/* The nodes this one reaches: the other NICs of this kernel (loop wire). */
+/*
+ * The nodes this one reaches: the other NICs of this kernel (loop wire)
+ * on one line, then a line per peer on another host (peer.c).
+ */
 static ssize_t peers_show(struct device *dev, struct device_attribute *attr,
 			  char *buf)
 {
@@ -192,9 +195,18 @@ static ssize_t peers_show(struct device *dev, struct device_attribute *attr,
 			len += sysfs_emit_at(buf, len, "%s%u", len ? " " : "",
 					     peer->node);
 	}
-	return len + sysfs_emit_at(buf, len, "\n");
+	len += sysfs_emit_at(buf, len, "\n");
+	return clanq_peers_show(nic, buf, len);
 }
 static DEVICE_ATTR_RO(peers);
+
+/* The verbs wire's binding: "unbound", or "dev port address" */
+static ssize_t verbs_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return clanq_verbs_show(clanq_dev_nic(dev), buf);
+}
+static DEVICE_ATTR_RO(verbs);
 
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -229,6 +241,7 @@ static struct attribute *clanq_nic_attrs[] = {
 	&dev_attr_node.attr,
 	&dev_attr_wire.attr,
 	&dev_attr_peers.attr,
+	&dev_attr_verbs.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_endpoints.attr,

@@ -12,7 +12,7 @@
  */
 #include "clanq_drv.h"
 
-static bool clanq_loop_reaches(u32 node)
+static bool clanq_loop_reaches(struct clanq_nic *src, u32 node)
 {
 	return clanq_nic_by_node(node);
 }

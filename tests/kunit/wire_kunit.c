@@ -19,6 +19,7 @@
 #include "kunit_util.h"
 
 MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(CLANQ_WIRE);
 
 #define LOCAL_INDEX	11
 #define LOCAL_NODE	0x3a10u
@@ -40,7 +41,7 @@ struct fake_wire {
 
 static struct fake_wire *fake;
 
-static bool fake_reaches(u32 node)
+static bool fake_reaches(struct clanq_nic *src, u32 node)
 {
 	return node == FAKE_NODE;
 }
@@ -157,14 +158,17 @@ static int wire_test_init(struct kunit *test)
  */
 static void route_picks_the_wire_that_reaches_the_node(struct kunit *test)
 {
+	struct wire_env *e = test->priv;
 	struct clanq_nic *nic0 = clanq_nic_by_node(0);
 
 	if (nic0)
-		KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(0), &clanq_wire_loop);
-	KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(FAKE_NODE), &fake_wire_ops);
-	KUNIT_EXPECT_NULL(test, clanq_wire_route(NOWHERE_NODE));
+		KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(e->local, 0),
+				    &clanq_wire_loop);
+	KUNIT_EXPECT_PTR_EQ(test, clanq_wire_route(e->local, FAKE_NODE),
+			    &fake_wire_ops);
+	KUNIT_EXPECT_NULL(test, clanq_wire_route(e->local, NOWHERE_NODE));
 	kunit_release_action(test, fake_unregister, NULL);
-	KUNIT_EXPECT_NULL(test, clanq_wire_route(FAKE_NODE));
+	KUNIT_EXPECT_NULL(test, clanq_wire_route(e->local, FAKE_NODE));
 }
 
 /*

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The verbs wire between two hosts (tests/vm/pair.sh runs it in two VMs
+ * joined by Soft-RoCE or siw). One program, four parts:
+ *
+ *   test_verbs serve       host b: an echo service (endpoint ECHO_SERVICE)
+ *                          that sends every message back to its sender
+ *                          until BYE (exit 0) or DIE (exit 42: the
+ *                          caller powers the VM off on the spot)
+ *   test_verbs             host a, the suite (cmocka) against b's echo:
+ *                          both directions, many endpoints, every byte,
+ *                          order, notices, events, the peer's counters
+ *   test_verbs reconnect   host a, after b reloaded clanq_verbs under
+ *                          live connections: traffic flows again over a
+ *                          new connection
+ *   test_verbs survivor    host a: b is told to die mid-stream; a's sends
+ *                          turn into errors in bounded time, never a hang
+ *
+ * CLANQ_PEER_NODE names b's node. Every wait is bounded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <clanq.h>
+
+#include "itest.h"
+
+#define ECHO_SERVICE	7700u
+#define T_DATA		1u
+#define T_BYE		2u
+#define T_DIE		3u
+#define NOBODY_ID	4242u	/* no endpoint has it on the peer */
+#define SEC		1000000000ll
+
+static __u32 peer_node;
+static struct clanq_dev dev;
+
+static struct clanq_addr echo_addr(void)
+{
+	return (struct clanq_addr){ .node = peer_node, .id = ECHO_SERVICE };
+}
+
+static int64_t now_ns(void)
+{
+	return (int64_t)clanq_now_ns();
+}
+
+/* ---- host b: the echo service ---- */
+
+static int serve(void)
+{
+	struct clanq_ep_attr attr = { .oob_slots = 512, .service = ECHO_SERVICE };
+	struct clanq_oob_msg m;
+	struct clanq_ep ep;
+	int64_t deadline = now_ns() + 600 * SEC;
+	__u64 echoed = 0, errors = 0;
+	int err;
+
+	err = clanq_ep_create_attr(&dev, &ep, &attr);
+	if (err) {
+		fprintf(stderr, "serve: endpoint %u: %s\n", ECHO_SERVICE, strerror(-err));
+		return 1;
+	}
+	printf("serve: echo service at %u:%u\n", ep.addr.node, ep.addr.id);
+	fflush(stdout);
+	while (now_ns() < deadline) {
+		if (clanq_oob_recv(&ep, &m)) {
+			itest_sleep_ns(20000);
+			continue;
+		}
+		if (m.type == T_BYE || m.type == T_DIE) {
+			__u64 dropped = clanq_ep_dropped(&ep);
+
+			printf("serve: %s from %u:%u after %llu echoes (%llu send errors, %llu dropped)\n",
+			       m.type == T_BYE ? "bye" : "die", m.src.node, m.src.id,
+			       (unsigned long long)echoed, (unsigned long long)errors,
+			       (unsigned long long)dropped);
+			clanq_ep_destroy(&ep);
+			if (m.type == T_DIE)
+				return 42;
+			return dropped || errors ? 1 : 0;
+		}
+		err = clanq_oob_send(&ep, m.src, m.type, m.payload, m.len);
+		if (err) {
+			errors++;
+			fprintf(stderr, "serve: echo to %u:%u: %s\n", m.src.node,
+				m.src.id, strerror(-err));
+		} else {
+			echoed++;
+		}
+	}
+	fprintf(stderr, "serve: no BYE within 600 s\n");
+	return 1;
+}
+
+/* ---- host a ---- */
+
+/* Send (tag, seq) to the echo until it comes back, for up to @secs. */
+static int64_t first_echo(struct clanq_ep *ep, __u32 tag, int secs)
+{
+	struct clanq_oob_msg m;
+	int64_t t0 = now_ns(), deadline = t0 + secs * SEC;
+	__u32 seq = 0;
+	int err;
+
+	while (now_ns() < deadline) {
+		err = itest_send(ep, echo_addr(), T_DATA, tag, seq);
+		if (err)
+			printf("first contact: send: %s (peer not ready yet?)\n",
+			       strerror(-err));
+		while (!itest_recv(ep, &m, SEC / 2)) {
+			if (m.type == T_DATA && itest_tag(&m) == tag &&
+			    !itest_check(&m, echo_addr(), T_DATA, tag, itest_seq(&m)))
+				return now_ns() - t0;
+		}
+		seq++;
+		if (err)
+			itest_sleep_ns(SEC / 2);
+	}
+	return -1;
+}
+
+static int setup(void **state)
+{
+	return 0;
+}
+
+static void first_contact(void **state)
+{
+	struct clanq_ep ep;
+	int64_t t;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	t = first_echo(&ep, 0xf1, 120);
+	assert_true(t >= 0);
+	printf("first echo from node %u after %.1f ms (connections made on first use)\n",
+	       peer_node, t / 1e6);
+	clanq_ep_destroy(&ep);
+}
+
+#define NR_EPS		8
+#define PER_EP		100
+#define WINDOW		8
+
+/*
+ * 8 endpoints, 100 messages each, 8 in flight per endpoint: each
+ * endpoint's echoes arrive exactly once, in order, byte for byte. Our
+ * messages travel on our connection, the echoes on the peer's.
+ */
+static void many_endpoints_in_order_every_byte(void **state)
+{
+	struct clanq_ep eps[NR_EPS];
+	__u32 sent[NR_EPS] = {}, got[NR_EPS] = {};
+	struct clanq_oob_msg m;
+	int64_t t0 = now_ns(), deadline = t0 + 300 * SEC;
+	unsigned int i, done = 0;
+	const char *why;
+
+	for (i = 0; i < NR_EPS; i++)
+		assert_int_equal(clanq_ep_create(&dev, &eps[i], 64), 0);
+	while (done < NR_EPS) {
+		assert_true(now_ns() < deadline);
+		for (i = 0; i < NR_EPS; i++) {
+			while (sent[i] < PER_EP && sent[i] - got[i] < WINDOW) {
+				assert_int_equal(itest_send(&eps[i], echo_addr(), T_DATA,
+							    0x100 + i, sent[i]), 0);
+				sent[i]++;
+			}
+			while (!clanq_oob_recv(&eps[i], &m)) {
+				why = itest_check(&m, echo_addr(), T_DATA, 0x100 + i, got[i]);
+				if (why)
+					fail_msg("endpoint %u, echo %u: %s", i, got[i], why);
+				if (++got[i] == PER_EP)
+					done++;
+			}
+		}
+		itest_sleep_ns(10000);
+	}
+	for (i = 0; i < NR_EPS; i++) {
+		assert_true(itest_quiet(&eps[i]));	/* exactly once */
+		assert_int_equal(clanq_ep_dropped(&eps[i]), 0);
+		clanq_ep_destroy(&eps[i]);
+	}
+	printf("%u echoes in %.2f s\n", NR_EPS * PER_EP, (now_ns() - t0) / 1e9);
+}
+
+/* A message for an endpoint the peer does not have comes back as a notice. */
+static void unknown_endpoint_comes_back_unreachable(void **state)
+{
+	struct clanq_addr nobody = { .node = peer_node, .id = NOBODY_ID };
+	const struct clanq_oob_unreachable *u;
+	struct clanq_oob_msg m;
+	struct clanq_ep ep;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	assert_int_equal(itest_send(&ep, nobody, T_DATA, 0x77, 5), 0);
+	assert_int_equal(itest_recv(&ep, &m, 20 * SEC), 0);
+	assert_int_equal(m.type, CLANQ_OOB_UNREACHABLE);
+	assert_true(itest_addr_eq(m.src, nobody));
+	u = (const struct clanq_oob_unreachable *)m.payload;
+	assert_int_equal(u->type, T_DATA);
+	assert_int_equal(u->len, itest_len(0x77, 5));
+	assert_int_equal(u->head[0], itest_byte(0x77, 5, 0));
+	assert_true(itest_quiet(&ep));
+	clanq_ep_destroy(&ep);
+}
+
+/* A node that is neither here nor a peer: no wire reaches it. */
+static void unknown_node_is_unreachable(void **state)
+{
+	struct clanq_addr nowhere = { .node = 0xabcdef, .id = 1 };
+	struct clanq_ep ep;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	assert_int_equal(itest_send(&ep, nowhere, T_DATA, 1, 1), -EHOSTUNREACH);
+	clanq_ep_destroy(&ep);
+}
+
+/* An echo from the other host raises an event on the unified queue. */
+static void remote_echo_raises_an_event(void **state)
+{
+	struct clanq_oob_msg m;
+	struct clanq_event ev;
+	struct clanq_evq evq;
+	struct clanq_ep ep;
+	int reg;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	assert_int_equal(clanq_evq_create(&dev, &evq, 64), 0);
+	reg = clanq_evq_register(&evq, &ep, CLANQ_EV_OOB, 0xc0ffee);
+	assert_true(reg >= 0);
+	assert_int_equal(itest_send(&ep, echo_addr(), T_DATA, 0xe7, 1), 0);
+	/* blocking: the wake-up comes from the wire's receive completion */
+	assert_int_equal(clanq_evq_wait(&evq, &ev, 20 * SEC), 0);
+	assert_true(ev.events & CLANQ_EV_OOB);
+	assert_int_equal(ev.cookie, 0xc0ffee);
+	assert_int_equal(clanq_oob_recv(&ep, &m), 0);
+	assert_null(itest_check(&m, echo_addr(), T_DATA, 0xe7, 1));
+	clanq_evq_destroy(&evq);
+	clanq_ep_destroy(&ep);
+}
+
+static struct clanq_peer_stat peer_stat(void)
+{
+	struct clanq_peer_stat st[16];
+	struct clanq_ioc_peer_list l = {
+		.buf = (uintptr_t)st,
+		.count = 16,
+	};
+	unsigned int i;
+
+	assert_int_equal(itest_ioctl_err(dev.fd, CLANQ_IOC_PEER_LIST, &l), 0);
+	for (i = 0; i < l.count; i++)
+		if (st[i].node == peer_node)
+			return st[i];
+	fail_msg("node %u is not among the %u peers", peer_node, l.count);
+	return st[0];
+}
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = 0;
+}
+
+/* What the peer table and sysfs say of it now. */
+static void peer_is_up_and_counted(void **state)
+{
+	struct clanq_peer_stat st = peer_stat();
+	char buf[512], want[64];
+
+	printf("peer %u: state %u connects %u sent %llu received %llu errors %llu\n",
+	       st.node, st.state, st.connects, (unsigned long long)st.oob_sent,
+	       (unsigned long long)st.oob_received,
+	       (unsigned long long)st.send_errors);
+	assert_int_equal(st.state, CLANQ_PEER_UP);
+	assert_true(st.connects >= 1);
+	assert_true(st.oob_sent >= NR_EPS * PER_EP + 3);
+	/* echoes come in on the peer's own connection to us */
+	assert_true(st.oob_received >= NR_EPS * PER_EP + 2);
+	assert_int_equal(st.last_error, 0);
+	read_file("/sys/class/misc/clanq0/peers", buf, sizeof(buf));
+	snprintf(want, sizeof(want), "%u verbs ", peer_node);
+	assert_non_null(strstr(buf, want));
+	assert_non_null(strstr(strstr(buf, want), " up\n"));
+	read_file("/sys/class/misc/clanq0/verbs", buf, sizeof(buf));
+	assert_null(strstr(buf, "unbound"));
+	assert_non_null(strstr(buf, " 10.77.0."));	/* traffic left from our address */
+	read_file("/sys/class/misc/clanq0/wire", buf, sizeof(buf));
+	assert_string_equal(buf, "loop verbs\n");
+}
+
+static void bye(void **state)
+{
+	struct clanq_ep ep;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	assert_int_equal(clanq_oob_send(&ep, echo_addr(), T_BYE, NULL, 0), 0);
+	clanq_ep_destroy(&ep);
+}
+
+static int suite(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(first_contact),
+		cmocka_unit_test(many_endpoints_in_order_every_byte),
+		cmocka_unit_test(unknown_endpoint_comes_back_unreachable),
+		cmocka_unit_test(unknown_node_is_unreachable),
+		cmocka_unit_test(remote_echo_raises_an_event),
+		cmocka_unit_test(peer_is_up_and_counted),
+		cmocka_unit_test(bye),
+	};
+
+	return cmocka_run_group_tests_name("verbs", tests, setup, NULL);
+}
+
+/*
+ * The peer unloaded and reloaded clanq_verbs while our connection to it
+ * was up: the next sends fail or are lost until a new connection is
+ * made, which the traffic itself makes.
+ */
+static int reconnect(void)
+{
+	struct clanq_ep ep;
+	struct clanq_peer_stat st[16];
+	struct clanq_ioc_peer_list l = { .buf = (uintptr_t)st, .count = 16 };
+	int64_t t;
+
+	if (clanq_ep_create(&dev, &ep, 64))
+		return 1;
+	t = first_echo(&ep, 0xf2, 120);
+	clanq_ep_destroy(&ep);
+	if (t < 0) {
+		fprintf(stderr, "reconnect: no echo within 120 s\n");
+		return 1;
+	}
+	if (ioctl(dev.fd, CLANQ_IOC_PEER_LIST, &l) || l.count < 1 ||
+	    st[0].connects < 2 || st[0].state != CLANQ_PEER_UP) {
+		fprintf(stderr, "reconnect: want the peer up on a second connection; connects %u state %u\n",
+			l.count ? st[0].connects : 0, l.count ? st[0].state : 0);
+		return 1;
+	}
+	printf("reconnect: echo again after %.1f ms; %u connections made in all\n",
+	       t / 1e6, st[0].connects);
+	return 0;
+}
+
+/*
+ * The peer powers off mid-stream. Our sends keep being accepted until
+ * the connection's retries run out; then they fail, and each later one
+ * fails within connect_ms (it tries a new connection), never hangs.
+ */
+static int survivor(void)
+{
+	struct clanq_peer_stat st[16];
+	struct clanq_ioc_peer_list l = { .buf = (uintptr_t)st, .count = 16 };
+	struct clanq_oob_msg m;
+	struct clanq_ep ep;
+	int64_t t0, t1, t;
+	unsigned int i, sent = 0;
+	int err = 0;
+
+	if (clanq_ep_create(&dev, &ep, 64))
+		return 1;
+	if (clanq_oob_send(&ep, echo_addr(), T_DIE, NULL, 0)) {
+		fprintf(stderr, "survivor: cannot send DIE\n");
+		return 1;
+	}
+	t0 = now_ns();
+	while (now_ns() - t0 < 120 * SEC) {
+		err = itest_send(&ep, echo_addr(), T_DATA, 0xd1e, sent);
+		if (err)
+			break;
+		sent++;
+		while (!itest_recv(&ep, &m, SEC / 20))
+			;
+	}
+	t1 = now_ns();
+	if (!err) {
+		fprintf(stderr, "survivor: sends still succeed 120 s after the peer died\n");
+		return 1;
+	}
+	printf("survivor: the dead peer's connection failed %.0f ms after it died (%u sends accepted meanwhile): %s\n",
+	       (t1 - t0) / 1e6, sent, strerror(-err));
+	if (ioctl(dev.fd, CLANQ_IOC_PEER_LIST, &l) || !l.count ||
+	    st[0].state == CLANQ_PEER_UP || !st[0].last_error) {
+		fprintf(stderr, "survivor: want the peer not up, with its error\n");
+		return 1;
+	}
+	printf("survivor: peer state %u, last error %d, send errors %llu\n",
+	       st[0].state, st[0].last_error, (unsigned long long)st[0].send_errors);
+	/* later sends: an error each, in bounded time */
+	for (i = 0; i < 3; i++) {
+		t = now_ns();
+		err = itest_send(&ep, echo_addr(), T_DATA, 0xd1e, sent + i);
+		t = now_ns() - t;
+		printf("survivor: send after death: %s in %.0f ms\n",
+		       err ? strerror(-err) : "accepted", t / 1e6);
+		if (!err || t > 30 * SEC)
+			return 1;
+	}
+	clanq_ep_destroy(&ep);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *node = getenv("CLANQ_PEER_NODE");
+	int err, rc;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!node && !(argc > 1 && !strcmp(argv[1], "serve"))) {
+		fprintf(stderr, "test_verbs: set CLANQ_PEER_NODE\n");
+		return 2;
+	}
+	peer_node = node ? strtoul(node, NULL, 0) : 0;
+	err = clanq_open_nic(&dev, 0);
+	if (err) {
+		fprintf(stderr, "test_verbs: /dev/clanq0: %s\n", strerror(-err));
+		return 1;
+	}
+	if (argc < 2)
+		rc = suite();
+	else if (!strcmp(argv[1], "serve"))
+		rc = serve();
+	else if (!strcmp(argv[1], "reconnect"))
+		rc = reconnect();
+	else if (!strcmp(argv[1], "survivor"))
+		rc = survivor();
+	else
+		rc = 2;
+	clanq_close(&dev);
+	return rc;
+}
