@@ -19,10 +19,12 @@ int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
 
 	memset(&a, 0, sizeof(a));
 	if (rdma_dev) {
-		/* a name the driver would have to refuse: say so here */
-		if (strlen(rdma_dev) >= sizeof(a.dev))
+		size_t len = strlen(rdma_dev);
+
+		/* no room for its NUL: the driver would refuse it as well */
+		if (len >= sizeof(a.dev))
 			return -EINVAL;
-		strcpy(a.dev, rdma_dev);
+		memcpy(a.dev, rdma_dev, len);
 	}
 	a.port = port;
 	if (ioctl(dev->fd, CLANQ_IOC_WIRE_BIND, &a) < 0)
