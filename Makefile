@@ -131,7 +131,7 @@ $(B)/bench/clanq-bench: $(CB_SRCS) $(PROG_LIB) $(HDRS) $(wildcard bench/*.h benc
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(LDFLAGS) $(CB_SRCS) $(PROG_LINK) -lpthread -lm -o $@
 
-$(B)/tools/%: tools/%.c $(PROG_LIB) $(HDRS)
+$(B)/tools/%: tools/%.c $(PROG_LIB) $(HDRS) $(wildcard tools/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(LDFLAGS) $< $(PROG_LINK) -lm -o $@
 
@@ -163,11 +163,11 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_ASAN := $(patsubst tests/unit/%.c,$(B)/unit/%-asan,$(UNIT_SRCS))
 UNIT_TSAN := $(patsubst tests/unit/%.c,$(B)/unit/%-tsan,$(UNIT_SRCS))
 
-$(B)/unit/%-asan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h)
+$(B)/unit/%-asan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h tools/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(SAN_ASAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
 
-$(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h)
+$(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h tools/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(SAN_TSAN) $< $(LIB_SRCS) -lcmocka -lpthread -o $@
 
@@ -240,7 +240,7 @@ coverage: deps
 # ---- install ---------------------------------------------------------------
 
 # What `make install` puts in BINDIR: the examples a user runs, the
-# benchmark tool and tools/*.c (clanqstat).
+# benchmark tool and tools/*.c (clanqstat, clanqctl).
 PROGRAMS := $(addprefix $(B)/examples/,clanq-echo-server clanq-echo-client clanq-info clanq-stream) \
 	$(B)/bench/clanq-bench $(TOOLS)
 # Man pages by section; alias pages (".so man3/x.3") are installed as they are.

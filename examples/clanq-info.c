@@ -14,11 +14,17 @@
  * shown as "ctx pid X -> node N region R", with the pid of the region's
  * owner when that node is a NIC of this kernel.
  *
+ * The verbs wire (the NIC's traffic to other hosts, over the kernel's
+ * RDMA core): its binding from sysfs, /sys/class/misc/clanqN/verbs, and
+ * its peers with their connections' state from CLANQ_IOC_PEER_LIST
+ * (clanq_peer_list()), both for every user; clanqctl(8) changes them.
+ *
  * Exit status: 0 when everything asked for was shown; 1 when there is
  * no NIC, the one asked for does not exist, one does not answer, or -s
  * was given and the counters cannot be read; 2 for a usage error.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -29,6 +35,7 @@
 #include <clanq.h>
 
 #define DEBUGFS		"/sys/kernel/debug/clanq"
+#define SYSFS		"/sys/class/misc"
 #define MAX_FIELDS	32
 
 /* One line of a debugfs file: a type word, then key value pairs. */
@@ -46,10 +53,19 @@ struct file_recs {
 	int err;
 };
 
+/* The verbs wire: sysfs verbs' line, the peers; err -errno if unread. */
+struct verbs {
+	char line[128];
+	int line_err;
+	struct clanq_peer_stat *peers;
+	int nr_peers;		/* or -errno of CLANQ_IOC_PEER_LIST */
+};
+
 struct nic {
 	unsigned int index;
 	__u32 node, nr_nics;
 	struct file_recs stats, objects;
+	struct verbs verbs;
 };
 
 /* A region of a NIC and its owner, for the connections' peers. */
@@ -386,6 +402,75 @@ static void show_objects(const struct nic *nic, const struct nic *nics,
 	show_conns(nic, nics, nr, owners, nown);
 }
 
+/* The NIC's verbs binding and peers, on its open context. */
+static void verbs_load(struct verbs *v, const struct clanq_dev *dev,
+		       unsigned int index)
+{
+	char path[128];
+	size_t n;
+	FILE *f;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(path, sizeof(path), SYSFS "/clanq%u/verbs", index);
+	f = fopen(path, "r");
+	if (f) {
+		n = fread(v->line, 1, sizeof(v->line) - 1, f);
+		v->line[n] = '\0';
+		v->line[strcspn(v->line, "\n")] = '\0';
+		fclose(f);
+	} else {
+		v->line_err = -errno;
+	}
+	v->peers = calloc(CLANQ_PEERS_MAX, sizeof(*v->peers));
+	if (!v->peers) {
+		v->nr_peers = -ENOMEM;
+		return;
+	}
+	v->nr_peers = clanq_peer_list(dev, v->peers, CLANQ_PEERS_MAX, NULL);
+}
+
+static void show_verbs(const struct verbs *v, unsigned int index)
+{
+	char dev[CLANQ_WIRE_DEV_MAX], from[32], addr[INET_ADDRSTRLEN];
+	unsigned int port;
+
+	if (v->line_err)
+		printf("  verbs: ? (%s/clanq%u/verbs: %s)", SYSFS, index,
+		       strerror(-v->line_err));
+	else if (!strcmp(v->line, "unbound"))
+		printf("  verbs: unbound");
+	else if (sscanf(v->line, "%63s %u %31s", dev, &port, from) == 3)
+		printf("  verbs: %s port %u, from %s", dev, port,
+		       strcmp(from, "-") ? from : "no address");
+	else
+		printf("  verbs: '%s'", v->line);
+	if (v->nr_peers < 0) {
+		printf(", peers: ? (%s)\n", strerror(-v->nr_peers));
+		return;
+	}
+	if (!v->nr_peers) {
+		printf(", no peers\n");
+		return;
+	}
+	printf(", %d peer%s\n", v->nr_peers, v->nr_peers == 1 ? "" : "s");
+	for (int i = 0; i < v->nr_peers; i++) {
+		const struct clanq_peer_stat *p = &v->peers[i];
+		struct in_addr in = { .s_addr = p->ipv4 };
+		static const char *const states[] = { "idle", "connecting", "up", "down" };
+
+		if (!inet_ntop(AF_INET, &in, addr, sizeof(addr)))
+			snprintf(addr, sizeof(addr), "?");
+		printf("    peer %u %s:%u %s", p->node, addr, p->port,
+		       p->state < 4 ? states[p->state] : "?");
+		if (p->last_error)
+			printf(" (last error: %s)", strerror(-p->last_error));
+		printf(", connects %u, sent %llu, received %llu, send errors %llu\n",
+		       p->connects, (unsigned long long)p->oob_sent,
+		       (unsigned long long)p->oob_received,
+		       (unsigned long long)p->send_errors);
+	}
+}
+
 /* Parse a NIC number: digits only, in range. */
 static bool parse_nic(const char *s, unsigned int *nic)
 {
@@ -460,6 +545,7 @@ int main(int argc, char **argv)
 		nics[nr].index = nr;
 		nics[nr].node = dev.node;
 		nics[nr].nr_nics = dev.nr_nics;
+		verbs_load(&nics[nr].verbs, &dev, nr);
 		/* closed first, so that we are not one of its contexts */
 		clanq_close(&dev);
 	}
@@ -507,6 +593,7 @@ int main(int argc, char **argv)
 		}
 		if (stats_only)
 			continue;
+		show_verbs(&nic->verbs, i);
 		if (nic->objects.err) {
 			if (!told)
 				fprintf(stderr, "%s: %s/clanq%u/objects: %s: objects need root and a mounted debugfs\n",
@@ -521,6 +608,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < nr; i++) {
 		recs_free(&nics[i].stats);
 		recs_free(&nics[i].objects);
+		free(nics[i].verbs.peers);
 	}
 	return status;
 }

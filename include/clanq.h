@@ -1063,6 +1063,58 @@ int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries);
 int clanq_ep_stats(const struct clanq_dev *dev, struct clanq_ep_stat *recs,
 		   unsigned int count, unsigned int skip, unsigned int *total);
 
+/*
+ * The verbs wire: the NIC's traffic to nodes on other hosts, over the
+ * kernel's RDMA core (lib/wire.c; clanqctl(8) is the tool). Binding and
+ * naming peers change what every user of the NIC reaches: they need
+ * CAP_NET_ADMIN (-EPERM otherwise). Listing the peers does not.
+ */
+
+/**
+ * \brief Send the NIC's traffic to other hosts through RDMA device
+ *        @p rdma_dev, port @p port (CLANQ_IOC_WIRE_BIND); NULL or ""
+ *        unbinds, which closes every connection of the NIC.
+ * \param rdma_dev  the device's name as `rdma link` shows it, shorter
+ *                  than CLANQ_WIRE_DEV_MAX bytes
+ * \param port      the device's port, from 1 (ignored when unbinding)
+ * \return 0; -EPERM without CAP_NET_ADMIN; -ENODEV if there is no such
+ *         RDMA device; -EINVAL for a bad port or a name too long; -errno.
+ */
+int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
+		    unsigned int port);
+
+/**
+ * \brief Reach node @p node at IPv4 address @p ipv4_be, port @p port
+ *        (CLANQ_IOC_PEER_ADD). The connection is made on first use.
+ * \param ipv4_be  network byte order (as inet_pton() writes it); not 0,
+ *                 broadcast or multicast
+ * \param port     1..65535; 0: the module's verbs_port
+ * \return 0; -EPERM without CAP_NET_ADMIN; -EEXIST if @p node is a peer
+ *         already; -EINVAL for a node of this host, CLANQ_NODE_INVALID,
+ *         or a bad address or port; -ENOSPC past CLANQ_PEERS_MAX; -errno.
+ */
+int clanq_peer_add(const struct clanq_dev *dev, __u32 node, __u32 ipv4_be,
+		   unsigned int port);
+
+/**
+ * \brief Forget peer @p node (CLANQ_IOC_PEER_DEL): its connection closes,
+ *        and what was in flight to it completes with an error.
+ * \return 0; -EPERM without CAP_NET_ADMIN; -ENOENT if it is no peer;
+ *         -errno.
+ */
+int clanq_peer_del(const struct clanq_dev *dev, __u32 node);
+
+/**
+ * \brief The NIC's peers with their connections' state and counters
+ *        (CLANQ_IOC_PEER_LIST), in node order; see struct
+ *        clanq_peer_stat. Any user may list them.
+ * \param recs   room for @p count records (1..CLANQ_PEERS_MAX)
+ * \param total  if not NULL: the peers in all
+ * \return records written (min(@p count, total)), or -errno.
+ */
+int clanq_peer_list(const struct clanq_dev *dev, struct clanq_peer_stat *recs,
+		    unsigned int count, unsigned int *total);
+
 #ifdef __cplusplus
 }
 #endif

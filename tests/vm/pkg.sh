@@ -38,7 +38,7 @@ for p in libclanq1 clanq-tools; do
 	else bad "$p is installed" "$(dpkg -l 2>&1 | head -c 400)"; fi
 done
 for f in /usr/bin/clanq-echo-server /usr/bin/clanq-echo-client /usr/bin/clanqstat \
-	/usr/bin/clanq-bench /usr/bin/clanq-info; do
+	/usr/bin/clanqctl /usr/bin/clanq-bench /usr/bin/clanq-info; do
 	if [ -x $f ]; then ok "installed: $f"; else bad "installed: $f" "missing"; fi
 done
 ko=$(ls /lib/modules/$(uname -r)/updates/dkms/clanq.ko 2>/dev/null)

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq: the NIC's wires to other hosts. The verbs wire's binding to
+ * an RDMA device and its peers (CLANQ_IOC_WIRE_BIND, CLANQ_IOC_PEER_*):
+ * administration, for clanqctl(8); binding and naming peers need
+ * CAP_NET_ADMIN, listing them does not.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <clanq.h>
+
+int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
+		    unsigned int port)
+{
+	struct clanq_ioc_wire_bind a;
+
+	memset(&a, 0, sizeof(a));
+	if (rdma_dev) {
+		size_t len = strlen(rdma_dev);
+
+		/* no room for its NUL: the driver would refuse it as well */
+		if (len >= sizeof(a.dev))
+			return -EINVAL;
+		memcpy(a.dev, rdma_dev, len);
+	}
+	a.port = port;
+	if (ioctl(dev->fd, CLANQ_IOC_WIRE_BIND, &a) < 0)
+		return -errno;
+	return 0;
+}
+
+/* PEER_ADD and PEER_DEL take the same argument. */
+static int peer_ioctl(const struct clanq_dev *dev, unsigned long cmd,
+		      __u32 node, __u32 ipv4_be, unsigned int port)
+{
+	struct clanq_ioc_peer a;
+
+	memset(&a, 0, sizeof(a));
+	a.node = node;
+	a.ipv4 = ipv4_be;
+	a.port = port;
+	if (ioctl(dev->fd, cmd, &a) < 0)
+		return -errno;
+	return 0;
+}
+
+int clanq_peer_add(const struct clanq_dev *dev, __u32 node, __u32 ipv4_be,
+		   unsigned int port)
+{
+	return peer_ioctl(dev, CLANQ_IOC_PEER_ADD, node, ipv4_be, port);
+}
+
+int clanq_peer_del(const struct clanq_dev *dev, __u32 node)
+{
+	return peer_ioctl(dev, CLANQ_IOC_PEER_DEL, node, 0, 0);
+}
+
+int clanq_peer_list(const struct clanq_dev *dev, struct clanq_peer_stat *recs,
+		    unsigned int count, unsigned int *total)
+{
+	struct clanq_ioc_peer_list a;
+
+	memset(&a, 0, sizeof(a));
+	a.buf = (uintptr_t)recs;
+	a.count = count;
+	if (ioctl(dev->fd, CLANQ_IOC_PEER_LIST, &a) < 0)
+		return -errno;
+	if (total)
+		*total = a.total;
+	return (int)a.count;
+}
