@@ -150,6 +150,8 @@ for k in "${kernels[@]}"; do
 		result FAIL "dkms/$k" "dkms status: ${st:-nothing}"
 	elif [ -z "$ko" ]; then
 		result FAIL "dkms/$k" "no /lib/modules/$k/updates/dkms/clanq.ko*"
+	elif ! ls /lib/modules/"$k"/updates/dkms/clanq_verbs.ko* >/dev/null 2>&1; then
+		result FAIL "dkms/$k" "no /lib/modules/$k/updates/dkms/clanq_verbs.ko* (the verbs wire)"
 	else
 		vm=$(modinfo -F vermagic "$ko" | awk '{print $1}')
 		if [ "$vm" = "$k" ]; then
