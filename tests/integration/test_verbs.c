@@ -131,12 +131,12 @@ static int64_t first_echo(struct clanq_ep *ep, __u32 tag, int secs)
 	return -1;
 }
 
-static int setup(void **state)
+static int setup(void **state __attribute__((unused)))
 {
 	return 0;
 }
 
-static void first_contact(void **state)
+static void first_contact(void **state __attribute__((unused)))
 {
 	struct clanq_ep ep;
 	int64_t t;
@@ -158,7 +158,7 @@ static void first_contact(void **state)
  * endpoint's echoes arrive exactly once, in order, byte for byte. Our
  * messages travel on our connection, the echoes on the peer's.
  */
-static void many_endpoints_in_order_every_byte(void **state)
+static void many_endpoints_in_order_every_byte(void **state __attribute__((unused)))
 {
 	struct clanq_ep eps[NR_EPS];
 	__u32 sent[NR_EPS] = {}, got[NR_EPS] = {};
@@ -196,7 +196,7 @@ static void many_endpoints_in_order_every_byte(void **state)
 }
 
 /* A message for an endpoint the peer does not have comes back as a notice. */
-static void unknown_endpoint_comes_back_unreachable(void **state)
+static void unknown_endpoint_comes_back_unreachable(void **state __attribute__((unused)))
 {
 	struct clanq_addr nobody = { .node = peer_node, .id = NOBODY_ID };
 	const struct clanq_oob_unreachable *u;
@@ -217,7 +217,7 @@ static void unknown_endpoint_comes_back_unreachable(void **state)
 }
 
 /* A node that is neither here nor a peer: no wire reaches it. */
-static void unknown_node_is_unreachable(void **state)
+static void unknown_node_is_unreachable(void **state __attribute__((unused)))
 {
 	struct clanq_addr nowhere = { .node = 0xabcdef, .id = 1 };
 	struct clanq_ep ep;
@@ -228,7 +228,7 @@ static void unknown_node_is_unreachable(void **state)
 }
 
 /* An echo from the other host raises an event on the unified queue. */
-static void remote_echo_raises_an_event(void **state)
+static void remote_echo_raises_an_event(void **state __attribute__((unused)))
 {
 	struct clanq_oob_msg m;
 	struct clanq_event ev;
@@ -281,7 +281,7 @@ static void read_file(const char *path, char *buf, size_t len)
 }
 
 /* What the peer table and sysfs say of it now. */
-static void peer_is_up_and_counted(void **state)
+static void peer_is_up_and_counted(void **state __attribute__((unused)))
 {
 	struct clanq_peer_stat st = peer_stat();
 	char buf[512], want[64];
@@ -307,7 +307,7 @@ static void peer_is_up_and_counted(void **state)
 	assert_string_equal(buf, "loop verbs\n");
 }
 
-static void bye(void **state)
+static void bye(void **state __attribute__((unused)))
 {
 	struct clanq_ep ep;
 

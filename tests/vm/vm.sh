@@ -133,6 +133,8 @@ if [ $job = pkg ]; then
 	done
 else
 	cp build/mod/$modname/driver/clanq.ko "$rootfs/clanq/"
+	# the verbs wire, where the kernel has the RDMA CM
+	cp build/mod/$modname/driver/clanq_verbs.ko "$rootfs/clanq/" 2>/dev/null || true
 fi
 if [ $flavor = debug ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
