@@ -177,9 +177,15 @@ struct clanq_peer {
 
 /* A NIC's peers and the RDMA device its traffic to them leaves through. */
 struct clanq_peers {
-	struct mutex lock;	/* writers of xa, the binding; nests the wire's */
+	struct mutex lock;	/* writers of xa and the binding; nests the wire's */
 	struct xarray xa;	/* node -> clanq_peer */
 	unsigned int nr;
+	/*
+	 * The binding: written under lock and bind_lock, read under either;
+	 * the wire reads it under bind_lock alone, from the RDMA CM's
+	 * handler, where taking lock would order it after the CM's mutexes
+	 */
+	spinlock_t bind_lock;
 	char dev[CLANQ_WIRE_DEV_MAX];	/* "": unbound */
 	u32 port;
 	__be32 src_ipv4;	/* where traffic left from, once it did */

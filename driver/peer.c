@@ -38,6 +38,7 @@ static const char *const clanq_peer_states[] = {
 void clanq_peers_init(struct clanq_nic *nic)
 {
 	mutex_init(&nic->peers.lock);
+	spin_lock_init(&nic->peers.bind_lock);
 	xa_init(&nic->peers.xa);
 }
 
@@ -265,7 +266,7 @@ ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf)
 {
 	ssize_t len;
 
-	mutex_lock(&nic->peers.lock);
+	spin_lock(&nic->peers.bind_lock);
 	if (!nic->peers.dev[0])
 		len = sysfs_emit(buf, "unbound\n");
 	else if (nic->peers.src_ipv4)
@@ -273,7 +274,7 @@ ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf)
 				 nic->peers.port, &nic->peers.src_ipv4);
 	else
 		len = sysfs_emit(buf, "%s %u -\n", nic->peers.dev, nic->peers.port);
-	mutex_unlock(&nic->peers.lock);
+	spin_unlock(&nic->peers.bind_lock);
 	return len;
 }
 
@@ -308,9 +309,11 @@ int clanq_ioctl_wire_bind(void *obj, void *arg)
 	mutex_lock(&nic->peers.lock);
 	err = clanq_wire_bind(nic, b->dev, b->port, &why);
 	if (!err) {
+		spin_lock(&nic->peers.bind_lock);
 		strscpy(nic->peers.dev, b->dev, sizeof(nic->peers.dev));
 		nic->peers.port = b->dev[0] ? b->port : 0;
 		nic->peers.src_ipv4 = 0;
+		spin_unlock(&nic->peers.bind_lock);
 	}
 	mutex_unlock(&nic->peers.lock);
 	if (err)

@@ -508,8 +508,11 @@ static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	wake_up_all(&conn->wq);
 	if (!up || !conn->active)
 		return;
-	if (src->sin_family == AF_INET)
-		WRITE_ONCE(conn->nic->peers.src_ipv4, src->sin_addr.s_addr);
+	if (src->sin_family == AF_INET) {
+		spin_lock(&conn->nic->peers.bind_lock);
+		conn->nic->peers.src_ipv4 = src->sin_addr.s_addr;
+		spin_unlock(&conn->nic->peers.bind_lock);
+	}
 	spin_lock_irqsave(&clanq_v_lock, flags);
 	if (conn->peer->conn == conn)
 		clanq_peer_set_state(conn->peer, CLANQ_PEER_UP, 0);
@@ -547,10 +550,10 @@ static int clanq_v_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		why = "not a peer of it";
 	else if (from->sin_family != AF_INET || from->sin_addr.s_addr != peer->ipv4)
 		why = "not at the peer's address";
-	mutex_lock(&nic->peers.lock);
+	spin_lock(&nic->peers.bind_lock);
 	bound = !strcmp(nic->peers.dev, id->device->name) &&
 		nic->peers.port == id->port_num;
-	mutex_unlock(&nic->peers.lock);
+	spin_unlock(&nic->peers.bind_lock);
 	if (!why && !bound)
 		why = "on a device or port the NIC is not bound to";
 	if (why) {
@@ -724,10 +727,10 @@ static struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
 	}
 	spin_unlock_irqrestore(&clanq_v_lock, flags);
 
-	mutex_lock(&nic->peers.lock);
+	spin_lock(&nic->peers.bind_lock);
 	strscpy(dev, nic->peers.dev, sizeof(dev));
 	port = nic->peers.port;
-	mutex_unlock(&nic->peers.lock);
+	spin_unlock(&nic->peers.bind_lock);
 	if (!dev[0]) {
 		pr_notice_ratelimited("%s: peer %u: the NIC is not bound to an RDMA device (clanqctl bind)\n",
 				      nic->name, peer->node);
