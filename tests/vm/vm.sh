@@ -349,9 +349,15 @@ boot_pair() {
 		if [ $first != 0 ] && [ $(($(date +%s) - first)) -ge "$grace" ]; then
 			for r in a b; do
 				[ -f "$vmdir/$r.rc" ] && continue
-				echo "$(($(date +%s) - first))" > "$vmdir/$r.killed"
 				pid=$(cat "$vmdir/$r.pid" 2>/dev/null || true)
-				[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+				[ -n "$pid" ] || continue
+				# SIGTERM first, SIGKILL 5 s later if it is still there
+				if [ -f "$vmdir/$r.killed" ]; then
+					kill -KILL "$pid" 2>/dev/null || true
+				else
+					echo "$(($(date +%s) - first))" > "$vmdir/$r.killed"
+					kill "$pid" 2>/dev/null || true
+				fi
 			done
 			sleep 5
 		fi
