@@ -336,9 +336,11 @@ boot_pair() {
 	step "booting two $flavor VMs, a and b (1 vCPU each, TCG)"
 	echo "   wire: UDP 127.0.0.1:$port_a (a) <-> 127.0.0.1:$port_b (b), RDMA provider $provider"
 	rm -f "$vmdir"/[ab].rc "$vmdir"/[ab].pid "$vmdir"/[ab].killed
-	run_vm a $port_a $port_b 52:54:00:c1:a0:01 &
+	t_boot=$(date +%s)
+	# (their shells' own complaints, "Killed" and such, to a file)
+	run_vm a $port_a $port_b 52:54:00:c1:a0:01 2>"$vmdir/a.shell.log" &
 	local pid_a=$!
-	run_vm b $port_b $port_a 52:54:00:c1:a0:02 &
+	run_vm b $port_b $port_a 52:54:00:c1:a0:02 2>"$vmdir/b.shell.log" &
 	local pid_b=$!
 	while [ ! -f "$vmdir/a.rc" ] || [ ! -f "$vmdir/b.rc" ]; do
 		if [ $first = 0 ] && { [ -f "$vmdir/a.rc" ] || [ -f "$vmdir/b.rc" ]; }; then
@@ -369,7 +371,11 @@ boot_pair() {
 		if [ -f "$vmdir/$r.killed" ]; then
 			status="killed $(cat "$vmdir/$r.killed") s after the other VM had finished"
 		else case $rc in
-		124|137)	status="killed after ${timeout} s" ;;
+		124)		status="killed after ${timeout} s" ;;
+		137)		if [ $(($(date +%s) - t_boot)) -ge "$timeout" ]; then
+					status="killed after ${timeout} s"
+				else status="qemu killed (SIGKILL) from outside"; fi ;;
+		129|130|143)	status="qemu ended by signal $((rc - 128)) from outside" ;;
 		*)		if [ $((rc % 2)) = 1 ]; then status="guest status $((rc >> 1))"
 				else status="qemu status $rc (guest did not report: panic?)"; fi ;;
 		esac; fi
