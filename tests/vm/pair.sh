@@ -68,7 +68,7 @@ setup() {
 		{ echo "clanqctl is not installed (tools/clanqctl.c: not built yet?)"; return 1; }
 	clanqctl bind $rdev port 1 || { echo "clanqctl bind $rdev port 1: exit status $?"; return 1; }
 	clanqctl peer add $peer $other || { echo "clanqctl peer add $peer $other: exit status $?"; return 1; }
-	clanqctl peer list 2>/dev/null || true
+	clanqctl show 2>/dev/null || true
 }
 if setup > $t/setup 2>&1; then ok "clanq-setup"; cat $t/setup; setup_ok=1
 else bad "clanq-setup" "$(cat $t/setup)"; setup_ok=0; fi
