@@ -71,10 +71,12 @@ all: lib examples benches tools module
 help:
 	@echo 'make            library, examples, benchmarks, module (for KDIR)'
 	@echo 'make deps       install the Debian packages the project needs'
-	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work'
+	@echo 'make run        the main job: boot the stock-kernel VM and show clanq at work, then two'
+	@echo '                stock VMs wired to each other over Soft-RoCE (tests/vm/vm.sh pair-run)'
 	@echo 'make bench      clanq-bench beside UCX, libfabric, Soft-RoCE, sockets (stock VM; build/bench/)'
 	@echo 'make test       every test: check, lint, packages (installed here), the debug-kernel VM,'
-	@echo '                the packages in the stock-kernel VM'
+	@echo '                the packages in the stock-kernel VM, two debug VMs wired to each other'
+	@echo '                (tests/vm/vm.sh pair; CLANQ_PAIR_PROVIDER=siw for siw instead of rxe)'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
@@ -215,8 +217,10 @@ lint: deps
 test: deps
 	@tests/run.sh
 
+# Then two stock-kernel VMs wired to each other only, Soft-RoCE between
+# them, and clanq-oob-pingpong from one to the other (tests/vm/pair.sh).
 run: deps
-	@tests/vm/vm.sh run
+	@tests/vm/vm.sh run; rc=$$?; tests/vm/vm.sh pair-run && exit $$rc
 
 # clanq-bench's whole suite beside its baselines, stock-kernel VM: tables
 # live, then CSV, JSON, a summary of ratios and the plots in build/bench/

@@ -7,8 +7,10 @@
 #                   installed, man pages (the packages stay installed)
 #   4. the VM       one boot of the debug kernel: KUnit, integration tests,
 #                   examples, a benchmark smoke run, module unload, kmemleak
-#   4. pkg-vm       the packages (built and installed on this host by the
+#   5. pkg-vm       the packages (built and installed on this host by the
 #                   pkg stage) in the stock-kernel VM, used as non-root
+#   6. pair         two debug-kernel VMs wired to each other only, Soft-RoCE
+#                   between them: tests/vm/pair.sh on each (the verbs wire)
 # Every stage runs even if an earlier one failed; the last line is
 # "N passed, N failed" and the exit status is non-zero on any failure.
 set -uo pipefail
@@ -38,6 +40,7 @@ stage lint	make --no-print-directory lint
 stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
 stage pkg-vm	tests/vm/vm.sh pkg
+stage pair	tests/vm/vm.sh pair
 
 read -r p f s < <(awk '/^PASS/{p++} /^FAIL/{f++} /^SKIP/{s++} END{print p+0, f+0, s+0}' "$CLANQ_RESULTS")
 echo "==== summary ($(( $(date +%s) - t0 )) s; every result in $CLANQ_RESULTS)"

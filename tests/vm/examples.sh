@@ -6,7 +6,7 @@ t=/tmp/examples
 mkdir -p $t
 . /clanq/checks.sh
 
-for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong; do
+for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong clanq-oob-pingpong; do
 	expect "$p --help" 0 "usage: $p" $p --help
 	expect "$p: an unknown option" 2 "try '$p --help'" $p --bogus
 done
@@ -55,6 +55,27 @@ if [ $rc != 0 ] || [ "$n" != 2 ]; then
 	bad "stream: the receiver" "exit status $rc, $n streams checked: $(cat $t/stream)"
 else
 	ok "stream: the receiver checked both"
+fi
+
+# OOB ping-pong (the verbs wire's first test, here on the loop wire): a
+# server on node 1 that leaves at the client's bye, a client on node 0
+expect "oob-pingpong: neither server nor client" 2 "say server or client" clanq-oob-pingpong
+expect "oob-pingpong: a payload too big" 2 "size: 49 is out of range" clanq-oob-pingpong client -N 1 -S 49
+expect "oob-pingpong: nobody at the endpoint" 1 "no answer from node 1 ep 99" \
+	clanq-oob-pingpong client -i 0 -N 1 -e 99 -w 1
+clanq-oob-pingpong server -i 1 -e 23 -t 120 > $t/oobpp 2>&1 &
+oobpp=$!
+expect "oob-pingpong: 500 round trips of 48 B, node 0 to node 1" 0 "^48  *500 " \
+	clanq-oob-pingpong client -i 0 -N 1 -e 23 -n 500 -S 48
+sed 's/^/   /' $t/out
+wait $oobpp
+rc=$?
+# the hello may have been sent more than once: the count is not checked
+if [ $rc != 0 ] || ! grep -q "^# bye from node 0 " $t/oobpp ||
+	! grep -q ", 0 echoes failed" $t/oobpp; then
+	bad "oob-pingpong: the server" "exit status $rc: $(cat $t/oobpp)"
+else
+	ok "oob-pingpong: the server echoed all and left at the bye"
 fi
 
 expect "shm_pingpong: a short run" 0 "^1024 " shm_pingpong -m 1000 -S 8,1k

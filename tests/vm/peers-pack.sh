@@ -79,28 +79,6 @@ fi
 # when a device is added, and without modprobe in the VM nothing loads it
 # on demand (rxe_newlink then fails with ENOENT).
 : > "$rootfs/clanq/peers/modules"
-if [ -f "$mods/modules.dep" ]; then
-	want() {	# $1: module path relative to $mods; its deps, then itself
-		local m=$1 d
-		grep -qxF "$m" "$rootfs/clanq/peers/modules.done" 2>/dev/null && return 0
-		for d in $(awk -v m="$m:" '$1 == m { $1 = ""; print }' "$mods/modules.dep"); do
-			want "$d"
-		done
-		echo "$m" >> "$rootfs/clanq/peers/modules.done"
-		local base=${m##*/}
-		base=${base%.xz}
-		case $m in
-		*.xz)	xz -dc "$mods/$m" > "$rootfs/clanq/peers/$base" ;;
-		*)	cp "$mods/$m" "$rootfs/clanq/peers/$base" ;;
-		esac
-		echo "$base" >> "$rootfs/clanq/peers/modules"
-	}
-	for name in crc32_generic rdma_rxe veth dummy; do
-		m=$(grep -oE "^[^:]*/$name\.ko(\.xz)?:" "$mods/modules.dep" | head -n 1 | tr -d :)
-		if [ -n "$m" ]; then want "$m"; else echo "peers-pack: no $name module in $mods"; fi
-	done
-	rm -f "$rootfs/clanq/peers/modules.done"
-else
-	echo "peers-pack: no $mods/modules.dep: no Soft-RoCE in the VM"
-fi
+"$here/mods-pack.sh" "$rootfs/clanq/peers" "$mods" crc32_generic rdma_rxe veth dummy |
+	sed 's/^mods-pack:/peers-pack:/'
 echo "peers-pack: $(wc -l < "$rootfs/clanq/peers/modules") modules, ${#elfs[@]} programs and libraries for $ver"

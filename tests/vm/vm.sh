@@ -11,6 +11,14 @@
 #                 installed in the VM by dpkg, used by users who are not
 #                 root (pkg.sh); tests/pkg/run.sh builds and installs
 #                 the packages first
+#   vm.sh pair    two debug-kernel VMs ("a" and "b", one vCPU each) wired
+#                 to each other only (a virtio NIC each, joined by UDP
+#                 sockets on 127.0.0.1), Soft-RoCE on that link (siw with
+#                 CLANQ_PAIR_PROVIDER=siw), then tests/vm/pair.sh in each:
+#                 results of both, as vm-pair-a/ and vm-pair-b/; a splat
+#                 on either console is a failure
+#   vm.sh pair-run  the same with the stock kernel (rxe only: Debian's has
+#                 no siw): make run's second part, pair.sh's output live
 #   vm.sh shell   debug kernel with the module loaded, at a shell
 #   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
 #                 $CLANQ_FUZZ_SECONDS (default 600), then unload + kmemleak
@@ -25,14 +33,16 @@
 #
 # CLANQ_ONLY=<regex> runs only the tests.list entries it matches.
 #
-# The console log is kept in build/vm/<job>/console.log, and its path is
-# printed. A VM that does not finish within $CLANQ_VM_TIMEOUT seconds is
-# killed and counts as a failure.
+# The console log is kept in build/vm/<job>/console.log (pair jobs:
+# a.console.log, b.console.log), and its path is printed. A VM that does
+# not finish within $CLANQ_VM_TIMEOUT seconds is killed and counts as a
+# failure; of a pair, the one left is killed $CLANQ_PAIR_GRACE seconds
+# (default 120) after the other has finished.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-job=${1:?usage: vm.sh test|run|bench|pkg|shell|fuzz|coverage}
+job=${1:?usage: vm.sh test|run|bench|pkg|pair|pair-run|shell|fuzz|coverage}
 vmdir=$root/build/vm/$job
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 mkdir -p "$vmdir" "$(dirname "$results")"
@@ -52,8 +62,17 @@ run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-1200}
 bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-2400}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# idle: 10,000 connections, both ends
 pkg)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
+pair)		flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+pair-run)	flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
 *)		die "unknown job '$job'" ;;
 esac
+provider=${CLANQ_PAIR_PROVIDER:-rxe}
+case $provider in
+rxe|siw)	;;
+*)		die "CLANQ_PAIR_PROVIDER=$provider: rxe or siw" ;;
+esac
+[ $job = pair-run ] && [ $provider = siw ] &&
+	die "pair-run: Debian's stock kernel has no siw (CONFIG_RDMA_SIW is off): use the pair job"
 
 # ---- kernel, module, programs ----
 buildlog=$vmdir/build.log
@@ -136,7 +155,7 @@ else
 	# the verbs wire, where the kernel has the RDMA CM
 	cp build/mod/$modname/driver/clanq_verbs.ko "$rootfs/clanq/" 2>/dev/null || true
 fi
-if [ $flavor = debug ]; then
+if [ $flavor = debug ] && [ $job != pair ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
 [ $job = pkg ] ||
@@ -155,6 +174,23 @@ if [ $job = bench ]; then
 		die "packing the baselines' tools failed (log: $buildlog)"
 fi
 echo "nr_nics=2" > "$rootfs/clanq/modargs"
+# pair: one NIC per VM (init adds node_base: 10 on a, 20 on b); the rdma
+# tool (its libraries come with the others below); the stock kernel's
+# virtio-net and Soft-RoCE modules (the debug kernel has them built in)
+if [ $job = pair ] || [ $job = pair-run ]; then
+	echo "nr_nics=1" > "$rootfs/clanq/modargs"
+	cp tests/vm/pair.sh "$rootfs/clanq/"
+	[ $job = pair ] && pair_count=${CLANQ_PAIR_COUNT:-1000} || pair_count=${CLANQ_PAIR_COUNT:-10000}
+	echo "$pair_count" > "$rootfs/clanq/pair-count"
+	rdma=$(command -v rdma) || die "no rdma tool (iproute2): make deps"
+	cp -L "$rdma" "$rootfs/clanq/bin/rdma"
+	if [ $flavor = stock ]; then
+		release=$(basename "$image" | sed 's/vmlinuz-//')
+		tests/vm/mods-pack.sh "$rootfs/clanq/mods" "/lib/modules/$release" \
+			virtio_net crc32_generic rdma_rxe >>"$buildlog" 2>&1 ||
+			die "packing the stock kernel's modules failed (log: $buildlog)"
+	fi
+fi
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
 corpus_max=${CLANQ_CORPUS_MAX:-3000}	# entries kept (about 2.5 KiB each at most)
 [ -f "$corpus" ] && cp "$corpus" "$rootfs/clanq/corpus"
@@ -177,6 +213,11 @@ append="console=ttyS0 panic=-1 clanq.mode=$job"
 # hpet mid-run, after which every clock read costs ~0.8 us (DESIGN §8)
 { [ $job = run ] || [ $job = bench ]; } && append="$append quiet tsc=reliable"
 [ $job = pkg ] && append="$append quiet"
+# pair jobs: init's pair mode; the role (clanq.role=a|b) is added per VM
+if [ $job = pair ] || [ $job = pair-run ]; then
+	append="console=ttyS0 panic=-1 clanq.mode=pair clanq.flavor=$flavor clanq.provider=$provider"
+	[ $flavor = stock ] && append="$append tsc=reliable"
+fi
 # The CPU model: max (every feature TCG has) for the tests; for make
 # bench qemu64, because with max glibc's memcpy picks rep movsb for
 # 16 KiB..256 KiB, which TCG runs many times slower (DESIGN §8): the
@@ -199,27 +240,39 @@ fi
 awk_live=(awk)
 awk -W version 2>/dev/null | grep -q mawk && awk_live=(awk -W interactive)
 
+# The live view, of one console on stdin: frames and splats for a test
+# run, the demo for a run (pair-run: pair.sh's output), each line after
+# $1 (pair jobs: "a| ", "b| ").
+live_view() {
+	"${awk_live[@]}" -v job="$job" -v tag="${1:-}" '
+		BEGIN { frame = job ~ /^(run|bench)$/ ? "demo" : job == "pair-run" ? "pair" : "" }
+		{ sub(/\r$/, ""); l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
+		frame != "" && l == "CLANQ-BEGIN " frame { show = 1; next }
+		frame != "" && l ~ "^CLANQ-END " frame " " { show = 0 }
+		l ~ /^CLANQ-FILE-BEGIN / { file = 1; next }
+		l ~ /^CLANQ-FILE-END / { file = 0; next }
+		file { next }
+		# its own lines; kernel messages only if they are splats
+		# (awk, not tr, strips the CRs: tr would hold lines in its buffer)
+		show && l == $0 { print "   " tag l; fflush(); next }
+		# the pair test: the steps of pair.sh, and why one failed
+		job == "pair" && l ~ /^\[ +(OK|FAILED|SKIPPED) +\] / { print "   " tag "  " l; fflush(); why = l ~ /FAILED/; next }
+		why && l ~ /^   / { print "   " tag "  " l; fflush() }
+		{ why = 0 }
+		l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
+			sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
+			printf "   %s%-36s %-18s %8s s\n", tag, n, rc == 0 ? "ok" : "FAILED (rc " rc ")", at; fflush() }
+		l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   " tag "!! " l; fflush() }
+		l ~ /^fuzz: / { print "     " tag l; fflush() }'
+}
+
 # One boot; sets rc and status.
 boot() {
 	step "booting $flavor kernel (2 vCPUs, TCG)"
 	set +e
 	# The live view: frames and splats for a test run, the demo for a run.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
-		tee "$log" | "${awk_live[@]}" -v job="$job" '
-		{ sub(/\r$/, ""); l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
-		job ~ /^(run|bench)$/ && l ~ /^CLANQ-BEGIN demo/ { show = 1; next }
-		job ~ /^(run|bench)$/ && l ~ /^CLANQ-END demo/ { show = 0 }
-		l ~ /^CLANQ-FILE-BEGIN / { file = 1; next }
-		l ~ /^CLANQ-FILE-END / { file = 0; next }
-		file { next }
-		# its own lines; kernel messages only if they are splats
-		# (awk, not tr, strips the CRs: tr would hold lines in its buffer)
-		show && l == $0 { print "   " l; fflush(); next }
-		l ~ /^CLANQ-END / { n = l; sub(/^CLANQ-END /, "", n); rc = n; sub(/.* rc=/, "", rc); at = rc; sub(/ .*/, "", rc); rc += 0
-			sub(/^[0-9-]+ *\(at /, "", at); sub(/ s\)$/, "", at); sub(/ rc=.*/, "", n)
-			printf "   %-36s %-18s %8s s\n", n, rc == 0 ? "ok" : "FAILED (rc " rc ")", at; fflush() }
-		l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ { print "   !! " l; fflush() }
-		l ~ /^fuzz: / { print "     " l; fflush() }'
+		tee "$log" | live_view
 	rc=${PIPESTATUS[0]}
 	set -e
 	case $rc in
@@ -238,11 +291,131 @@ boot() {
 # (awk reads to the end: exiting early would kill tr with SIGPIPE on a long
 # log, and with pipefail the function would then say "no splat")
 splat_before_insmod() {
-	tr -d '\r' < "$log" | awk '
+	tr -d '\r' < "${1:-$log}" | awk '
 		/CLANQ-BEGIN insmod/ { loaded = 1 }
 		!loaded && /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1 }
 		END { exit !splat }'
 }
+
+# ---- pair, pair-run: two VMs wired to each other only ----
+# Each has one vCPU (two VMs on two host cores) and a virtio NIC whose
+# frames travel as UDP datagrams between two sockets on 127.0.0.1: a's
+# port is even, b's the next one, picked free from a base drawn from our
+# PID. Nothing else reaches them (-nic none). Both boot at once under the
+# same timeout; once one has finished, the other has $CLANQ_PAIR_GRACE
+# seconds to finish too before it is killed (its own steps are bounded,
+# so that only catches a hang).
+port_taken() { ss -Hlun 2>/dev/null | awk '{ print $4 }' | grep -qE "[:.]$1\$"; }
+pick_ports() {
+	local base=$((20000 + ($$ % 2000) * 10)) i
+	for ((i = 0; i < 100; i += 2)); do
+		port_a=$((base + i)) port_b=$((base + i + 1))
+		port_taken $port_a || port_taken $port_b || return 0
+	done
+	die "no two free UDP ports on 127.0.0.1 from $base"
+}
+
+# run_vm ROLE MYPORT OTHERPORT MAC: one of the pair, its console in
+# $vmdir/ROLE.console.log, its qemu status in $vmdir/ROLE.rc
+run_vm() {
+	local r=$1 me=$2 other=$3 mac=$4 q
+	q=(qemu-system-x86_64 -M q35 -cpu "$cpu" -accel tcg -smp 1 -m "${CLANQ_VM_MEM:-512M}"
+		-nic none -no-reboot -display none
+		-netdev "socket,id=n0,udp=127.0.0.1:$other,localaddr=127.0.0.1:$me"
+		-device "virtio-net-pci,netdev=n0,mac=$mac"
+		-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append clanq.role=$r"
+		-device isa-debug-exit,iobase=0xf4,iosize=0x04 -pidfile "$vmdir/$r.pid")
+	set +e
+	timeout -k 10 "$timeout" "${q[@]}" -serial stdio -monitor none </dev/null 2>&1 |
+		tee "$vmdir/$r.console.log" | live_view "$r| "
+	echo "${PIPESTATUS[0]}" > "$vmdir/$r.rc"
+}
+
+# Both VMs; sets rc_a, rc_b, status_a, status_b.
+boot_pair() {
+	local grace=${CLANQ_PAIR_GRACE:-120} first=0 r pid rc status
+	pick_ports
+	step "booting two $flavor VMs, a and b (1 vCPU each, TCG)"
+	echo "   wire: UDP 127.0.0.1:$port_a (a) <-> 127.0.0.1:$port_b (b), RDMA provider $provider"
+	rm -f "$vmdir"/[ab].rc "$vmdir"/[ab].pid "$vmdir"/[ab].killed
+	t_boot=$(date +%s)
+	# (their shells' own complaints, "Killed" and such, to a file)
+	run_vm a $port_a $port_b 52:54:00:c1:a0:01 2>"$vmdir/a.shell.log" &
+	local pid_a=$!
+	run_vm b $port_b $port_a 52:54:00:c1:a0:02 2>"$vmdir/b.shell.log" &
+	local pid_b=$!
+	while [ ! -f "$vmdir/a.rc" ] || [ ! -f "$vmdir/b.rc" ]; do
+		if [ $first = 0 ] && { [ -f "$vmdir/a.rc" ] || [ -f "$vmdir/b.rc" ]; }; then
+			first=$(date +%s)
+			[ -f "$vmdir/a.rc" ] && r=a || r=b
+			step "VM $r finished first; the other has $grace s"
+		fi
+		if [ $first != 0 ] && [ $(($(date +%s) - first)) -ge "$grace" ]; then
+			for r in a b; do
+				[ -f "$vmdir/$r.rc" ] && continue
+				pid=$(cat "$vmdir/$r.pid" 2>/dev/null || true)
+				[ -n "$pid" ] || continue
+				# SIGTERM first, SIGKILL 5 s later if it is still there
+				if [ -f "$vmdir/$r.killed" ]; then
+					kill -KILL "$pid" 2>/dev/null || true
+				else
+					echo "$(($(date +%s) - first))" > "$vmdir/$r.killed"
+					kill "$pid" 2>/dev/null || true
+				fi
+			done
+			sleep 5
+		fi
+		sleep 1
+	done
+	wait $pid_a $pid_b || true
+	for r in a b; do
+		rc=$(cat "$vmdir/$r.rc")
+		if [ -f "$vmdir/$r.killed" ]; then
+			status="killed $(cat "$vmdir/$r.killed") s after the other VM had finished"
+		else case $rc in
+		124)		status="killed after ${timeout} s" ;;
+		137)		if [ $(($(date +%s) - t_boot)) -ge "$timeout" ]; then
+					status="killed after ${timeout} s"
+				else status="qemu killed (SIGKILL) from outside"; fi ;;
+		129|130|143)	status="qemu ended by signal $((rc - 128)) from outside" ;;
+		*)		if [ $((rc % 2)) = 1 ]; then status="guest status $((rc >> 1))"
+				else status="qemu status $rc (guest did not report: panic?)"; fi ;;
+		esac; fi
+		eval "rc_$r=\$rc status_$r=\$status"
+		step "VM $r finished: $status"
+	done
+}
+
+if [ $job = pair ] || [ $job = pair-run ]; then
+	boot_pair
+	# a splat before clanq.ko was loaded, on either: both boot once more
+	if [ $flavor = debug ] && { splat_before_insmod "$vmdir/a.console.log" ||
+		splat_before_insmod "$vmdir/b.console.log"; }; then
+		for r in a b; do
+			cp "$vmdir/$r.console.log" "$vmdir/$r.console.boot-splat.log"
+		done
+		echo "vm.sh: a kernel reported a problem while booting, before clanq was" \
+			"loaded (logs kept: $vmdir/[ab].console.boot-splat.log); booting both once more" >&2
+		boot_pair
+	fi
+	: > "$vmdir/results.txt"
+	for r in a b; do
+		tr -d '\r' < "$vmdir/$r.console.log" | awk -f tests/results.awk -v vm=1 \
+			-v prefix="vm-pair-$r/" -v want_kunit=0 > "$vmdir/$r.results.txt"
+		eval "rc=\$rc_$r status=\$status_$r"
+		if [ -f "$vmdir/$r.killed" ] || [ $((rc % 2)) = 0 ] || [ "$rc" -gt 1 ]; then
+			grep -q '^FAIL' "$vmdir/$r.results.txt" ||
+				echo "FAIL vm-pair-$r/exit: $status" >> "$vmdir/$r.results.txt"
+		fi
+		cat "$vmdir/$r.results.txt" >> "$vmdir/results.txt"
+	done
+	cat "$vmdir/results.txt" >> "$results"
+	read -r p f < <(awk '/^PASS/{p++} /^FAIL/{f++} END{print p+0, f+0}' "$vmdir/results.txt")
+	grep '^FAIL' "$vmdir/results.txt" | sed 's/^/   /' || true
+	echo "vm $job: $p passed, $f failed (console logs: $vmdir/a.console.log, b.console.log)"
+	[ "$f" = 0 ]
+	exit
+fi
 
 boot
 if [ $job != run ] && [ $job != bench ] && [ $job != pkg ] && splat_before_insmod; then

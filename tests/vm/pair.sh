@@ -1,0 +1,98 @@
+# pair.sh ROLE RDMADEV NETDEV: one side of two VMs wired to each other
+# (tests/vm/vm.sh pair and pair-run; tests/vm/init set up the link and
+# the RDMA device). a is 10.77.0.1 (clanq nodes from 10), b 10.77.0.2
+# (nodes from 20). Each step prints a cmocka-style line, so
+# tests/results.awk counts them one by one, and the host sees both VMs'
+# steps under their prefixes (vm-pair-a/, vm-pair-b/).
+#
+#   net           the other VM answers ping: the wire between them works
+#   rdma-link     RDMADEV's port is ACTIVE / LINK_UP
+#   clanq-setup   clanqctl binds clanq0 to RDMADEV and adds the other
+#                 host's node as a peer
+#   oob-pingpong  b serves clanq-oob-pingpong, a runs its client against
+#                 node 20: OOB messages between the hosts, checked
+#
+# Neither side waits for the other except through its own retries (a's
+# ping, a's client's hello), each bounded: a VM that is gone makes the
+# survivor's steps fail, never hang. CLANQ_PAIR_COUNT (/clanq/pair-count)
+# round trips.
+set -u
+role=${1:?usage: pair.sh a|b RDMADEV NETDEV}
+rdev=${2:?usage: pair.sh a|b RDMADEV NETDEV}
+netdev=${3:?usage: pair.sh a|b RDMADEV NETDEV}
+t=/tmp/pair
+mkdir -p $t
+. /clanq/checks.sh
+count=$(cat /clanq/pair-count 2>/dev/null || echo 1000)
+service=7007
+
+case $role in
+a) me=10.77.0.1 other=10.77.0.2 node=10 peer=20 ;;
+b) me=10.77.0.2 other=10.77.0.1 node=20 peer=10 ;;
+*) echo "pair.sh: role '$role': say a or b"; exit 2 ;;
+esac
+uptime_s() { read -r up _ < /proc/uptime; echo "${up%.*}"; }
+echo "== $role: $me on $netdev, clanq0 is node $node, $rdev on $netdev; the other: $other, node $peer"
+
+# net: the other VM may boot later: ping it until it answers (60 s)
+net() {
+	t0=$(uptime_s)
+	while ! ping -c 1 -W 1 $other > $t/ping 2>&1; do
+		[ $(($(uptime_s) - t0)) -lt 60 ] || { cat $t/ping; return 1; }
+	done
+	echo "the other VM answered after $(($(uptime_s) - t0)) s (uptime $(uptime_s) s)"
+	ping -c 3 -W 2 $other
+}
+if net > $t/net 2>&1; then ok "net"; grep -E "answered|transmitted|round-trip" $t/net; net_ok=1
+else bad "net" "$other does not answer ping: $(tail -n 3 $t/net)"; net_ok=0; fi
+
+# rdma-link: the port follows the netdev; give it a few seconds
+rdma_link() {
+	i=0
+	while [ $i -lt 20 ]; do
+		rdma link show $rdev/1 > $t/link 2>&1
+		grep -q "state ACTIVE physical_state LINK_UP" $t/link && { cat $t/link; return 0; }
+		sleep 0.5
+		i=$((i + 1))
+	done
+	cat $t/link
+	rdma link show
+	return 1
+}
+if rdma_link > $t/rdma 2>&1; then ok "rdma-link"; cat $t/rdma
+else bad "rdma-link" "$rdev/1 is not ACTIVE / LINK_UP: $(cat $t/rdma)"; fi
+
+# clanq-setup: the verbs wire, through clanqctl (tools/clanqctl.c)
+setup() {
+	command -v clanqctl > /dev/null ||
+		{ echo "clanqctl is not installed (tools/clanqctl.c: not built yet?)"; return 1; }
+	clanqctl bind $rdev port 1 || { echo "clanqctl bind $rdev port 1: exit status $?"; return 1; }
+	clanqctl peer add $peer $other || { echo "clanqctl peer add $peer $other: exit status $?"; return 1; }
+	clanqctl show 2>/dev/null || true
+}
+if setup > $t/setup 2>&1; then ok "clanq-setup"; cat $t/setup; setup_ok=1
+else bad "clanq-setup" "$(cat $t/setup)"; setup_ok=0; fi
+
+# oob-pingpong: b serves until a's bye (or 180 s), a retries its hello
+# for 120 s (b may be later), then $count round trips, each echo within 5 s
+if [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
+	bad "oob-pingpong" "not run: $([ $net_ok = 0 ] && echo "no network" || echo "clanq-setup failed")"
+elif [ $role = b ]; then
+	echo "== b: clanq-oob-pingpong server on node $node, endpoint $service"
+	if clanq-oob-pingpong server -e $service -t 180 > $t/server 2>&1; then
+		ok "oob-pingpong"; cat $t/server
+	else
+		bad "oob-pingpong" "the server: exit status $?: $(cat $t/server)"
+	fi
+else
+	echo "== a: clanq-oob-pingpong client on node $node -> node $peer endpoint $service," \
+		"$count round trips of 32 bytes"
+	# shown as it runs (make run's live view), kept for the verdict
+	clanq-oob-pingpong client -N $peer -e $service -n $count -S 32 -T 5000 -w 120 \
+		> $t/client 2>&1
+	rc=$?
+	cat $t/client
+	if [ $rc = 0 ] && grep -q "^32  *$count " $t/client; then ok "oob-pingpong"
+	else bad "oob-pingpong" "the client: exit status $rc"; fi
+fi
+[ $failed = 0 ]
