@@ -105,6 +105,7 @@ static DEFINE_SPINLOCK(clanq_v_lock);
 static LIST_HEAD(clanq_v_conns);
 static struct workqueue_struct *clanq_v_wq;
 static struct rdma_cm_id *clanq_v_listener;
+static bool clanq_v_unloading;	/* our exit: devices are not going away */
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
@@ -325,8 +326,16 @@ static int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
 						   timeout);
 		if (left < 0)
 			return left;
-		if (!left)
+		if (!left) {
+			/*
+			 * Every send of the queue unacknowledged for connect_ms:
+			 * the peer is gone (rxe re-arms its retransmit timer on
+			 * each new send, so a steady sender never sees retries
+			 * run out), and so is the connection.
+			 */
+			clanq_vconn_kill(conn, -ETIMEDOUT);
 			return -ETIMEDOUT;
+		}
 	}
 	mutex_lock(&conn->post);
 	spin_lock_irqsave(&conn->lock, flags);
@@ -961,8 +970,9 @@ static int clanq_v_add_one(struct ib_device *dev)
  */
 static void clanq_v_remove_one(struct ib_device *dev, void *client_data)
 {
-	pr_info("clanq: %s is going away: closing the connections over it\n",
-		dev->name);
+	if (!READ_ONCE(clanq_v_unloading))
+		pr_info("clanq: %s is going away: closing the connections over it\n",
+			dev->name);
 	clanq_v_kill_where(clanq_v_on_device, dev, -ENODEV);
 }
 
@@ -1033,6 +1043,7 @@ static void __exit clanq_verbs_exit(void)
 	struct clanq_nic *nic;
 
 	/* nobody routes through us now (and nobody holds us: we are unloading) */
+	WRITE_ONCE(clanq_v_unloading, true);
 	clanq_wire_unregister(&clanq_v_wire);
 	rdma_destroy_id(clanq_v_listener);
 	clanq_v_kill_where(clanq_v_any, NULL, -ECONNABORTED);

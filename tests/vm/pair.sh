@@ -12,6 +12,16 @@
 #   oob-pingpong  b serves clanq-oob-pingpong, a runs its client against
 #                 node 20: OOB messages between the hosts, checked
 #
+# and in the pair job (/clanq/pair-suite), test_verbs
+# (tests/integration/test_verbs.c) in three rounds:
+#   verbs-suite   b: the echo service; a: the suite against it (both
+#                 directions, many endpoints, notices, events, counters)
+#   verbs-reload  b unloads and reloads clanq_verbs under live
+#                 connections; a's traffic makes a new connection
+#   verbs-die     a tells b to die and keeps sending; b powers off on
+#                 the spot (init's leave, no unload: nothing is said on
+#                 the wire); a's sends turn into errors, never a hang
+#
 # Neither side waits for the other except through its own retries (a's
 # ping, a's client's hello), each bounded: a VM that is gone makes the
 # survivor's steps fail, never hang. CLANQ_PAIR_COUNT (/clanq/pair-count)
@@ -94,5 +104,40 @@ else
 	cat $t/client
 	if [ $rc = 0 ] && grep -q "^32  *$count " $t/client; then ok "oob-pingpong"
 	else bad "oob-pingpong" "the client: exit status $rc"; fi
+fi
+
+# step NAME CMD...: CMD's output shown, its status one result
+step() {
+	name=$1; shift
+	"$@" > $t/$name 2>&1
+	rc=$?
+	cat $t/$name
+	if [ $rc = 0 ]; then ok "$name"; else bad "$name" "'$*' exited $rc"; fi
+	return $rc
+}
+
+if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
+	export CLANQ_PEER_NODE=$peer
+	if [ $role = b ]; then
+		step verbs-serve test_verbs serve
+		# the connections a made and ours to a are up: unload under them
+		step verbs-reload sh -c "rmmod clanq_verbs && insmod /clanq/clanq_verbs.ko &&
+			cat /sys/class/misc/clanq0/verbs /sys/class/misc/clanq0/peers"
+		test_verbs serve > $t/die 2>&1
+		rc=$?
+		cat $t/die
+		if [ $rc = 42 ]; then
+			ok "verbs-die"
+			# powered off at once: init's leave, nothing unloaded
+			touch /tmp/pair-die
+		else
+			bad "verbs-die" "the echo service exited $rc, not 42 (DIE)"
+		fi
+	else
+		# test_verbs prints its own cmocka lines, counted one by one
+		test_verbs || failed=$((failed + 1))
+		step verbs-reconnect test_verbs reconnect
+		step verbs-survivor test_verbs survivor
+	fi
 fi
 [ $failed = 0 ]

@@ -182,12 +182,14 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 	cp tests/vm/pair.sh "$rootfs/clanq/"
 	[ $job = pair ] && pair_count=${CLANQ_PAIR_COUNT:-1000} || pair_count=${CLANQ_PAIR_COUNT:-10000}
 	echo "$pair_count" > "$rootfs/clanq/pair-count"
+	# the test job of the pair runs the verbs wire's suite after the demo
+	[ $job = pair ] && touch "$rootfs/clanq/pair-suite"
 	rdma=$(command -v rdma) || die "no rdma tool (iproute2): make deps"
 	cp -L "$rdma" "$rootfs/clanq/bin/rdma"
 	if [ $flavor = stock ]; then
 		release=$(basename "$image" | sed 's/vmlinuz-//')
 		tests/vm/mods-pack.sh "$rootfs/clanq/mods" "/lib/modules/$release" \
-			virtio_net crc32_generic rdma_rxe >>"$buildlog" 2>&1 ||
+			virtio_net crc32_generic rdma_rxe rdma_cm >>"$buildlog" 2>&1 ||
 			die "packing the stock kernel's modules failed (log: $buildlog)"
 	fi
 fi
