@@ -60,6 +60,10 @@ static unsigned int connect_ms = 5000;
 module_param(connect_ms, uint, 0644);
 MODULE_PARM_DESC(connect_ms, "How long a send waits for a connection to a peer to be made (milliseconds; default 5000)");
 
+static unsigned int ack_ms = 2000;
+module_param(ack_ms, uint, 0644);
+MODULE_PARM_DESC(ack_ms, "How long a send may stay unacknowledged before its peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 2000)");
+
 struct clanq_vbuf {
 	struct ib_cqe cqe;
 	struct clanq_vconn *conn;
@@ -92,6 +96,9 @@ struct clanq_vconn {
 	bool torn;			/* teardown queued */
 	u32 nr_tx_free;
 	u32 tx_free[CLANQ_V_SLOTS];
+	/* sends complete in order on an RC QP: when each in flight left */
+	u32 tx_posted, tx_acked;
+	unsigned long tx_when[CLANQ_V_SLOTS];
 	wait_queue_head_t wq;		/* state changes, free slots */
 	struct mutex post;		/* posting vs. teardown */
 
@@ -288,6 +295,7 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_free[conn->nr_tx_free++] = b->idx;
+	conn->tx_acked++;
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up(&conn->wq);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -296,6 +304,16 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
 	}
 	clanq_vconn_put(conn);	/* the send's */
+}
+
+/* Has the oldest send in flight waited longer than ack_ms? conn->lock held. */
+static bool clanq_vconn_stalled(struct clanq_vconn *conn)
+{
+	unsigned int ms = READ_ONCE(ack_ms);
+
+	return ms && conn->tx_posted != conn->tx_acked &&
+	       time_after(jiffies, conn->tx_when[conn->tx_acked % CLANQ_V_SLOTS] +
+			  msecs_to_jiffies(ms));
 }
 
 static bool clanq_vconn_can_send(struct clanq_vconn *conn)
@@ -345,12 +363,19 @@ static int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
 		mutex_unlock(&conn->post);
 		return err;
 	}
+	if (clanq_vconn_stalled(conn)) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		mutex_unlock(&conn->post);
+		clanq_vconn_kill(conn, -ETIMEDOUT);
+		return -ETIMEDOUT;
+	}
 	if (!conn->nr_tx_free) {
 		spin_unlock_irqrestore(&conn->lock, flags);
 		mutex_unlock(&conn->post);
 		return -ENOBUFS;
 	}
 	b = &conn->tx[conn->tx_free[--conn->nr_tx_free]];
+	conn->tx_when[conn->tx_posted++ % CLANQ_V_SLOTS] = jiffies;
 	spin_unlock_irqrestore(&conn->lock, flags);
 
 	sge.addr = b->dma;
