@@ -60,9 +60,9 @@ static unsigned int connect_ms = 5000;
 module_param(connect_ms, uint, 0644);
 MODULE_PARM_DESC(connect_ms, "How long a send waits for a connection to a peer to be made (milliseconds; default 5000)");
 
-static unsigned int ack_ms = 2000;
+static unsigned int ack_ms = 3000;
 module_param(ack_ms, uint, 0644);
-MODULE_PARM_DESC(ack_ms, "How long a send may stay unacknowledged before its peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 2000)");
+MODULE_PARM_DESC(ack_ms, "How long sends may wait with not one of them acknowledged before the peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 3000)");
 
 struct clanq_vbuf {
 	struct ib_cqe cqe;
@@ -99,6 +99,7 @@ struct clanq_vconn {
 	/* sends complete in order on an RC QP: when each in flight left */
 	u32 tx_posted, tx_acked;
 	unsigned long tx_when[CLANQ_V_SLOTS];
+	unsigned long tx_last_ack;	/* jiffies of the last send completion */
 	wait_queue_head_t wq;		/* state changes, free slots */
 	struct mutex post;		/* posting vs. teardown */
 
@@ -296,6 +297,7 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_free[conn->nr_tx_free++] = b->idx;
 	conn->tx_acked++;
+	conn->tx_last_ack = jiffies;
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up(&conn->wq);
 	if (wc->status != IB_WC_SUCCESS) {
@@ -306,14 +308,21 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	clanq_vconn_put(conn);	/* the send's */
 }
 
-/* Has the oldest send in flight waited longer than ack_ms? conn->lock held. */
+/*
+ * Have sends been waiting for ack_ms with not one completing? (A long
+ * queue that drains slowly is progress, not a dead peer.) conn->lock held.
+ */
 static bool clanq_vconn_stalled(struct clanq_vconn *conn)
 {
 	unsigned int ms = READ_ONCE(ack_ms);
+	unsigned long since;
 
-	return ms && conn->tx_posted != conn->tx_acked &&
-	       time_after(jiffies, conn->tx_when[conn->tx_acked % CLANQ_V_SLOTS] +
-			  msecs_to_jiffies(ms));
+	if (!ms || conn->tx_posted == conn->tx_acked)
+		return false;
+	since = conn->tx_when[conn->tx_acked % CLANQ_V_SLOTS];
+	if (time_after(conn->tx_last_ack, since))
+		since = conn->tx_last_ack;
+	return time_after(jiffies, since + msecs_to_jiffies(ms));
 }
 
 static bool clanq_vconn_can_send(struct clanq_vconn *conn)
