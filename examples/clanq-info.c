@@ -441,7 +441,7 @@ static void show_verbs(const struct verbs *v, unsigned int index)
 		printf("  verbs: unbound");
 	else if (sscanf(v->line, "%63s %u %31s", dev, &port, from) == 3)
 		printf("  verbs: %s port %u, from %s", dev, port,
-		       strcmp(from, "-") ? from : "no address");
+		       strcmp(from, "-") ? from : "- (no connection yet)");
 	else
 		printf("  verbs: '%s'", v->line);
 	if (v->nr_peers < 0) {

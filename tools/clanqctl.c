@@ -165,8 +165,8 @@ static int show_nic(unsigned int index, bool peers_only)
 		} else if (!v.bound) {
 			printf("    verbs unbound\n");
 		} else if (!strcmp(v.from, "-")) {
-			printf("    verbs %s port %u, from no address (%s's netdev has no IPv4)\n",
-			       v.dev, v.port, v.dev);
+			printf("    verbs %s port %u (no connection made yet)\n",
+			       v.dev, v.port);
 		} else {
 			printf("    verbs %s port %u, from %s\n", v.dev, v.port, v.from);
 		}
