@@ -116,6 +116,42 @@ step() {
 	return $rc
 }
 
+# ib-send-lat (pair-run): perftest's ib_send_lat on the same two rxe
+# devices, 32-byte SENDs: what raw verbs take for the round trip that
+# clanq's OOB ping-pong measured above (perftest prints half a round
+# trip; the ratio compares whole ones). b serves, a retries until b does.
+gid_index() {
+	for g in /sys/class/infiniband/$rdev/ports/1/gids/*; do
+		grep -q "0000:0000:0000:0000:0000:ffff:" $g 2>/dev/null && { echo ${g##*/}; return; }
+	done
+	echo 0
+}
+if ! [ -f /clanq/pair-suite ] && command -v ib_send_lat > /dev/null && [ $net_ok = 1 ]; then
+	n=$((count < 5000 ? count : 5000))
+	lat="ib_send_lat -d $rdev -x $(gid_index) -F -s 32 -n $n"
+	if [ $role = b ]; then
+		step ib-send-lat $lat
+	else
+		i=0
+		while ! $lat $other > $t/perf 2>&1 && [ $i -lt 60 ]; do
+			sleep 0.5
+			i=$((i + 1))
+		done
+		cat $t/perf
+		# bytes iterations t_min t_max t_typical ...: half round trips
+		typ=$(awk '$1 == 32 && NF >= 5 { print $5 }' $t/perf)
+		med=$(awk -v c=$count '$1 == 32 && $2 == c { print $4 }' $t/client 2>/dev/null)
+		if [ -n "$typ" ]; then
+			ok "ib-send-lat"
+			[ -n "$med" ] && awk -v m="$med" -v h="$typ" 'BEGIN {
+				printf "== round trip, 32 bytes, same rxe devices: clanq OOB %.1f us (median),", m
+				printf " raw verbs ib_send_lat %.1f us (2 x typical): %.2fx\n", 2 * h, m / (2 * h) }'
+		else
+			bad "ib-send-lat" "no result from ib_send_lat: $(tail -n 3 $t/perf)"
+		fi
+	fi
+fi
+
 if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 	export CLANQ_PEER_NODE=$peer
 	if [ $role = b ]; then

@@ -189,8 +189,17 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 	if [ $flavor = stock ]; then
 		release=$(basename "$image" | sed 's/vmlinuz-//')
 		tests/vm/mods-pack.sh "$rootfs/clanq/mods" "/lib/modules/$release" \
-			virtio_net crc32_generic rdma_rxe rdma_cm >>"$buildlog" 2>&1 ||
+			virtio_net crc32_generic rdma_rxe rdma_cm ib_uverbs >>"$buildlog" 2>&1 ||
 			die "packing the stock kernel's modules failed (log: $buildlog)"
+		# raw verbs beside clanq's ping-pong on the same devices:
+		# perftest's ib_send_lat, libibverbs and its rxe provider
+		if command -v ib_send_lat >/dev/null; then
+			cp -L "$(command -v ib_send_lat)" "$rootfs/clanq/bin/"
+			vlib=/usr/lib/x86_64-linux-gnu/libibverbs
+			mkdir -p "$rootfs$vlib" "$rootfs/etc/libibverbs.d"
+			cp -L "$vlib"/librxe-rdmav*.so "$rootfs$vlib/"
+			cp /etc/libibverbs.d/rxe.driver "$rootfs/etc/libibverbs.d/"
+		fi
 	fi
 fi
 corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
