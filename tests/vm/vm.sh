@@ -183,7 +183,9 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 	[ $job = pair ] && pair_count=${CLANQ_PAIR_COUNT:-1000} || pair_count=${CLANQ_PAIR_COUNT:-10000}
 	echo "$pair_count" > "$rootfs/clanq/pair-count"
 	# the test job of the pair runs the verbs wire's suite after the demo
-	[ $job = pair ] && touch "$rootfs/clanq/pair-suite"
+	# (CLANQ_PAIR_SUITE=1: the stock kernel's too, for its timings)
+	{ [ $job = pair ] || [ -n "${CLANQ_PAIR_SUITE:-}" ]; } &&
+		touch "$rootfs/clanq/pair-suite"
 	rdma=$(command -v rdma) || die "no rdma tool (iproute2): make deps"
 	cp -L "$rdma" "$rootfs/clanq/bin/rdma"
 	if [ $flavor = stock ]; then
