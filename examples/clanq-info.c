@@ -431,7 +431,7 @@ static void verbs_load(struct verbs *v, const struct clanq_dev *dev,
 
 static void show_verbs(const struct verbs *v, unsigned int index)
 {
-	char dev[CLANQ_WIRE_DEV_MAX], from[32], addr[INET_ADDRSTRLEN];
+	char dev[CLANQ_WIRE_DEV_MAX], from[32];
 	unsigned int port;
 
 	if (v->line_err)
@@ -454,20 +454,10 @@ static void show_verbs(const struct verbs *v, unsigned int index)
 	}
 	printf(", %d peer%s\n", v->nr_peers, v->nr_peers == 1 ? "" : "s");
 	for (int i = 0; i < v->nr_peers; i++) {
-		const struct clanq_peer_stat *p = &v->peers[i];
-		struct in_addr in = { .s_addr = p->ipv4 };
-		static const char *const states[] = { "idle", "connecting", "up", "down" };
+		char line[256];
 
-		if (!inet_ntop(AF_INET, &in, addr, sizeof(addr)))
-			snprintf(addr, sizeof(addr), "?");
-		printf("    peer %u %s:%u %s", p->node, addr, p->port,
-		       p->state < 4 ? states[p->state] : "?");
-		if (p->last_error)
-			printf(" (last error: %s)", strerror(-p->last_error));
-		printf(", connects %u, sent %llu, received %llu, send errors %llu\n",
-		       p->connects, (unsigned long long)p->oob_sent,
-		       (unsigned long long)p->oob_received,
-		       (unsigned long long)p->send_errors);
+		clanq_peer_describe(&v->peers[i], line, sizeof(line));
+		printf("    %s\n", line);
 	}
 }
 

@@ -1115,6 +1115,15 @@ int clanq_peer_del(const struct clanq_dev *dev, __u32 node);
 int clanq_peer_list(const struct clanq_dev *dev, struct clanq_peer_stat *recs,
 		    unsigned int count, unsigned int *total);
 
+/**
+ * \brief One peer record in words, on one line (no newline): "peer 20
+ *        10.0.0.2:18525 up, connects 1, sent 5, received 5, send errors 0",
+ *        with the last error after the state if there was one; what
+ *        clanqctl and clanq-info print.
+ * \return as snprintf(): the length it wanted.
+ */
+int clanq_peer_describe(const struct clanq_peer_stat *p, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

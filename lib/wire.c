@@ -5,7 +5,9 @@
  * administration, for clanqctl(8); binding and naming peers need
  * CAP_NET_ADMIN, listing them does not.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -71,4 +73,22 @@ int clanq_peer_list(const struct clanq_dev *dev, struct clanq_peer_stat *recs,
 	if (total)
 		*total = a.total;
 	return (int)a.count;
+}
+
+int clanq_peer_describe(const struct clanq_peer_stat *p, char *buf, size_t len)
+{
+	static const char *const states[] = { "idle", "connecting", "up", "down" };
+	char addr[INET_ADDRSTRLEN], err[80] = "";
+	struct in_addr in = { .s_addr = p->ipv4 };
+
+	if (!inet_ntop(AF_INET, &in, addr, sizeof(addr)))
+		snprintf(addr, sizeof(addr), "?");
+	if (p->last_error)
+		snprintf(err, sizeof(err), " (last error: %s)", strerror(-p->last_error));
+	return snprintf(buf, len,
+			"peer %u %s:%u %s%s, connects %u, sent %llu, received %llu, send errors %llu",
+			p->node, addr, p->port, p->state < 4 ? states[p->state] : "?",
+			err, p->connects, (unsigned long long)p->oob_sent,
+			(unsigned long long)p->oob_received,
+			(unsigned long long)p->send_errors);
 }

@@ -128,18 +128,10 @@ static struct clanq_peer_stat peers[CLANQ_PEERS_MAX];
 
 static void show_peer(const struct clanq_peer_stat *p)
 {
-	char addr[INET_ADDRSTRLEN];
-	struct in_addr in = { .s_addr = p->ipv4 };
+	char line[256];
 
-	if (!inet_ntop(AF_INET, &in, addr, sizeof(addr)))
-		snprintf(addr, sizeof(addr), "?");
-	printf("    peer %u %s:%u %s", p->node, addr, p->port, ctl_peer_state(p->state));
-	if (p->last_error)
-		printf(" (last error: %s)", strerror(-p->last_error));
-	printf(", connects %u, sent %llu, received %llu, send errors %llu\n",
-	       p->connects, (unsigned long long)p->oob_sent,
-	       (unsigned long long)p->oob_received,
-	       (unsigned long long)p->send_errors);
+	clanq_peer_describe(p, line, sizeof(line));
+	printf("    %s\n", line);
 }
 
 /* One NIC: node, binding (unless peers_only), peers. 0 or 1. */

@@ -109,20 +109,6 @@ static inline const char *ctl_check_rdma_dev(const char *s)
 	return NULL;
 }
 
-static inline const char *ctl_peer_state(__u32 state)
-{
-	switch (state) {
-	case CLANQ_PEER_IDLE:
-		return "idle";
-	case CLANQ_PEER_CONNECTING:
-		return "connecting";
-	case CLANQ_PEER_UP:
-		return "up";
-	case CLANQ_PEER_DOWN:
-		return "down";
-	}
-	return "?";
-}
 
 /* The NIC's verbs binding, from sysfs clanqN/verbs. */
 struct ctl_verbs {

@@ -5,10 +5,14 @@
  * asking the driver; and the sysfs verbs line it reads.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "../../tools/clanqctl.h"
@@ -150,14 +154,39 @@ static void the_sysfs_verbs_line_is_read_as_written(void **state)
 	assert_non_null(ctl_parse_verbs("rxe0 1 10.0.2.15 more", &v));
 }
 
-static void states_have_names(void **state)
+/* clanq_peer_describe() (lib/wire.c): the line clanqctl and clanq-info print */
+static void peer_lines_say_everything(void **state)
 {
+	struct clanq_peer_stat p = {
+		.node = 20, .ipv4 = htonl(0x0a000002), .port = 18525,
+		.state = CLANQ_PEER_UP, .connects = 2, .oob_sent = 5,
+		.oob_received = 4, .send_errors = 1,
+	};
+	static const char *const names[] = { "idle", "connecting", "up", "down", "?" };
+	char buf[256], want[256];
+	__u32 s;
+	int n;
+
 	(void)state;
-	assert_string_equal(ctl_peer_state(CLANQ_PEER_IDLE), "idle");
-	assert_string_equal(ctl_peer_state(CLANQ_PEER_CONNECTING), "connecting");
-	assert_string_equal(ctl_peer_state(CLANQ_PEER_UP), "up");
-	assert_string_equal(ctl_peer_state(CLANQ_PEER_DOWN), "down");
-	assert_string_equal(ctl_peer_state(4), "?");
+	n = clanq_peer_describe(&p, buf, sizeof(buf));
+	assert_int_equal(n, strlen(buf));
+	assert_string_equal(buf, "peer 20 10.0.0.2:18525 up, connects 2, sent 5, "
+			    "received 4, send errors 1");
+	p.last_error = -ETIMEDOUT;
+	clanq_peer_describe(&p, buf, sizeof(buf));
+	snprintf(want, sizeof(want), "peer 20 10.0.0.2:18525 up (last error: %s), "
+		 "connects 2, sent 5, received 4, send errors 1", strerror(ETIMEDOUT));
+	assert_string_equal(buf, want);
+	p.last_error = 0;
+	for (s = 0; s <= 4; s++) {
+		p.state = s;
+		clanq_peer_describe(&p, buf, sizeof(buf));
+		snprintf(want, sizeof(want), " %s, ", names[s]);
+		assert_non_null(strstr(buf, want));
+	}
+	/* a short buffer: cut, terminated, and the length it wanted */
+	assert_true(clanq_peer_describe(&p, buf, 8) > 8);
+	assert_string_equal(buf, "peer 20");
 }
 
 int main(void)
@@ -169,7 +198,7 @@ int main(void)
 		cmocka_unit_test(an_address_is_a_unicast_ipv4_with_a_port_or_not),
 		cmocka_unit_test(a_device_name_fits_the_ioctl),
 		cmocka_unit_test(the_sysfs_verbs_line_is_read_as_written),
-		cmocka_unit_test(states_have_names),
+		cmocka_unit_test(peer_lines_say_everything),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
