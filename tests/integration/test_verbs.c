@@ -13,6 +13,9 @@
  *   test_verbs reconnect   host a, after b reloaded clanq_verbs under
  *                          live connections: traffic flows again over a
  *                          new connection
+ *   test_verbs device-gone host a: its RDMA device is deleted under a live
+ *                          connection, then added again: errors, then a
+ *                          new connection (RDMADEV, RDMATYPE, NETDEV)
  *   test_verbs survivor    host a: b is told to die mid-stream; a's sends
  *                          turn into errors in bounded time, never a hang
  *
@@ -253,6 +256,16 @@ static void remote_echo_raises_an_event(void **state __attribute__((unused)))
 	clanq_ep_destroy(&ep);
 }
 
+/* Regions of other hosts cannot be imported yet: a clear errno, nothing held. */
+static void remote_region_import_is_not_supported_yet(void **state __attribute__((unused)))
+{
+	struct clanq_addr region = { .node = peer_node, .id = 1 };
+	struct clanq_ap ap;
+
+	assert_int_equal(clanq_ap_import(&dev, &ap, region, 0, 0, 4096,
+					 CLANQ_RIGHT_WRITE), -EOPNOTSUPP);
+}
+
 static struct clanq_peer_stat peer_stat(void)
 {
 	struct clanq_peer_stat st[16];
@@ -326,6 +339,7 @@ static int suite(void)
 		cmocka_unit_test(unknown_endpoint_comes_back_unreachable),
 		cmocka_unit_test(unknown_node_is_unreachable),
 		cmocka_unit_test(remote_echo_raises_an_event),
+		cmocka_unit_test(remote_region_import_is_not_supported_yet),
 		cmocka_unit_test(peer_is_up_and_counted),
 		cmocka_unit_test(bye),
 	};
@@ -361,6 +375,66 @@ static int reconnect(void)
 	}
 	printf("reconnect: echo again after %.1f ms; %u connections made in all\n",
 	       t / 1e6, st[0].connects);
+	return 0;
+}
+
+/*
+ * Our RDMA device goes away under a live connection (rdma link delete,
+ * as a NIC's driver unbinding would): sends fail, the peer is not up,
+ * nothing hangs; once the device is back, traffic makes a new
+ * connection. RDMADEV, RDMATYPE and NETDEV name it.
+ */
+static int device_gone(void)
+{
+	const char *rdev = getenv("RDMADEV"), *type = getenv("RDMATYPE"),
+		   *netdev = getenv("NETDEV");
+	struct clanq_peer_stat st[16];
+	struct clanq_ioc_peer_list l = { .buf = (uintptr_t)st, .count = 16 };
+	char cmd[256];
+	struct clanq_ep ep;
+	int64_t t;
+	int err;
+
+	if (!rdev || !type || !netdev) {
+		fprintf(stderr, "device-gone: set RDMADEV, RDMATYPE, NETDEV\n");
+		return 2;
+	}
+	if (clanq_ep_create(&dev, &ep, 64) || first_echo(&ep, 0xde1, 60) < 0) {
+		fprintf(stderr, "device-gone: no echo to begin with\n");
+		return 1;
+	}
+	snprintf(cmd, sizeof(cmd), "rdma link delete %s", rdev);
+	t = now_ns();
+	if (system(cmd)) {
+		fprintf(stderr, "device-gone: '%s' failed\n", cmd);
+		return 1;
+	}
+	printf("device-gone: %s deleted in %.0f ms with a connection over it\n",
+	       rdev, (now_ns() - t) / 1e6);
+	t = now_ns();
+	err = itest_send(&ep, echo_addr(), T_DATA, 0xde1, 1000);
+	t = now_ns() - t;
+	printf("device-gone: a send without the device: %s in %.0f ms\n",
+	       err ? strerror(-err) : "accepted", t / 1e6);
+	if (!err || t > 30 * SEC)
+		return 1;
+	if (ioctl(dev.fd, CLANQ_IOC_PEER_LIST, &l) || !l.count ||
+	    st[0].state == CLANQ_PEER_UP) {
+		fprintf(stderr, "device-gone: the peer still shows up\n");
+		return 1;
+	}
+	snprintf(cmd, sizeof(cmd), "rdma link add %s type %s netdev %s", rdev, type, netdev);
+	if (system(cmd)) {
+		fprintf(stderr, "device-gone: '%s' failed\n", cmd);
+		return 1;
+	}
+	t = first_echo(&ep, 0xde2, 60);
+	clanq_ep_destroy(&ep);
+	if (t < 0) {
+		fprintf(stderr, "device-gone: no echo within 60 s of the device's return\n");
+		return 1;
+	}
+	printf("device-gone: %s back; echo again after %.0f ms\n", rdev, t / 1e6);
 	return 0;
 }
 
@@ -446,6 +520,8 @@ int main(int argc, char **argv)
 		rc = reconnect();
 	else if (!strcmp(argv[1], "survivor"))
 		rc = survivor();
+	else if (!strcmp(argv[1], "device-gone"))
+		rc = device_gone();
 	else
 		rc = 2;
 	clanq_close(&dev);

@@ -18,6 +18,8 @@
 #                 directions, many endpoints, notices, events, counters)
 #   verbs-reload  b unloads and reloads clanq_verbs under live
 #                 connections; a's traffic makes a new connection
+#   verbs-device-gone  a deletes its RDMA device under a live connection:
+#                 errors, then with the device back a new connection
 #   verbs-die     a tells b to die and keeps sending; b powers off on
 #                 the spot (init's leave, no unload: nothing is said on
 #                 the wire); a's sends turn into errors, never a hang
@@ -173,6 +175,8 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		# test_verbs prints its own cmocka lines, counted one by one
 		test_verbs || failed=$((failed + 1))
 		step verbs-reconnect test_verbs reconnect
+		RDMADEV=$rdev RDMATYPE=${rdev%0} NETDEV=$netdev \
+			step verbs-device-gone test_verbs device-gone
 		step verbs-survivor test_verbs survivor
 	fi
 fi
