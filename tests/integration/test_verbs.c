@@ -22,6 +22,7 @@
  * CLANQ_PEER_NODE names b's node. Every wait is bounded.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,6 +267,36 @@ static void remote_region_import_is_not_supported_yet(void **state __attribute__
 					 CLANQ_RIGHT_WRITE), -EOPNOTSUPP);
 }
 
+/*
+ * Our second NIC (node 11), bound and with the peer named, is not a peer
+ * of the other host: its connection is refused there, and says so here.
+ */
+static void a_node_the_peer_does_not_know_is_refused(void **state __attribute__((unused)))
+{
+	const char *rdev = getenv("RDMADEV");
+	struct clanq_dev dev1;
+	struct clanq_ep ep;
+	int64_t t;
+	int err;
+
+	if (!rdev || clanq_open_nic(&dev1, 1)) {
+		skip();	/* pair.sh gives host a a second NIC and RDMADEV */
+		return;
+	}
+	assert_int_equal(clanq_wire_bind(&dev1, rdev, 1), 0);
+	assert_int_equal(clanq_peer_add(&dev1, peer_node, inet_addr("10.77.0.2"), 0), 0);
+	assert_int_equal(clanq_ep_create(&dev1, &ep, 64), 0);
+	t = now_ns();
+	err = itest_send(&ep, echo_addr(), T_DATA, 0xac1, 1);
+	printf("node %u, unknown to node %u: %s in %.0f ms\n", dev1.node, peer_node,
+	       strerror(-err), (now_ns() - t) / 1e6);
+	assert_int_equal(err, -ECONNREFUSED);
+	clanq_ep_destroy(&ep);
+	assert_int_equal(clanq_peer_del(&dev1, peer_node), 0);
+	assert_int_equal(clanq_wire_bind(&dev1, NULL, 0), 0);
+	clanq_close(&dev1);
+}
+
 static struct clanq_peer_stat peer_stat(void)
 {
 	struct clanq_peer_stat st[16];
@@ -340,6 +371,7 @@ static int suite(void)
 		cmocka_unit_test(unknown_node_is_unreachable),
 		cmocka_unit_test(remote_echo_raises_an_event),
 		cmocka_unit_test(remote_region_import_is_not_supported_yet),
+		cmocka_unit_test(a_node_the_peer_does_not_know_is_refused),
 		cmocka_unit_test(peer_is_up_and_counted),
 		cmocka_unit_test(bye),
 	};

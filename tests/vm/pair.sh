@@ -173,7 +173,7 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		fi
 	else
 		# test_verbs prints its own cmocka lines, counted one by one
-		test_verbs || failed=$((failed + 1))
+		RDMADEV=$rdev test_verbs || failed=$((failed + 1))
 		step verbs-reconnect test_verbs reconnect
 		RDMADEV=$rdev RDMATYPE=${rdev%0} NETDEV=$netdev \
 			step verbs-device-gone test_verbs device-gone
