@@ -536,6 +536,35 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	return 0;
 }
 
+/*
+ * A peer keeps one connection to us per NIC: a new one supersedes what
+ * came before (from before its restart, or one it gave up on), which
+ * would otherwise linger, silent, until the peer is deleted.
+ */
+static void clanq_vconn_supersede(struct clanq_vconn *fresh)
+{
+	struct clanq_vconn *conn, *old;
+	unsigned long flags;
+
+	do {
+		old = NULL;
+		spin_lock_irqsave(&clanq_v_lock, flags);
+		list_for_each_entry(conn, &clanq_v_conns, node) {
+			if (conn != fresh && !conn->active && !READ_ONCE(conn->torn) &&
+			    conn->nic == fresh->nic && conn->peer == fresh->peer) {
+				kref_get(&conn->ref);
+				old = conn;
+				break;
+			}
+		}
+		spin_unlock_irqrestore(&clanq_v_lock, flags);
+		if (old) {
+			clanq_vconn_kill(old, -ECONNRESET);
+			clanq_vconn_put(old);
+		}
+	} while (old);
+}
+
 static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
 {
 	struct sockaddr_in *src = (struct sockaddr_in *)&id->route.addr.src_addr;
@@ -549,6 +578,8 @@ static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up_all(&conn->wq);
+	if (up && !conn->active)
+		clanq_vconn_supersede(conn);
 	if (!up || !conn->active)
 		return;
 	if (src->sin_family == AF_INET) {
