@@ -536,33 +536,16 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	return 0;
 }
 
-/*
- * A peer keeps one connection to us per NIC: a new one supersedes what
- * came before (from before its restart, or one it gave up on), which
- * would otherwise linger, silent, until the peer is deleted.
- */
-static void clanq_vconn_supersede(struct clanq_vconn *fresh)
-{
-	struct clanq_vconn *conn, *old;
-	unsigned long flags;
+static void clanq_v_kill_matching(bool (*match)(struct clanq_vconn *, const void *),
+				  const void *arg, int err);
 
-	do {
-		old = NULL;
-		spin_lock_irqsave(&clanq_v_lock, flags);
-		list_for_each_entry(conn, &clanq_v_conns, node) {
-			if (conn != fresh && !conn->active && !READ_ONCE(conn->torn) &&
-			    conn->nic == fresh->nic && conn->peer == fresh->peer) {
-				kref_get(&conn->ref);
-				old = conn;
-				break;
-			}
-		}
-		spin_unlock_irqrestore(&clanq_v_lock, flags);
-		if (old) {
-			clanq_vconn_kill(old, -ECONNRESET);
-			clanq_vconn_put(old);
-		}
-	} while (old);
+/* An older passive connection of @fresh's NIC from @fresh's peer? */
+static bool clanq_v_superseded_by(struct clanq_vconn *conn, const void *fresh)
+{
+	const struct clanq_vconn *f = fresh;
+
+	return conn != f && !conn->active && conn->nic == f->nic &&
+	       conn->peer == f->peer;
 }
 
 static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
@@ -578,8 +561,13 @@ static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up_all(&conn->wq);
+	/*
+	 * A peer keeps one connection to us per NIC: a new one supersedes
+	 * what came before (from before its restart, or one it gave up on),
+	 * which would otherwise linger, silent, until the peer is deleted.
+	 */
 	if (up && !conn->active)
-		clanq_vconn_supersede(conn);
+		clanq_v_kill_matching(clanq_v_superseded_by, conn, -ECONNRESET);
 	if (!up || !conn->active)
 		return;
 	if (src->sin_family == AF_INET) {
@@ -910,9 +898,9 @@ static const struct clanq_wire_ops clanq_v_ops = {
 
 /* ---- administration (peer.c calls these with nic->peers.lock held) ---- */
 
-/* End every connection @match picks; wait until they are torn down. */
-static void clanq_v_kill_where(bool (*match)(struct clanq_vconn *, const void *),
-			       const void *arg, int err)
+/* End every connection @match picks (their teardown is queued). */
+static void clanq_v_kill_matching(bool (*match)(struct clanq_vconn *, const void *),
+				  const void *arg, int err)
 {
 	struct clanq_vconn *conn, *found;
 	unsigned long flags;
@@ -933,6 +921,13 @@ static void clanq_v_kill_where(bool (*match)(struct clanq_vconn *, const void *)
 			clanq_vconn_put(found);
 		}
 	} while (found);
+}
+
+/* ... and wait until they are torn down (never from a CM handler). */
+static void clanq_v_kill_where(bool (*match)(struct clanq_vconn *, const void *),
+			       const void *arg, int err)
+{
+	clanq_v_kill_matching(match, arg, err);
 	flush_workqueue(clanq_v_wq);
 }
 
