@@ -160,7 +160,6 @@ int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 	peer->node = p->node;
 	peer->ipv4 = (__force __be32)p->ipv4;
 	peer->port = p->port ?: READ_ONCE(clanq_verbs_port);
-	atomic64_set(&peer->oob_sent, 0);
 
 	mutex_lock(&nic->peers.lock);
 	if (nic->peers.nr >= CLANQ_PEERS_MAX) {
