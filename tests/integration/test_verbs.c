@@ -135,11 +135,6 @@ static int64_t first_echo(struct clanq_ep *ep, __u32 tag, int secs)
 	return -1;
 }
 
-static int setup(void **state __attribute__((unused)))
-{
-	return 0;
-}
-
 static void first_contact(void **state __attribute__((unused)))
 {
 	struct clanq_ep ep;
@@ -376,7 +371,7 @@ static int suite(void)
 		cmocka_unit_test(bye),
 	};
 
-	return cmocka_run_group_tests_name("verbs", tests, setup, NULL);
+	return cmocka_run_group_tests_name("verbs", tests, NULL, NULL);
 }
 
 /*
