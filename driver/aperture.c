@@ -235,6 +235,7 @@ void clanq_kap_revoke_all(struct clanq_kregion *r)
 	}
 	mutex_unlock(&r->ap_lock);
 }
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kap_revoke_all);
 
 /* Which pages a PIO mapping of [off, off + len) of @r would cover, if any. */
 static void clanq_kap_place(struct clanq_kap *ap)
@@ -247,8 +248,11 @@ static void clanq_kap_place(struct clanq_kap *ap)
 	u64 min = r->registered ? r->first : 0;
 	u64 max = r->registered ? r->first + r->len : (u64)r->nr_pages << PAGE_SHIFT;
 
-	/* a mapping is readable: no PIO onto a region the importer may not read */
-	if (!(ap->rights & CLANQ_RIGHT_READ))
+	/*
+	 * A mapping is readable: no PIO onto a region the importer may not
+	 * read, nor onto another host's (its writes go through the engine)
+	 */
+	if (!(ap->rights & CLANQ_RIGHT_READ) || r->remote)
 		return;
 	if (lo < min || hi > max || (hi - lo) >> PAGE_SHIFT >= 1ul << CLANQ_MAP_SHIFT)
 		return;
@@ -328,14 +332,15 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		return -EINVAL;
 	}
 	wire = clanq_wire_route(ctx->nic, im->region.node);
-	r = wire ? wire->import(ctx->nic, &im->region, &err) : NULL;
+	r = wire ? wire->import(ctx->nic, &im->region, im->key, &err) : NULL;
 	if (!wire)
 		err = -EHOSTUNREACH;
 	if (!r) {
-		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s", im->region.node,
+		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s (%d)", im->region.node,
 			   im->region.id, err == -EHOSTUNREACH ? "no such node" :
 			   err == -EOPNOTSUPP ? "its wire cannot import regions" :
-			   "no such region");
+			   err == -ENOENT ? "no such region" :
+			   "its host did not grant the import", err);
 		clanq_wire_put(wire);
 		return err;
 	}

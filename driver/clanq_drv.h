@@ -351,6 +351,15 @@ struct clanq_kregion {
 	u32 rights;
 	struct rw_semaphore revoke_sem;	/* write: revoke; read: use */
 	bool revoked;
+	/*
+	 * An import of a region on another host (clanq_kregion_remote_init()):
+	 * no pages here, key and rights as the exporter granted them; nic is
+	 * the importer's, the region is remote_node's. The wire that made it
+	 * frees it (remote_release) when the last aperture lets go.
+	 */
+	bool remote;
+	u32 remote_node;
+	void (*remote_release)(struct clanq_kregion *r);
 	struct mutex ap_lock;	/* aps, and the zaps run over it */
 	struct list_head aps;	/* clanq_kap.region_node: importers */
 	unsigned int nr_aps;	/* on aps, under ap_lock */
@@ -688,10 +697,15 @@ struct clanq_wire_ops {
 	/* carry @msg, source already stamped: 0 once it left, or -errno */
 	int (*send_oob)(struct clanq_nic *src, const struct clanq_addr *dst,
 			const struct clanq_oob_msg *msg);
-	/* the exported region behind an import, referenced; NULL, *err set */
+	/*
+	 * The exported region behind an import, referenced; NULL, *err set.
+	 * A local wire returns the region itself, which the caller checks
+	 * against @key; a remote one has the exporter check it and returns
+	 * a remote region (clanq_kregion_remote_init()) in its place.
+	 */
 	struct clanq_kregion *(*import)(struct clanq_nic *src,
 					const struct clanq_addr *region,
-					int *err);
+					u64 key, int *err);
 	/*
 	 * One chunk of an RDMA write, at most rdma_max_xfer bytes, in the
 	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
@@ -715,6 +729,11 @@ struct clanq_wire_admin {
 		    const char **why);
 	/* @peer leaves the table: close its connection, fail what is in flight */
 	void (*peer_gone)(struct clanq_nic *nic, struct clanq_peer *peer);
+	/*
+	 * Exported region @r is being freed (clanq_kregion_free()): once this
+	 * returns no peer may write into it, and its importers are told.
+	 */
+	void (*region_gone)(struct clanq_kregion *r);
 };
 
 /* A wire beside the loop wire (registered by wire code, and by KUnit). */
@@ -730,6 +749,7 @@ void clanq_wire_put(const struct clanq_wire_ops *ops);
 int clanq_wire_bind(struct clanq_nic *nic, const char *dev, u32 port,
 		    const char **why);
 void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer);
+void clanq_wire_region_gone(struct clanq_kregion *r);
 ssize_t clanq_wire_names_show(char *buf);
 
 /* peer.c: the nodes on other hosts, and the binding */
@@ -764,6 +784,16 @@ void clanq_oob_notify_revoked(struct clanq_kap *ap);
 int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
 		   const struct clanq_kap *via);
+int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len);
+void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
+			       u32 node, u32 id, u64 len, u64 key, u32 rights,
+			       void (*release)(struct clanq_kregion *r));
+
+/* The node a region lives on: its NIC's, or, imported, the exporter's. */
+static inline u32 clanq_kregion_node(const struct clanq_kregion *r)
+{
+	return r->remote ? r->remote_node : r->nic->node;
+}
 
 /*
  * Anything user space can trigger is logged at debug level (dynamic

@@ -134,7 +134,7 @@ void clanq_kep_put(struct clanq_kep *ep)
 		call_rcu(&ep->rcu, clanq_kep_free_rcu);
 	}
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_put);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kep_put);
 
 /*
  * Destroy: no new delivery finds it (xarray), none in flight queues

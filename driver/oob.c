@@ -151,7 +151,7 @@ void clanq_oob_notify_revoked(struct clanq_kap *ap)
 	struct clanq_oob_msg n = {
 		.type = CLANQ_OOB_REVOKED,
 		.len = sizeof(*rv),
-		.src = { ap->region->nic->node, ap->region->id },
+		.src = { clanq_kregion_node(ap->region), ap->region->id },
 	};
 
 	static_assert(sizeof(*rv) <= CLANQ_OOB_PAYLOAD);

@@ -562,7 +562,7 @@ out:
 	mutex_unlock(&eng->serve);
 	wake_up(&eng->wq);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_write_done);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done);
 
 /*
  * The endpoint is going: wait for a turn in progress, take it off the

@@ -72,20 +72,25 @@ bool clanq_kregion_mem_get(struct clanq_kregion *r)
 {
 	return refcount_inc_not_zero(&r->mem_ref);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_mem_get);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_mem_get);
 
 void clanq_kregion_mem_put(struct clanq_kregion *r)
 {
 	if (refcount_dec_and_test(&r->mem_ref))
 		clanq_kregion_release_mem(r);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_mem_put);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_mem_put);
 
 static void clanq_kregion_release(struct kref *ref)
 {
 	struct clanq_kregion *r = container_of(ref, struct clanq_kregion, ref);
 
 	WARN_ON(!list_empty(&r->aps));
+	if (r->remote) {
+		mutex_destroy(&r->ap_lock);
+		r->remote_release(r);	/* the wire's: it embeds us */
+		return;
+	}
 	/* still held only if creation failed: the owner's own hold */
 	if (refcount_read(&r->mem_ref)) {
 		WARN_ON(refcount_read(&r->mem_ref) != 1);
@@ -100,7 +105,45 @@ void clanq_kregion_put(struct clanq_kregion *r)
 	if (r)
 		kref_put(&r->ref, clanq_kregion_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_put);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_put);
+
+/**
+ * clanq_kregion_remote_init() - a region on another host, as imported here
+ * @r: zeroed, in the wire's own struct
+ * @nic: the importer's NIC
+ * @node: the exporter's node
+ * @id: the region's id there
+ * @len: its length
+ * @key: the key the exporter checked
+ * @rights: what it granted
+ * @release: the wire's, called instead of freeing @r when the last
+ *	     reference goes (with RCU: lookups may still look at it)
+ *
+ * Only an aperture holds it. It has no pages and no mappings; the engine
+ * writes to it through the wire, which revokes it (clanq_kap_revoke_all())
+ * when the exporter frees the region or the connection behind it ends.
+ */
+void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
+			       u32 node, u32 id, u64 len, u64 key, u32 rights,
+			       void (*release)(struct clanq_kregion *r))
+{
+	kref_init(&r->ref);
+	r->nic = nic;
+	r->id = id;
+	r->len = len;
+	r->remote = true;
+	r->remote_node = node;
+	r->remote_release = release;
+	init_rwsem(&r->revoke_sem);
+	mutex_init(&r->ap_lock);
+	INIT_LIST_HEAD(&r->aps);
+	INIT_LIST_HEAD(&r->ctx_node);
+	clanq_kregion_tw_init(r);
+	r->key = key;
+	r->rights = rights;
+	smp_store_release(&r->exported, true);
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_remote_init);
 
 /* Any region of @nic by id, referenced; NULL if there is none. */
 struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id)
@@ -114,7 +157,7 @@ struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id)
 	rcu_read_unlock();
 	return r;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_lookup);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_lookup);
 
 /* A live region of @ctx itself: other contexts' ids read as absent. */
 struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id)
@@ -377,6 +420,9 @@ void clanq_kregion_free(struct clanq_kregion *r)
 	list_del_init(&r->ctx_node);
 	ctx->nr_regions--;
 	clanq_kap_revoke_all(r);
+	/* importers on other hosts: no write lands once this returns */
+	if (smp_load_acquire(&r->exported))
+		clanq_wire_region_gone(r);
 	clanq_kregion_tw_kill(r);
 	atomic64_inc(&r->nic->stats.regions_revoked);
 	/* revoked: no importer touches the memory any more */
@@ -532,6 +578,18 @@ static void clanq_rx_copy(struct clanq_kregion *dst, u64 dst_off,
 	flush_dcache_page(dst->pages[fw >> PAGE_SHIFT]);
 }
 
+/* After the bytes of a write landed in @dst: its tripwires. */
+static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len)
+{
+	/*
+	 * [F] of queue.h: the data, then the look at what is armed, against
+	 * a waiter's arm, then its look at the data.
+	 */
+	smp_mb();
+	if (READ_ONCE(dst->tw.nr_armed))
+		clanq_tw_fire(dst, dst_off, len);
+}
+
 /**
  * clanq_rx_write() - the receive path of an RDMA write
  * @dst: the destination region
@@ -571,15 +629,38 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		err = -ENXIO;
 	} else if (len) {
 		clanq_rx_copy(dst, dst_off, src, src_off, len);
-		/*
-		 * [F] of queue.h: the copy, then the look at what is armed,
-		 * against a waiter's arm, then its look at the data.
-		 */
-		smp_mb();
-		if (READ_ONCE(dst->tw.nr_armed))
-			clanq_tw_fire(dst, dst_off, len);
+		clanq_rx_fire(dst, dst_off, len);
 	}
 	up_read(&dst->revoke_sem);
 	return err;
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_write);
+
+/**
+ * clanq_rx_written() - the receive path of a write another NIC placed
+ * @dst: the destination region, exported
+ * @dst_off: into @dst
+ * @len: bytes
+ *
+ * A remote wire's NIC wrote the bytes into @dst's pages itself (an RDMA
+ * WRITE, before the message that says so arrived): what is left of the
+ * receive path is what clanq_rx_write() does after its copy.
+ *
+ * Return: 0, -ERANGE outside the region, -ENXIO if it was revoked.
+ */
+int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len)
+{
+	u64 dend;
+	int err = 0;
+
+	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len)
+		return -ERANGE;
+	down_read(&dst->revoke_sem);
+	if (dst->revoked)
+		err = -ENXIO;
+	else if (len)
+		clanq_rx_fire(dst, dst_off, len);
+	up_read(&dst->revoke_sem);
+	return err;
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_rx_written);

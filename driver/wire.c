@@ -97,6 +97,18 @@ void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer)
 	mutex_unlock(&clanq_wire_admin_lock);
 }
 
+/*
+ * Exported region @r is being freed; its owner's ctx->lock is held. A
+ * wire to other hosts makes sure no peer writes into it any more.
+ */
+void clanq_wire_region_gone(struct clanq_kregion *r)
+{
+	mutex_lock(&clanq_wire_admin_lock);
+	if (clanq_admin_wire && clanq_admin_wire->admin->region_gone)
+		clanq_admin_wire->admin->region_gone(r);
+	mutex_unlock(&clanq_wire_admin_lock);
+}
+
 /* sysfs "wire": the wires this node's traffic may take, in routing order */
 ssize_t clanq_wire_names_show(char *buf)
 {

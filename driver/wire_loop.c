@@ -32,7 +32,7 @@ static int clanq_loop_send_oob(struct clanq_nic *src,
 
 static struct clanq_kregion *clanq_loop_import(struct clanq_nic *src,
 					       const struct clanq_addr *region,
-					       int *err)
+					       u64 key, int *err)
 {
 	struct clanq_nic *nic = clanq_nic_by_node(region->node);
 	struct clanq_kregion *r;

@@ -13,7 +13,13 @@
 #ifndef _CLANQ_WIRE_MSG_H
 #define _CLANQ_WIRE_MSG_H
 
+#include <linux/err.h>
 #include <linux/errno.h>
+#include <linux/build_bug.h>
+#include <linux/math.h>
+#include <linux/minmax.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
 #include <linux/stddef.h>
 #include <linux/string.h>
 #include <linux/types.h>
@@ -25,6 +31,15 @@
 /* Message types */
 #define CLANQ_WMSG_OOB		1	/* an OOB message for dst_node:dst_id */
 #define CLANQ_WMSG_UNREACHABLE	2	/* the OOB message came back: no such endpoint */
+/* regions (struct clanq_wmsg_region) */
+#define CLANQ_WMSG_IMPORT	3	/* importer: may I write into region id, key? */
+#define CLANQ_WMSG_GRANT	4	/* exporter: yes; one per registration (mr) */
+#define CLANQ_WMSG_REFUSE	5	/* exporter: no, err says why */
+#define CLANQ_WMSG_WROTE	6	/* importer: [off, off + len) of id was written */
+#define CLANQ_WMSG_REVOKED	7	/* exporter: id is gone, its grants with it */
+
+/* What an exporter may register a region with, at most (GRANTs per import). */
+#define CLANQ_WMSG_MAX_MRS	32
 
 /* The connection request's private data: who asks, and for which node. */
 struct clanq_whello {
@@ -52,8 +67,42 @@ struct clanq_wmsg_oob {
 	u8 payload[CLANQ_OOB_PAYLOAD];
 } __packed;
 
+/*
+ * A region message. A region is granted as nr_mrs registrations, each of
+ * span bytes of the region's page space (region byte o is page-space
+ * byte first + o, and the remote address of it too): registration i
+ * covers page-space [i * span, (i + 1) * span) of the region's bytes, so
+ * a write to o goes with rkey i = (first + o) / span.
+ */
+struct clanq_wmsg_region {
+	__le32 id;		/* the region, on the exporter's node */
+	__le32 req;		/* IMPORT, GRANT, REFUSE: the importer's request */
+	__le64 key;		/* IMPORT */
+	__le64 off;		/* WROTE */
+	__le64 len;		/* WROTE: bytes written; GRANT: the region's length */
+	__le64 span;		/* GRANT: page-space bytes per registration */
+	__le32 first;		/* GRANT: page-space offset of byte 0 */
+	__le32 rights;		/* GRANT */
+	__le32 rkey;		/* GRANT: of registration mr */
+	__le16 mr;		/* GRANT */
+	__le16 nr_mrs;		/* GRANT */
+	__le32 err;		/* REFUSE: a positive errno */
+	__le32 pad;
+} __packed;
+
 /* The largest message: what every receive buffer holds. */
 #define CLANQ_WMSG_MAX	(sizeof(struct clanq_wmsg_hdr) + sizeof(struct clanq_wmsg_oob))
+static_assert(sizeof(struct clanq_wmsg_region) <= sizeof(struct clanq_wmsg_oob));
+
+/* A decoded region message: every field checked for its type. */
+struct clanq_wmsg_rgn {
+	u32 id, req;
+	u64 key;
+	u64 off, len, span;
+	u32 first, rights, rkey;
+	u16 mr, nr_mrs;
+	int err;		/* REFUSE: -errno */
+};
 
 /* A decoded message: kernel values, every field checked. */
 struct clanq_wmsg {
@@ -61,7 +110,8 @@ struct clanq_wmsg {
 	u32 src_node;
 	u32 dst_node;
 	u32 dst_id;
-	struct clanq_oob_msg oob;	/* src = { src_node, src_id } */
+	struct clanq_oob_msg oob;	/* OOB, UNREACHABLE: src = { src_node, src_id } */
+	struct clanq_wmsg_rgn rgn;	/* IMPORT ... REVOKED */
 };
 
 static inline void clanq_whello_put(struct clanq_whello *h, u32 src_node,
@@ -123,6 +173,97 @@ static inline size_t clanq_wmsg_put_oob(void *buf, u8 type,
 }
 
 /*
+ * clanq_wmsg_put_region() - encode a region message of @type from node
+ * @src_node to @dst_node into @buf (CLANQ_WMSG_MAX bytes); the fields of
+ * @r that @type does not use are sent as zeros. Return: the bytes to send.
+ */
+static inline size_t clanq_wmsg_put_region(void *buf, u8 type, u32 src_node,
+					   u32 dst_node,
+					   const struct clanq_wmsg_rgn *r)
+{
+	struct clanq_wmsg_hdr *h = buf;
+	struct clanq_wmsg_region *g = (struct clanq_wmsg_region *)(h + 1);
+
+	h->magic = cpu_to_le32(CLANQ_WMSG_MAGIC);
+	h->version = CLANQ_WMSG_VERSION;
+	h->type = type;
+	h->len = cpu_to_le16(sizeof(*g));
+	h->src_node = cpu_to_le32(src_node);
+	h->dst_node = cpu_to_le32(dst_node);
+	memset(g, 0, sizeof(*g));
+	g->id = cpu_to_le32(r->id);
+	switch (type) {
+	case CLANQ_WMSG_IMPORT:
+		g->req = cpu_to_le32(r->req);
+		g->key = cpu_to_le64(r->key);
+		break;
+	case CLANQ_WMSG_GRANT:
+		g->req = cpu_to_le32(r->req);
+		g->len = cpu_to_le64(r->len);
+		g->span = cpu_to_le64(r->span);
+		g->first = cpu_to_le32(r->first);
+		g->rights = cpu_to_le32(r->rights);
+		g->rkey = cpu_to_le32(r->rkey);
+		g->mr = cpu_to_le16(r->mr);
+		g->nr_mrs = cpu_to_le16(r->nr_mrs);
+		break;
+	case CLANQ_WMSG_REFUSE:
+		g->req = cpu_to_le32(r->req);
+		g->err = cpu_to_le32(-r->err);
+		break;
+	case CLANQ_WMSG_WROTE:
+		g->off = cpu_to_le64(r->off);
+		g->len = cpu_to_le64(r->len);
+		break;
+	}
+	return sizeof(*h) + sizeof(*g);
+}
+
+/* The body of a region message, checked for its type; -EBADMSG if wrong. */
+static inline int clanq_wmsg_get_region(const struct clanq_wmsg_region *g,
+					size_t body, u8 type,
+					struct clanq_wmsg_rgn *r)
+{
+	u64 end;
+
+	if (body != sizeof(*g))
+		return -EBADMSG;
+	r->id = le32_to_cpu(g->id);
+	r->req = le32_to_cpu(g->req);
+	r->key = le64_to_cpu(g->key);
+	r->off = le64_to_cpu(g->off);
+	r->len = le64_to_cpu(g->len);
+	r->span = le64_to_cpu(g->span);
+	r->first = le32_to_cpu(g->first);
+	r->rights = le32_to_cpu(g->rights);
+	r->rkey = le32_to_cpu(g->rkey);
+	r->mr = le16_to_cpu(g->mr);
+	r->nr_mrs = le16_to_cpu(g->nr_mrs);
+	r->err = -(int)min_t(u32, le32_to_cpu(g->err), MAX_ERRNO + 1);
+	switch (type) {
+	case CLANQ_WMSG_GRANT:
+		/* whole pages per registration, at least the bytes of one */
+		if (!r->len || !r->rights || (r->rights & ~CLANQ_RIGHTS_ALL) ||
+		    r->first >= PAGE_SIZE || !r->span ||
+		    !PAGE_ALIGNED(r->span) || !r->nr_mrs ||
+		    r->nr_mrs > CLANQ_WMSG_MAX_MRS || r->mr >= r->nr_mrs ||
+		    check_add_overflow(r->len, (u64)r->first, &end) ||
+		    DIV_ROUND_UP_ULL(end, r->span) != r->nr_mrs)
+			return -EBADMSG;
+		break;
+	case CLANQ_WMSG_REFUSE:
+		if (r->err >= 0 || r->err < -MAX_ERRNO)
+			return -EBADMSG;
+		break;
+	case CLANQ_WMSG_WROTE:
+		if (!r->len || check_add_overflow(r->off, r->len, &end))
+			return -EBADMSG;
+		break;
+	}
+	return 0;
+}
+
+/*
  * clanq_wmsg_get() - decode @len bytes received into @m.
  *
  * Return: 0; -EPROTO for a header that is not ours (magic, version,
@@ -153,6 +294,13 @@ static inline int clanq_wmsg_get(const void *buf, size_t len, struct clanq_wmsg 
 	case CLANQ_WMSG_OOB:
 	case CLANQ_WMSG_UNREACHABLE:
 		break;
+	case CLANQ_WMSG_IMPORT:
+	case CLANQ_WMSG_GRANT:
+	case CLANQ_WMSG_REFUSE:
+	case CLANQ_WMSG_WROTE:
+	case CLANQ_WMSG_REVOKED:
+		return clanq_wmsg_get_region((const void *)(h + 1), body,
+					     m->type, &m->rgn);
 	default:
 		return -EBADMSG;
 	}

@@ -29,8 +29,22 @@
  * to the peer makes a new connection. Sends already posted when a
  * connection fails are lost and counted (send_errors), as a NIC would.
  *
- * What is not here yet: RDMA writes to regions of other hosts (import
- * returns -EOPNOTSUPP), and with them tripwires fired by remote writes.
+ * Regions. An importer asks the exporter over its connection (IMPORT,
+ * with the key); the exporter checks it as a local import would, holds
+ * the region's memory and registers it with fast registration work
+ * requests (REG_MR, one memory region per up to the device's
+ * max_fast_reg_page_list_len pages), posted on the QP the importer's
+ * writes arrive on, ahead of the GRANTs that carry the rkeys. The
+ * importer's aperture then holds a remote region
+ * (clanq_kregion_remote_init()) that cannot be mapped: the engine's
+ * chunks become RDMA WRITEs (the kernel's rdma_rw API, from the source
+ * region's pages) followed, on the same QP, by a WROTE that tells the
+ * exporter which bytes changed, so that its tripwires fire as on the
+ * loop wire; the WROTE's completion completes the chunk. Freeing the
+ * region deregisters its memory regions before REGION_FREE returns (a
+ * write after that fails at the exporter's device, and the importer sees
+ * -ENXIO) and tells the importers (REVOKED). An import lives as long as
+ * the connection it was granted over: when that ends, it is revoked.
  *
  * Locking: clanq_v_lock (a spinlock) guards peer->conn and the list of
  * connections; conn->lock its state and free send slots; conn->post
@@ -41,11 +55,13 @@
 #include <linux/in.h>
 #include <linux/inet.h>
 #include <linux/module.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include <rdma/rw.h>
 
 #include "clanq_drv.h"
 #include "wire_msg.h"
@@ -53,6 +69,10 @@
 MODULE_IMPORT_NS(CLANQ_WIRE);
 
 #define CLANQ_V_SLOTS		128	/* sends, and receives, per connection */
+/* send queue entries beside the SENDs: RDMA WRITEs, REG_MRs */
+#define CLANQ_V_WR_CREDITS	256
+#define CLANQ_V_MAX_SGE		32
+#define CLANQ_V_MR_PAGES	512	/* pages per registration, at most */
 #define CLANQ_V_RESOLVE_MS	2000
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
 
@@ -64,12 +84,83 @@ static unsigned int ack_ms = 3000;
 module_param(ack_ms, uint, 0644);
 MODULE_PARM_DESC(ack_ms, "How long sends may wait with not one of them acknowledged before the peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 3000)");
 
+struct clanq_vwrite;
+
 struct clanq_vbuf {
 	struct ib_cqe cqe;
 	struct clanq_vconn *conn;
 	void *data;
 	u64 dma;
 	u32 idx;
+	/* a send: the entries posted ahead of it, given back with it */
+	u32 credits;
+	struct clanq_vwrite *write;	/* the chunk its WROTE ends */
+};
+
+/*
+ * One chunk of an RDMA write on its way (the importer's): a piece per
+ * registration of the destination it crosses, each an rdma_rw context
+ * over the source region's pages.
+ */
+struct clanq_vwrite_piece {
+	struct rdma_rw_ctx rw;
+	struct sg_table sgt;
+	bool rw_ready;
+	u64 raddr;	/* page-space offset at the exporter */
+	u32 rkey;
+};
+
+struct clanq_vwrite {
+	struct clanq_kep *ep;		/* referenced until the engine is told */
+	int status;
+	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
+	struct list_head orphan;	/* conn->orphans: half posted */
+	unsigned int nr_pieces;
+	struct clanq_vwrite_piece piece[] __counted_by(nr_pieces);
+};
+
+/*
+ * A region of a peer's node imported here: what the aperture holds, and
+ * where its bytes are on the exporter's device.
+ */
+struct clanq_vimport {
+	struct clanq_kregion region;
+	struct clanq_vconn *conn;	/* active, referenced: granted over it */
+	struct list_head node;		/* conn->imports, under conn->lock */
+	bool revoked;			/* under conn->lock */
+	u64 span;
+	u32 first;
+	u16 nr_mrs;
+	u32 rkeys[] __counted_by(nr_mrs);
+};
+
+/* An import asked for, its GRANTs (or REFUSE) coming in. */
+struct clanq_vpending {
+	struct list_head node;		/* conn->pending, under conn->lock */
+	u32 req, id;
+	struct completion done;
+	bool settled;
+	int err;
+	u16 got;
+	struct clanq_wmsg_rgn grant;	/* the first GRANT's geometry */
+	DECLARE_BITMAP(have, CLANQ_WMSG_MAX_MRS);
+	u32 rkeys[CLANQ_WMSG_MAX_MRS];
+};
+
+/* A registration of one span of an exported region. */
+struct clanq_vmr {
+	struct ib_mr *mr;
+	struct sg_table sgt;
+	bool mapped;
+};
+
+/* A region of this node granted to the peer of a passive connection. */
+struct clanq_vexport {
+	struct list_head node;		/* conn->exports, under conn->lock */
+	struct clanq_kregion *region;	/* referenced, its memory held */
+	u64 span;
+	u16 nr_mrs;
+	struct clanq_vmr mrs[] __counted_by(nr_mrs);
 };
 
 struct clanq_vconn {
@@ -86,16 +177,26 @@ struct clanq_vconn {
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	bool have_qp;
+	u32 max_sge;			/* a WRITE's, as the QP was made */
 	u8 *bufs;			/* rx[] then tx[] data, one mapping */
 	u64 bufs_dma;
 	bool mapped;
 
-	spinlock_t lock;		/* state, error, tx_free */
+	spinlock_t lock;		/* state, error, tx_free, the lists below */
 	u32 state;			/* CLANQ_PEER_* */
 	int error;
 	bool torn;			/* teardown queued */
 	u32 nr_tx_free;
 	u32 tx_free[CLANQ_V_SLOTS];
+	u32 nr_wr_free;			/* of CLANQ_V_WR_CREDITS */
+	struct ib_cqe wr_cqe;		/* WRITEs, REG_MRs: only errors complete */
+	int wr_error;			/* the first of them to fail */
+	u32 next_req;
+	struct list_head pending;	/* active: clanq_vpending */
+	struct list_head imports;	/* active: clanq_vimport */
+	struct list_head exports;	/* passive: clanq_vexport */
+	unsigned int exports_busy;	/* taken off exports, not yet freed */
+	struct list_head orphans;	/* clanq_vwrite half posted */
 	/* sends complete in order on an RC QP: when each in flight left */
 	u32 tx_posted, tx_acked;
 	unsigned long tx_when[CLANQ_V_SLOTS];
@@ -112,10 +213,16 @@ struct clanq_vconn {
 static DEFINE_SPINLOCK(clanq_v_lock);
 static LIST_HEAD(clanq_v_conns);
 static struct workqueue_struct *clanq_v_wq;
+/* where finished chunks are told to the engine: never behind a teardown */
+static struct workqueue_struct *clanq_v_done_wq;
 static struct rdma_cm_id *clanq_v_listener;
 static bool clanq_v_unloading;	/* our exit: devices are not going away */
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
+
+static void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc);
+static void clanq_v_granted(struct clanq_vconn *conn, u8 type,
+			    const struct clanq_wmsg_rgn *g);
 
 static void clanq_vconn_release(struct kref *ref)
 {
@@ -137,6 +244,16 @@ static const char *clanq_v_devname(const struct clanq_vconn *conn)
 	       conn->dev[0] ? conn->dev : "-";
 }
 
+/* An import asked for is answered, or will never be; conn->lock held. */
+static void clanq_vpending_settle(struct clanq_vpending *p, int err)
+{
+	if (p->settled)
+		return;
+	p->settled = true;
+	p->err = err;
+	complete(&p->done);
+}
+
 /*
  * End @conn with @err: DOWN, waiters woken, teardown queued once. The
  * peer shows the state while this is its connection.
@@ -146,12 +263,16 @@ static void clanq_vconn_kill(struct clanq_vconn *conn, int err)
 	unsigned long flags;
 	bool queue = false, first = false;
 
+	struct clanq_vpending *p;
+
 	spin_lock_irqsave(&conn->lock, flags);
 	if (conn->state != CLANQ_PEER_DOWN) {
 		conn->state = CLANQ_PEER_DOWN;
 		conn->error = err;
 		first = true;
 	}
+	list_for_each_entry(p, &conn->pending, node)
+		clanq_vpending_settle(p, err ?: -ECONNRESET);
 	if (!conn->torn) {
 		conn->torn = true;
 		queue = true;
@@ -175,6 +296,90 @@ static void clanq_vconn_kill(struct clanq_vconn *conn, int err)
 	}
 }
 
+static void clanq_vexport_free(struct clanq_vexport *exp, struct ib_device *dev)
+{
+	struct clanq_vmr *m;
+	u16 i;
+
+	for (i = 0; i < exp->nr_mrs; i++) {
+		m = &exp->mrs[i];
+		/* synchronous: no remote write lands in the pages after this */
+		if (m->mr)
+			ib_dereg_mr(m->mr);
+		if (m->mapped)
+			ib_dma_unmap_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
+					DMA_BIDIRECTIONAL);
+		sg_free_table(&m->sgt);
+	}
+	clanq_kregion_mem_put(exp->region);
+	clanq_kregion_put(exp->region);
+	kfree(exp);
+}
+
+/* The QP is gone: free what was granted over it, once nobody else is. */
+static void clanq_vconn_free_exports(struct clanq_vconn *conn)
+{
+	struct clanq_vexport *exp, *next;
+	unsigned long flags;
+	LIST_HEAD(list);
+
+	for (;;) {
+		wait_event(conn->wq, !READ_ONCE(conn->exports_busy));
+		spin_lock_irqsave(&conn->lock, flags);
+		if (!conn->exports_busy) {
+			list_splice_init(&conn->exports, &list);
+			spin_unlock_irqrestore(&conn->lock, flags);
+			break;
+		}
+		spin_unlock_irqrestore(&conn->lock, flags);
+	}
+	list_for_each_entry_safe(exp, next, &list, node)
+		clanq_vexport_free(exp, conn->cm_id->device);
+}
+
+static void clanq_vwrite_free(struct clanq_vwrite *wr, struct clanq_vconn *conn);
+
+/* Chunks whose post failed half way: their WRs are flushed now. */
+static void clanq_vconn_free_orphans(struct clanq_vconn *conn)
+{
+	struct clanq_vwrite *wr, *next;
+
+	/* the engine was told when their post failed */
+	list_for_each_entry_safe(wr, next, &conn->orphans, orphan) {
+		list_del(&wr->orphan);
+		clanq_vwrite_free(wr, conn);
+	}
+}
+
+/*
+ * Revoke the imports granted over @conn: all of them, or those of region
+ * @id (the exporter said REVOKED). Each once; process context.
+ */
+static void clanq_vconn_revoke_imports(struct clanq_vconn *conn, bool one,
+				       u32 id)
+{
+	struct clanq_vimport *imp, *found;
+	unsigned long flags;
+
+	do {
+		found = NULL;
+		spin_lock_irqsave(&conn->lock, flags);
+		list_for_each_entry(imp, &conn->imports, node) {
+			if (!imp->revoked && (!one || imp->region.id == id) &&
+			    kref_get_unless_zero(&imp->region.ref)) {
+				imp->revoked = true;
+				found = imp;
+				break;
+			}
+		}
+		spin_unlock_irqrestore(&conn->lock, flags);
+		if (found) {
+			clanq_kap_revoke_all(&found->region);
+			clanq_kregion_put(&found->region);
+		}
+	} while (found);
+}
+
 static void clanq_vconn_teardown(struct work_struct *work)
 {
 	struct clanq_vconn *conn = container_of(work, struct clanq_vconn, teardown);
@@ -194,8 +399,12 @@ static void clanq_vconn_teardown(struct work_struct *work)
 		if (conn->have_qp) {
 			rdma_disconnect(id);
 			ib_drain_qp(id->qp);
+			/* flushed: their mappings go with the QP's */
+			clanq_vconn_free_orphans(conn);
 			rdma_destroy_qp(id);
 		}
+		/* nothing the device does writes into them any more */
+		clanq_vconn_free_exports(conn);
 		if (conn->cq)
 			ib_free_cq(conn->cq);
 		if (conn->mapped)
@@ -206,6 +415,8 @@ static void clanq_vconn_teardown(struct work_struct *work)
 		/* waits for a handler still running on it */
 		rdma_destroy_id(id);
 	}
+	/* what was granted over it is gone with it */
+	clanq_vconn_revoke_imports(conn, false, 0);
 	spin_lock_irqsave(&clanq_v_lock, flags);
 	list_del_init(&conn->node);
 	spin_unlock_irqrestore(&clanq_v_lock, flags);
@@ -239,6 +450,12 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	init_waitqueue_head(&conn->wq);
 	INIT_WORK(&conn->teardown, clanq_vconn_teardown);
 	conn->state = CLANQ_PEER_CONNECTING;
+	conn->nr_wr_free = CLANQ_V_WR_CREDITS;
+	conn->wr_cqe.done = clanq_vconn_wr_failed;
+	INIT_LIST_HEAD(&conn->pending);
+	INIT_LIST_HEAD(&conn->imports);
+	INIT_LIST_HEAD(&conn->exports);
+	INIT_LIST_HEAD(&conn->orphans);
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].conn = conn;
 		conn->rx[i].idx = i;
@@ -288,24 +505,100 @@ static int clanq_vconn_wc_err(const struct ib_wc *wc)
 	}
 }
 
-static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
+/* Destroy @wr's rdma_rw contexts (the QP still exists) and source lists. */
+static void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn)
 {
-	struct clanq_vbuf *b = container_of(wc->wr_cqe, struct clanq_vbuf, cqe);
-	struct clanq_vconn *conn = b->conn;
+	struct clanq_vwrite_piece *p;
+	unsigned int i;
+
+	for (i = 0; i < wr->nr_pieces; i++) {
+		p = &wr->piece[i];
+		if (p->rw_ready)
+			rdma_rw_ctx_destroy(&p->rw, conn->cm_id->qp,
+					    conn->cm_id->port_num, p->sgt.sgl,
+					    p->sgt.orig_nents, DMA_TO_DEVICE);
+		p->rw_ready = false;
+		sg_free_table(&p->sgt);
+	}
+}
+
+/* The engine learns how the chunk went (clanq_v_done_wq). */
+static void clanq_vwrite_done(struct work_struct *work)
+{
+	struct clanq_vwrite *wr = container_of(work, struct clanq_vwrite, done);
+
+	clanq_engine_write_done(wr->ep, wr->status);
+	clanq_kep_put(wr->ep);
+	kfree(wr);
+}
+
+static void clanq_vwrite_free(struct clanq_vwrite *wr, struct clanq_vconn *conn)
+{
+	clanq_vwrite_unmap(wr, conn);
+	kfree(wr);
+}
+
+/* A send slot and the entries that went ahead of it are free again. */
+static void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b)
+{
 	unsigned long flags;
 
 	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_free[conn->nr_tx_free++] = b->idx;
+	conn->nr_wr_free += b->credits;
+	b->credits = 0;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	wake_up(&conn->wq);
+}
+
+static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct clanq_vbuf *b = container_of(wc->wr_cqe, struct clanq_vbuf, cqe);
+	struct clanq_vconn *conn = b->conn;
+	struct clanq_vwrite *wr = b->write;
+	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(wc);
+	unsigned long flags;
+
+	b->write = NULL;
+	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_acked++;
 	conn->tx_last_ack = jiffies;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	wake_up(&conn->wq);
-	if (wc->status != IB_WC_SUCCESS) {
+	clanq_vconn_give_back(conn, b);
+	if (err) {
 		atomic64_inc(&conn->peer->send_errors);
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
-			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
+			clanq_vconn_kill(conn, err);
+	}
+	if (wr) {
+		/* the WRITEs ahead of it failed first, if one did: say why */
+		wr->status = err ? READ_ONCE(conn->wr_error) ?: err : 0;
+		clanq_vwrite_unmap(wr, conn);
+		queue_work(clanq_v_done_wq, &wr->done);
 	}
 	clanq_vconn_put(conn);	/* the send's */
+}
+
+/*
+ * A WRITE or REG_MR failed (they are unsignaled: only errors complete).
+ * The QP is in error now and the rest is flushed: the connection ends,
+ * and the send that follows says this error, not the flush.
+ */
+static void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct clanq_vconn *conn = container_of(wc->wr_cqe, struct clanq_vconn,
+						wr_cqe);
+	int err;
+
+	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
+		return;
+	/* the exporter's device refused the rkey: deregistered, revoked */
+	err = wc->status == IB_WC_REM_ACCESS_ERR ? -ENXIO : clanq_vconn_wc_err(wc);
+	cmpxchg(&conn->wr_error, 0, err);
+	pr_notice_ratelimited("%s: %s: peer %u: an RDMA write or memory registration failed: %s\n",
+			      conn->nic->name, clanq_v_devname(conn),
+			      conn->peer->node, ib_wc_status_msg(wc->status));
+	clanq_vconn_kill(conn, err);
 }
 
 /*
@@ -325,10 +618,132 @@ static bool clanq_vconn_stalled(struct clanq_vconn *conn)
 	return time_after(jiffies, since + msecs_to_jiffies(ms));
 }
 
-static bool clanq_vconn_can_send(struct clanq_vconn *conn)
+static bool clanq_vconn_can_take(struct clanq_vconn *conn, u32 credits)
 {
-	return READ_ONCE(conn->nr_tx_free) ||
+	return (READ_ONCE(conn->nr_tx_free) &&
+		READ_ONCE(conn->nr_wr_free) >= credits) ||
 	       READ_ONCE(conn->state) != CLANQ_PEER_UP;
+}
+
+/*
+ * A send slot, and @credits send queue entries for what is posted ahead
+ * of its SEND (WRITEs, a REG_MR). With @wait, a caller in process context
+ * waits for them (connect_ms at most, and may be killed); without, a
+ * full queue is -ENOBUFS.
+ */
+static struct clanq_vbuf *clanq_vconn_take(struct clanq_vconn *conn,
+					   u32 credits, bool wait)
+{
+	long left, timeout = msecs_to_jiffies(READ_ONCE(connect_ms));
+	struct clanq_vbuf *b;
+	unsigned long flags;
+	int err;
+
+	if (wait) {
+		left = wait_event_killable_timeout(conn->wq,
+						   clanq_vconn_can_take(conn, credits),
+						   timeout);
+		if (left < 0)
+			return ERR_PTR(left);
+		if (!left) {
+			/*
+			 * Every send of the queue unacknowledged for connect_ms:
+			 * the peer is gone (rxe re-arms its retransmit timer on
+			 * each new send, so a steady sender never sees retries
+			 * run out), and so is the connection.
+			 */
+			clanq_vconn_kill(conn, -ETIMEDOUT);
+			return ERR_PTR(-ETIMEDOUT);
+		}
+	}
+	spin_lock_irqsave(&conn->lock, flags);
+	if (conn->state != CLANQ_PEER_UP) {
+		err = conn->error ?: -ECONNRESET;
+		spin_unlock_irqrestore(&conn->lock, flags);
+		return ERR_PTR(err);
+	}
+	if (clanq_vconn_stalled(conn)) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		clanq_vconn_kill(conn, -ETIMEDOUT);
+		return ERR_PTR(-ETIMEDOUT);
+	}
+	if (!conn->nr_tx_free || conn->nr_wr_free < credits) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		return ERR_PTR(-ENOBUFS);
+	}
+	b = &conn->tx[conn->tx_free[--conn->nr_tx_free]];
+	conn->nr_wr_free -= credits;
+	b->credits = credits;
+	conn->tx_when[conn->tx_posted++ % CLANQ_V_SLOTS] = jiffies;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	return b;
+}
+
+/* @b's SEND of the @len bytes in its buffer, after @ahead if any. */
+static struct ib_send_wr *clanq_vconn_send_wr(struct clanq_vconn *conn,
+					      struct clanq_vbuf *b, size_t len,
+					      struct ib_send_wr *wr,
+					      struct ib_sge *sge)
+{
+	sge->addr = b->dma;
+	sge->length = len;
+	sge->lkey = conn->pd->local_dma_lkey;
+	ib_dma_sync_single_for_device(conn->cm_id->device, b->dma, len,
+				      DMA_BIDIRECTIONAL);
+	b->cqe.done = clanq_vconn_tx_done;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_cqe = &b->cqe;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = IB_WR_SEND;
+	wr->send_flags = IB_SEND_SIGNALED;
+	return wr;
+}
+
+/*
+ * Post @head, a chain that ends in @b's SEND, with conn->post held and
+ * the connection up. On an error nothing of it is posted, or the
+ * connection is killed (and what went is flushed); @b is given back.
+ */
+static int clanq_vconn_post_locked(struct clanq_vconn *conn, struct clanq_vbuf *b,
+				   struct ib_send_wr *head,
+				   const struct ib_send_wr **bad)
+{
+	int err;
+
+	lockdep_assert_held(&conn->post);
+	*bad = head;
+	if (READ_ONCE(conn->state) != CLANQ_PEER_UP)
+		err = READ_ONCE(conn->error) ?: -ECONNRESET;
+	else
+		err = ib_post_send(conn->cm_id->qp, head, bad);
+	if (!err) {
+		kref_get(&conn->ref);	/* the send's, until it completes */
+		return 0;
+	}
+	b->write = NULL;
+	clanq_vconn_give_back(conn, b);
+	if (*bad != head || READ_ONCE(conn->state) == CLANQ_PEER_UP)
+		clanq_vconn_kill(conn, err);
+	return err;
+}
+
+/* Send the @len bytes in @b's buffer, after @ahead (or NULL). */
+static int clanq_vconn_post(struct clanq_vconn *conn, struct clanq_vbuf *b,
+			    size_t len, struct ib_send_wr *ahead)
+{
+	const struct ib_send_wr *bad;
+	struct ib_send_wr send;
+	struct ib_sge sge;
+	int err;
+
+	clanq_vconn_send_wr(conn, b, len, &send, &sge);
+	if (ahead)
+		ahead->next = &send;
+	mutex_lock(&conn->post);
+	err = clanq_vconn_post_locked(conn, b, ahead ?: &send, &bad);
+	mutex_unlock(&conn->post);
+	return err;
 }
 
 /*
@@ -341,74 +756,255 @@ static int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
 			    const struct clanq_addr *dst,
 			    const struct clanq_oob_msg *msg, bool wait)
 {
-	struct ib_sge sge;
-	struct ib_send_wr wr = {};
-	struct clanq_vbuf *b;
-	unsigned long flags;
-	long left, timeout = msecs_to_jiffies(READ_ONCE(connect_ms));
-	int err;
+	struct clanq_vbuf *b = clanq_vconn_take(conn, 0, wait);
 
-	if (wait) {
-		left = wait_event_killable_timeout(conn->wq, clanq_vconn_can_send(conn),
-						   timeout);
-		if (left < 0)
-			return left;
-		if (!left) {
-			/*
-			 * Every send of the queue unacknowledged for connect_ms:
-			 * the peer is gone (rxe re-arms its retransmit timer on
-			 * each new send, so a steady sender never sees retries
-			 * run out), and so is the connection.
-			 */
-			clanq_vconn_kill(conn, -ETIMEDOUT);
-			return -ETIMEDOUT;
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	return clanq_vconn_post(conn, b, clanq_wmsg_put_oob(b->data, type, dst, msg),
+				NULL);
+}
+
+/* Post a region message of @type to the peer, after @ahead (or NULL). */
+static int clanq_vconn_send_region(struct clanq_vconn *conn, u8 type,
+				   const struct clanq_wmsg_rgn *r,
+				   struct ib_send_wr *ahead, bool wait)
+{
+	struct clanq_vbuf *b = clanq_vconn_take(conn, ahead ? 1 : 0, wait);
+
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	return clanq_vconn_post(conn, b,
+				clanq_wmsg_put_region(b->data, type, conn->nic->node,
+						      conn->peer->node, r),
+				ahead);
+}
+
+/* ---- regions: the exporter's side ---- */
+
+/*
+ * Register @r with @conn's device: its pages in spans of at most the
+ * device's fast registration list, each a memory region whose address is
+ * the page-space offset of its first byte (wire_msg.h). Not posted yet.
+ */
+static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
+					       struct clanq_kregion *r, int *err)
+{
+	struct ib_device *dev = conn->cm_id->device;
+	u32 per = min_t(u32, dev->attrs.max_fast_reg_page_list_len,
+			CLANQ_V_MR_PAGES);
+	u64 span = (u64)per << PAGE_SHIFT, end = r->first + r->len, lo, hi;
+	struct clanq_vexport *exp;
+	unsigned long page0, pages;
+	struct clanq_vmr *m;
+	int nents, n;
+	u16 i;
+
+	*err = -EOPNOTSUPP;
+	if (!per)
+		return NULL;
+	*err = -E2BIG;
+	if (DIV_ROUND_UP_ULL(end, span) > CLANQ_WMSG_MAX_MRS)
+		return NULL;
+	n = DIV_ROUND_UP_ULL(end, span);
+	*err = -ENOMEM;
+	exp = kzalloc(struct_size(exp, mrs, n), GFP_KERNEL);
+	if (!exp)
+		return NULL;
+	exp->nr_mrs = n;
+	exp->span = span;
+	*err = -ENOENT;
+	if (!clanq_kregion_mem_get(r)) {
+		kfree(exp);
+		return NULL;
+	}
+	kref_get(&r->ref);
+	exp->region = r;
+	for (i = 0; i < n; i++) {
+		m = &exp->mrs[i];
+		lo = max_t(u64, (u64)i * span, r->first);
+		hi = min_t(u64, (u64)(i + 1) * span, end);
+		page0 = lo >> PAGE_SHIFT;
+		pages = DIV_ROUND_UP_ULL(hi, PAGE_SIZE) - page0;
+		*err = sg_alloc_table_from_pages(&m->sgt, r->pages + page0, pages,
+						 offset_in_page(lo), hi - lo,
+						 GFP_KERNEL);
+		if (*err)
+			goto fail;
+		nents = ib_dma_map_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
+				      DMA_BIDIRECTIONAL);
+		*err = -ENOMEM;
+		if (!nents)
+			goto fail;
+		m->mapped = true;
+		m->mr = ib_alloc_mr(conn->pd, IB_MR_TYPE_MEM_REG, pages);
+		if (IS_ERR(m->mr)) {
+			*err = PTR_ERR(m->mr);
+			m->mr = NULL;
+			goto fail;
+		}
+		*err = -EINVAL;
+		if (ib_map_mr_sg(m->mr, m->sgt.sgl, nents, NULL, PAGE_SIZE) != nents)
+			goto fail;
+		/* the same offset in its page as the DMA address it replaces */
+		m->mr->iova = lo;
+	}
+	*err = 0;
+	return exp;
+fail:
+	clanq_vexport_free(exp, dev);
+	return NULL;
+}
+
+/*
+ * An export taken off its connection's list is freed by whoever took it;
+ * the connection's teardown waits for that (exports_busy).
+ */
+static void clanq_vconn_drop_export(struct clanq_vconn *conn,
+				    struct clanq_vexport *exp)
+{
+	unsigned long flags;
+	bool mine;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	mine = !list_empty(&exp->node);
+	if (mine) {
+		list_del_init(&exp->node);
+		conn->exports_busy++;
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (!mine)
+		return;
+	clanq_vexport_free(exp, conn->cm_id->device);
+	spin_lock_irqsave(&conn->lock, flags);
+	conn->exports_busy--;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	wake_up_all(&conn->wq);
+}
+
+/* Tell the importer no, with @err (its request is @q). */
+static void clanq_v_refuse(struct clanq_vconn *conn,
+			   const struct clanq_wmsg_rgn *q, int err)
+{
+	struct clanq_wmsg_rgn no = { .id = q->id, .req = q->req, .err = err };
+
+	pr_notice_ratelimited("%s: %s: peer %u: import of region %u refused: %d\n",
+			      conn->nic->name, clanq_v_devname(conn),
+			      conn->peer->node, q->id, err);
+	clanq_vconn_send_region(conn, CLANQ_WMSG_REFUSE, &no, NULL, false);
+}
+
+/*
+ * The peer asks to write into region @q->id (CQ context, the QP alive):
+ * checked as a local import is, registered once per connection, and
+ * granted: each registration's REG_MR goes ahead of its GRANT, so the
+ * rkey works before the importer can know it.
+ */
+static void clanq_v_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *q)
+{
+	struct clanq_kregion *r = clanq_kregion_lookup(conn->nic, q->id);
+	struct clanq_vexport *exp, *fresh = NULL;
+	struct clanq_wmsg_rgn g = { .id = q->id, .req = q->req };
+	u32 rkeys[CLANQ_WMSG_MAX_MRS];
+	struct ib_reg_wr reg;
+	unsigned long flags;
+	int err = -ENOENT;
+	u16 i, n = 0;
+
+	/* a wrong key, never exported, freed: all the same to a guesser */
+	if (!r || !smp_load_acquire(&r->exported) || r->key != q->key ||
+	    READ_ONCE(r->revoked))
+		goto refuse;
+	/* across hosts an aperture is only ever written through */
+	err = -EACCES;
+	if (!(r->rights & CLANQ_RIGHT_WRITE))
+		goto refuse;
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (exp->region == r) {
+			n = exp->nr_mrs;
+			g.span = exp->span;
+			for (i = 0; i < n; i++)
+				rkeys[i] = exp->mrs[i].mr->rkey;
+			break;
 		}
 	}
-	mutex_lock(&conn->post);
-	spin_lock_irqsave(&conn->lock, flags);
-	if (conn->state != CLANQ_PEER_UP) {
-		err = conn->error ?: -ECONNRESET;
-		spin_unlock_irqrestore(&conn->lock, flags);
-		mutex_unlock(&conn->post);
-		return err;
-	}
-	if (clanq_vconn_stalled(conn)) {
-		spin_unlock_irqrestore(&conn->lock, flags);
-		mutex_unlock(&conn->post);
-		clanq_vconn_kill(conn, -ETIMEDOUT);
-		return -ETIMEDOUT;
-	}
-	if (!conn->nr_tx_free) {
-		spin_unlock_irqrestore(&conn->lock, flags);
-		mutex_unlock(&conn->post);
-		return -ENOBUFS;
-	}
-	b = &conn->tx[conn->tx_free[--conn->nr_tx_free]];
-	conn->tx_when[conn->tx_posted++ % CLANQ_V_SLOTS] = jiffies;
 	spin_unlock_irqrestore(&conn->lock, flags);
-
-	sge.addr = b->dma;
-	sge.length = clanq_wmsg_put_oob(b->data, type, dst, msg);
-	sge.lkey = conn->pd->local_dma_lkey;
-	ib_dma_sync_single_for_device(conn->cm_id->device, b->dma, sge.length,
-				      DMA_BIDIRECTIONAL);
-	b->cqe.done = clanq_vconn_tx_done;
-	wr.wr_cqe = &b->cqe;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IB_WR_SEND;
-	wr.send_flags = IB_SEND_SIGNALED;
-	kref_get(&conn->ref);	/* the send's, until it completes */
-	err = ib_post_send(conn->cm_id->qp, &wr, NULL);
-	mutex_unlock(&conn->post);
-	if (err) {
+	if (!n) {
+		fresh = clanq_vexport_new(conn, r, &err);
+		if (!fresh)
+			goto refuse;
 		spin_lock_irqsave(&conn->lock, flags);
-		conn->tx_free[conn->nr_tx_free++] = b->idx;
+		list_add_tail(&fresh->node, &conn->exports);
 		spin_unlock_irqrestore(&conn->lock, flags);
-		clanq_vconn_put(conn);
-		clanq_vconn_kill(conn, err);
+		/*
+		 * Freed meanwhile? Its revocation ran before, or it finds
+		 * ours on the list: never neither (revoked is set first).
+		 */
+		if (READ_ONCE(r->revoked)) {
+			clanq_vconn_drop_export(conn, fresh);
+			err = -ENOENT;
+			goto refuse;
+		}
+		n = fresh->nr_mrs;
+		g.span = fresh->span;
+		for (i = 0; i < n; i++)
+			rkeys[i] = fresh->mrs[i].mr->rkey;
 	}
-	return err;
+	g.len = r->len;
+	g.first = r->first;
+	g.rights = r->rights;
+	g.nr_mrs = n;
+	for (i = 0; i < n; i++) {
+		g.mr = i;
+		g.rkey = rkeys[i];
+		if (fresh) {
+			reg = (struct ib_reg_wr){
+				.wr.opcode	= IB_WR_REG_MR,
+				.wr.wr_cqe	= &conn->wr_cqe,
+				.mr		= fresh->mrs[i].mr,
+				.key		= rkeys[i],
+				.access		= IB_ACCESS_LOCAL_WRITE |
+						  IB_ACCESS_REMOTE_WRITE,
+			};
+		}
+		/* a full queue: the importer's wait for the rest times out */
+		if (clanq_vconn_send_region(conn, CLANQ_WMSG_GRANT, &g,
+					    fresh ? &reg.wr : NULL, false))
+			break;
+	}
+	clanq_kregion_put(r);
+	return;
+refuse:
+	clanq_kregion_put(r);
+	clanq_v_refuse(conn, q, err);
+}
+
+/* The peer wrote [off, off + len) of a region we granted it: tripwires. */
+static void clanq_v_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w)
+{
+	struct clanq_kregion *r = NULL;
+	struct clanq_vexport *exp;
+	unsigned long flags;
+	int err = -ENOENT;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (exp->region->id == w->id) {
+			r = exp->region;
+			kref_get(&r->ref);
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (r) {
+		err = clanq_rx_written(r, w->off, w->len);
+		clanq_kregion_put(r);
+	}
+	/* revoked meanwhile is no news; anything else is a peer's lie */
+	if (err && err != -ENXIO)
+		pr_notice_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
+				      conn->nic->name, clanq_v_devname(conn),
+				      conn->peer->node, w->off, w->len, w->id, err);
 }
 
 /* A message @conn received, decoded: where it goes, if anywhere. */
@@ -435,6 +1031,29 @@ static void clanq_vconn_deliver(struct clanq_vconn *conn, struct clanq_wmsg *m)
 		    m->src_node != conn->nic->node)
 			break;
 		clanq_oob_unreachable(conn->nic, &dst, &m->oob);
+		return;
+	case CLANQ_WMSG_IMPORT:
+	case CLANQ_WMSG_WROTE:
+		/* the importer's, on the connection it made to us */
+		if (conn->active || m->src_node != peer->node ||
+		    m->dst_node != conn->nic->node)
+			break;
+		if (m->type == CLANQ_WMSG_IMPORT)
+			clanq_v_grant(conn, &m->rgn);
+		else
+			clanq_v_wrote(conn, &m->rgn);
+		return;
+	case CLANQ_WMSG_GRANT:
+	case CLANQ_WMSG_REFUSE:
+	case CLANQ_WMSG_REVOKED:
+		/* the exporter's, back on the connection we made */
+		if (!conn->active || m->src_node != peer->node ||
+		    m->dst_node != conn->nic->node)
+			break;
+		if (m->type == CLANQ_WMSG_REVOKED)
+			clanq_vconn_revoke_imports(conn, true, m->rgn.id);
+		else
+			clanq_v_granted(conn, m->type, &m->rgn);
 		return;
 	}
 	pr_notice_ratelimited("%s: %s: peer %u: message type %u from node %u to %u: not this connection's; dropped\n",
@@ -494,7 +1113,9 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 		conn->pd = NULL;
 		return err;
 	}
-	conn->cq = ib_alloc_cq(dev, conn, 2 * (CLANQ_V_SLOTS + 1), 0,
+	/* room for everything both queues may hold: flushed, all complete */
+	conn->cq = ib_alloc_cq(dev, conn,
+			       2 * (CLANQ_V_SLOTS + 1) + CLANQ_V_WR_CREDITS, 0,
 			       IB_POLL_WORKQUEUE);
 	if (IS_ERR(conn->cq)) {
 		err = PTR_ERR(conn->cq);
@@ -512,11 +1133,13 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	attr.send_cq = conn->cq;
 	attr.recv_cq = conn->cq;
 	/* one more of each: ib_drain_qp() posts a marker */
-	attr.cap.max_send_wr = CLANQ_V_SLOTS + 1;
+	attr.cap.max_send_wr = CLANQ_V_SLOTS + CLANQ_V_WR_CREDITS + 1;
 	attr.cap.max_recv_wr = CLANQ_V_SLOTS + 1;
-	attr.cap.max_send_sge = 1;
+	conn->max_sge = clamp_t(u32, dev->attrs.max_send_sge, 1, CLANQ_V_MAX_SGE);
+	attr.cap.max_send_sge = conn->max_sge;
 	attr.cap.max_recv_sge = 1;
-	attr.sq_sig_type = IB_SIGNAL_ALL_WR;
+	/* only SENDs complete: the WRITEs and REG_MRs ahead of them do not */
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	err = rdma_create_qp(id, conn->pd, &attr);
 	if (err)
@@ -843,6 +1466,81 @@ wait:
 	return conn;
 }
 
+/* ---- regions: the importer's side ---- */
+
+/* A GRANT or REFUSE for one of our pending imports (CQ context). */
+static void clanq_v_granted(struct clanq_vconn *conn, u8 type,
+			    const struct clanq_wmsg_rgn *g)
+{
+	struct clanq_vpending *p;
+	unsigned long flags;
+	bool bad = true;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(p, &conn->pending, node) {
+		if (p->req != g->req || p->id != g->id || p->settled)
+			continue;
+		if (type == CLANQ_WMSG_REFUSE) {
+			clanq_vpending_settle(p, g->err);
+			bad = false;
+			break;
+		}
+		/* every GRANT of a region says the same but for its rkey */
+		if (p->got && (g->len != p->grant.len || g->span != p->grant.span ||
+			       g->first != p->grant.first ||
+			       g->rights != p->grant.rights ||
+			       g->nr_mrs != p->grant.nr_mrs))
+			break;
+		if (test_and_set_bit(g->mr, p->have))
+			break;
+		if (!p->got)
+			p->grant = *g;
+		p->rkeys[g->mr] = g->rkey;
+		if (++p->got == g->nr_mrs)
+			clanq_vpending_settle(p, 0);
+		bad = false;
+		break;
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (bad)
+		pr_notice_ratelimited("%s: %s: peer %u: %s for region %u (request %u): not asked for, or not like the others; dropped\n",
+				      conn->nic->name, clanq_v_devname(conn),
+				      conn->peer->node,
+				      type == CLANQ_WMSG_GRANT ? "grant" : "refusal",
+				      g->id, g->req);
+}
+
+/* The last aperture let go of the import (clanq_kregion_put()). */
+static void clanq_vimport_release(struct clanq_kregion *r)
+{
+	struct clanq_vimport *imp = container_of(r, struct clanq_vimport, region);
+	struct clanq_vconn *conn = imp->conn;
+	unsigned long flags;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	list_del(&imp->node);
+	spin_unlock_irqrestore(&conn->lock, flags);
+	clanq_vconn_put(conn);
+	kfree_rcu(imp, region.rcu);
+}
+
+/* The errors an exporter may give for an import; anything else is -EIO. */
+static int clanq_v_refusal(int err)
+{
+	switch (err) {
+	case -ENOENT:
+	case -EACCES:
+	case -E2BIG:
+	case -ENOMEM:
+	case -EOPNOTSUPP:
+	case -ETIMEDOUT:
+	case -ECONNRESET:
+		return err;
+	default:
+		return -EIO;
+	}
+}
+
 /* ---- the wire's operations ---- */
 
 static bool clanq_v_reaches(struct clanq_nic *src, u32 node)
@@ -873,18 +1571,239 @@ out:
 	return err;
 }
 
+/*
+ * Ask the exporter for region @addr (the key checked there), over the
+ * connection to its node, and wait for its answer (connect_ms at most).
+ */
 static struct clanq_kregion *clanq_v_import(struct clanq_nic *src,
-					    const struct clanq_addr *region,
-					    int *err)
+					    const struct clanq_addr *addr,
+					    u64 key, int *err)
 {
-	*err = -EOPNOTSUPP;
+	struct clanq_peer *peer = clanq_peer_get(src, addr->node);
+	struct clanq_vimport *imp = NULL;
+	struct clanq_wmsg_rgn q = { .id = addr->id, .key = key };
+	struct clanq_vpending *p;
+	struct clanq_vconn *conn;
+	unsigned long flags;
+	long left;
+
+	*err = -EHOSTUNREACH;
+	if (!peer)
+		return NULL;
+	conn = clanq_vconn_get(src, peer);
+	clanq_peer_put(peer);
+	if (IS_ERR(conn)) {
+		*err = PTR_ERR(conn);
+		return NULL;
+	}
+	*err = -ENOMEM;
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
+	if (!p)
+		goto out;
+	init_completion(&p->done);
+	p->id = addr->id;
+	spin_lock_irqsave(&conn->lock, flags);
+	p->req = q.req = ++conn->next_req;
+	list_add_tail(&p->node, &conn->pending);
+	if (conn->state != CLANQ_PEER_UP)
+		clanq_vpending_settle(p, conn->error ?: -ECONNRESET);
+	spin_unlock_irqrestore(&conn->lock, flags);
+
+	*err = clanq_vconn_send_region(conn, CLANQ_WMSG_IMPORT, &q, NULL, true);
+	left = *err ? 1 : wait_for_completion_killable_timeout(&p->done,
+				msecs_to_jiffies(READ_ONCE(connect_ms)));
+	spin_lock_irqsave(&conn->lock, flags);
+	list_del(&p->node);
+	if (!*err)
+		*err = left < 0 ? left : !p->settled ? -ETIMEDOUT :
+		       p->err ? clanq_v_refusal(p->err) : 0;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (*err)
+		goto out_free;
+
+	imp = kzalloc(struct_size(imp, rkeys, p->grant.nr_mrs), GFP_KERNEL);
+	*err = -ENOMEM;
+	if (!imp)
+		goto out_free;
+	imp->nr_mrs = p->grant.nr_mrs;
+	imp->span = p->grant.span;
+	imp->first = p->grant.first;
+	memcpy(imp->rkeys, p->rkeys, imp->nr_mrs * sizeof(u32));
+	clanq_kregion_remote_init(&imp->region, src, addr->node, addr->id,
+				  p->grant.len, key, p->grant.rights,
+				  clanq_vimport_release);
+	imp->conn = conn;		/* our reference */
+	kfree(p);
+	/*
+	 * On the list before the connection ends, it is revoked by the
+	 * teardown; after, it is refused here (release takes it off).
+	 */
+	spin_lock_irqsave(&conn->lock, flags);
+	list_add_tail(&imp->node, &conn->imports);
+	*err = conn->state == CLANQ_PEER_UP ? 0 : conn->error ?: -ECONNRESET;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (*err) {
+		clanq_kregion_put(&imp->region);
+		return NULL;
+	}
+	return &imp->region;
+
+out_free:
+	kfree(p);
+out:
+	clanq_vconn_put(conn);
 	return NULL;
 }
 
+/* Page-space bytes [pos, pos + len) of @src's, for one rdma_rw context. */
+static int clanq_vwrite_sg(struct clanq_vwrite_piece *p, struct clanq_kregion *src,
+			   u64 src_off, u64 len)
+{
+	u64 at = src->first + src_off;
+	unsigned long page0 = at >> PAGE_SHIFT;
+	unsigned int pages = DIV_ROUND_UP_ULL(offset_in_page(at) + len, PAGE_SIZE);
+
+	return sg_alloc_table_from_pages(&p->sgt, src->pages + page0, pages,
+					 offset_in_page(at), len, GFP_KERNEL);
+}
+
+/*
+ * One chunk to another host's region: RDMA WRITEs from the source pages,
+ * a piece per registration it crosses, then the WROTE, all one chain on
+ * the connection the import was granted over. The WROTE's completion
+ * tells the engine (clanq_vconn_tx_done()).
+ */
 static int clanq_v_rdma_write(struct clanq_nic *src,
 			      const struct clanq_wire_write *w)
 {
-	return -EOPNOTSUPP;	/* no aperture is ever imported through us */
+	struct clanq_kap *ap = w->dst;
+	struct clanq_vimport *imp;
+	struct clanq_vconn *conn;
+	struct clanq_wmsg_rgn msg = {};
+	struct clanq_vwrite_piece *p;
+	struct clanq_vwrite *wr;
+	struct ib_send_wr send, *head, *x;
+	const struct ib_send_wr *bad;
+	struct ib_sge sge;
+	struct clanq_vbuf *b;
+	u64 off, end, pos, stop;
+	u32 credits = 0;
+	unsigned int i, n;
+	int err;
+
+	if (WARN_ON_ONCE(!ap->region->remote))
+		return -EINVAL;
+	imp = container_of(ap->region, struct clanq_vimport, region);
+	conn = imp->conn;
+	if (READ_ONCE(imp->region.revoked) || READ_ONCE(ap->closed) ||
+	    READ_ONCE(conn->state) != CLANQ_PEER_UP)
+		return -ENXIO;
+	if (!w->len)
+		return 0;
+	/* page space of the destination; the engine checked the window */
+	off = imp->first + ap->off + w->dst_off;
+	end = off + w->len;
+	n = div64_u64(end - 1, imp->span) - div64_u64(off, imp->span) + 1;
+	wr = kzalloc(struct_size(wr, piece, n), GFP_KERNEL);
+	if (!wr)
+		return -ENOMEM;
+	wr->nr_pieces = n;
+	INIT_WORK(&wr->done, clanq_vwrite_done);
+	INIT_LIST_HEAD(&wr->orphan);
+	for (i = 0, pos = off; i < n; i++, pos = stop) {
+		p = &wr->piece[i];
+		stop = min(end, (div64_u64(pos, imp->span) + 1) * imp->span);
+		p->raddr = pos;
+		p->rkey = imp->rkeys[div64_u64(pos, imp->span)];
+		err = clanq_vwrite_sg(p, w->src, w->src_off + (pos - off), stop - pos);
+		if (err)
+			goto err_free;
+		/* rdma_rw's count, at most: a WRITE per max_sge entries */
+		credits += DIV_ROUND_UP(wr->piece[i].sgt.orig_nents, conn->max_sge);
+	}
+	if (credits > CLANQ_V_WR_CREDITS) {
+		pr_notice_ratelimited("%s: a chunk of %llu bytes takes %u RDMA WRITEs, more than %u: lower clanq's rdma_max_xfer\n",
+				      src->name, w->len, credits, CLANQ_V_WR_CREDITS);
+		err = -EMSGSIZE;
+		goto err_free;
+	}
+	b = clanq_vconn_take(conn, credits, true);
+	if (IS_ERR(b)) {
+		err = PTR_ERR(b);
+		goto err_free;
+	}
+	msg.id = imp->region.id;
+	msg.off = off - imp->first;
+	msg.len = w->len;
+	clanq_vconn_send_wr(conn, b, clanq_wmsg_put_region(b->data, CLANQ_WMSG_WROTE,
+							   src->node, imp->region.remote_node,
+							   &msg),
+			    &send, &sge);
+
+	mutex_lock(&conn->post);
+	err = -ENXIO;
+	if (READ_ONCE(conn->state) != CLANQ_PEER_UP)
+		goto err_unlock;	/* the QP may be gone */
+	head = &send;
+	for (i = n; i-- > 0; ) {
+		p = &wr->piece[i];
+		err = rdma_rw_ctx_init(&p->rw, conn->cm_id->qp, conn->cm_id->port_num,
+				       p->sgt.sgl, p->sgt.orig_nents, 0, p->raddr,
+				       p->rkey, DMA_TO_DEVICE);
+		if (err < 0)
+			goto err_unlock;
+		p->rw_ready = true;
+		head = rdma_rw_ctx_wrs(&p->rw, conn->cm_id->qp, conn->cm_id->port_num,
+				       NULL, head);
+	}
+	/* unsignaled; should one fail, the connection learns why */
+	for (x = head; x != &send; x = x->next)
+		x->wr_cqe = &conn->wr_cqe;
+	refcount_inc(&w->ep->ref);
+	wr->ep = w->ep;
+	b->write = wr;
+	/* a revocation waits for us; one before us is seen */
+	down_read(&imp->region.revoke_sem);
+	if (imp->region.revoked || ap->closed) {
+		up_read(&imp->region.revoke_sem);
+		clanq_kep_put(wr->ep);
+		err = -ENXIO;
+		goto err_unlock;
+	}
+	err = clanq_vconn_post_locked(conn, b, head, &bad);
+	up_read(&imp->region.revoke_sem);
+	if (!err) {
+		mutex_unlock(&conn->post);
+		return -EINPROGRESS;
+	}
+	clanq_kep_put(wr->ep);
+	if (bad != head) {
+		/* some WRITEs went: freed once flushed, by the teardown */
+		wr->ep = NULL;
+		spin_lock_irq(&conn->lock);
+		list_add_tail(&wr->orphan, &conn->orphans);
+		spin_unlock_irq(&conn->lock);
+		mutex_unlock(&conn->post);
+		return -ENXIO;
+	}
+	clanq_vwrite_unmap(wr, conn);
+	mutex_unlock(&conn->post);
+	kfree(wr);
+	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+
+err_unlock:
+	b->write = NULL;
+	clanq_vconn_give_back(conn, b);
+	clanq_vwrite_unmap(wr, conn);
+	mutex_unlock(&conn->post);
+	kfree(wr);
+	return err;
+err_free:
+	for (i = 0; i < n; i++)
+		sg_free_table(&wr->piece[i].sgt);
+	kfree(wr);
+	/* a connection that ended took the import with it */
+	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
 }
 
 static const struct clanq_wire_ops clanq_v_ops = {
@@ -1006,9 +1925,63 @@ static void clanq_v_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer)
 	clanq_v_forget(peer);
 }
 
+/* The next export of @r over any connection, taken off its list; or NULL. */
+static struct clanq_vexport *clanq_v_take_export(struct clanq_kregion *r,
+						 struct clanq_vconn **connp)
+{
+	struct clanq_vexport *exp, *found = NULL;
+	struct clanq_vconn *conn;
+
+	spin_lock_irq(&clanq_v_lock);
+	list_for_each_entry(conn, &clanq_v_conns, node) {
+		if (conn->active || conn->nic != r->nic)
+			continue;
+		spin_lock(&conn->lock);
+		list_for_each_entry(exp, &conn->exports, node) {
+			if (exp->region == r) {
+				list_del_init(&exp->node);
+				conn->exports_busy++;
+				found = exp;
+				break;
+			}
+		}
+		spin_unlock(&conn->lock);
+		if (found) {
+			kref_get(&conn->ref);
+			*connp = conn;
+			break;
+		}
+	}
+	spin_unlock_irq(&clanq_v_lock);
+	return found;
+}
+
+/*
+ * Exported region @r is being freed (its owner's ctx->lock held): every
+ * registration of it goes (synchronously: no write lands after), then the
+ * importer hears REVOKED, if its connection can still carry it.
+ */
+static void clanq_v_region_gone(struct clanq_kregion *r)
+{
+	struct clanq_wmsg_rgn rv = { .id = r->id };
+	struct clanq_vexport *exp;
+	struct clanq_vconn *conn;
+
+	while ((exp = clanq_v_take_export(r, &conn))) {
+		clanq_vexport_free(exp, conn->cm_id->device);
+		spin_lock_irq(&conn->lock);
+		conn->exports_busy--;
+		spin_unlock_irq(&conn->lock);
+		wake_up_all(&conn->wq);
+		clanq_vconn_send_region(conn, CLANQ_WMSG_REVOKED, &rv, NULL, false);
+		clanq_vconn_put(conn);
+	}
+}
+
 static const struct clanq_wire_admin clanq_v_admin = {
 	.bind		= clanq_v_bind,
 	.peer_gone	= clanq_v_peer_gone,
+	.region_gone	= clanq_v_region_gone,
 };
 
 static struct clanq_wire clanq_v_wire = {
@@ -1081,6 +2054,11 @@ static int __init clanq_verbs_init(void)
 	clanq_v_wq = alloc_workqueue("clanq_verbs", WQ_UNBOUND, 0);
 	if (!clanq_v_wq)
 		return -ENOMEM;
+	clanq_v_done_wq = alloc_workqueue("clanq_verbs_done", WQ_UNBOUND, 0);
+	if (!clanq_v_done_wq) {
+		destroy_workqueue(clanq_v_wq);
+		return -ENOMEM;
+	}
 	err = ib_register_client(&clanq_v_client);
 	if (err)
 		goto err_wq;
@@ -1093,6 +2071,7 @@ static int __init clanq_verbs_init(void)
 err_client:
 	ib_unregister_client(&clanq_v_client);
 err_wq:
+	destroy_workqueue(clanq_v_done_wq);
 	destroy_workqueue(clanq_v_wq);
 	return err;
 }
@@ -1114,6 +2093,8 @@ static void __exit clanq_verbs_exit(void)
 	}
 	ib_unregister_client(&clanq_v_client);
 	destroy_workqueue(clanq_v_wq);
+	/* the engine was told of every chunk: nothing holds us after */
+	destroy_workqueue(clanq_v_done_wq);
 	WARN_ON(!list_empty(&clanq_v_conns));
 }
 

@@ -56,7 +56,7 @@ static int fake_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
 
 static struct clanq_kregion *fake_import(struct clanq_nic *src,
 					 const struct clanq_addr *region,
-					 int *err)
+					 u64 key, int *err)
 {
 	struct clanq_kregion *r = clanq_kregion_lookup(fake->remote, region->id);
 
