@@ -141,6 +141,7 @@ void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
 	clanq_kregion_tw_init(r);
 	r->key = key;
 	r->rights = rights;
+	/* as REGION_EXPORT publishes them: clanq_kap_check() acquires */
 	smp_store_release(&r->exported, true);
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_remote_init);

@@ -1000,9 +1000,12 @@ static void clanq_v_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn 
 		err = clanq_rx_written(r, w->off, w->len);
 		clanq_kregion_put(r);
 	}
-	/* revoked meanwhile is no news; anything else is a peer's lie */
+	/*
+	 * Revoked meanwhile (the WRITE landed before the deregistration, the
+	 * WROTE after) is no news; a region never granted fires nothing
+	 */
 	if (err && err != -ENXIO)
-		pr_notice_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
+		pr_debug_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
 				      conn->nic->name, clanq_v_devname(conn),
 				      conn->peer->node, w->off, w->len, w->id, err);
 }
@@ -1603,12 +1606,13 @@ static struct clanq_kregion *clanq_v_import(struct clanq_nic *src,
 	init_completion(&p->done);
 	p->id = addr->id;
 	spin_lock_irqsave(&conn->lock, flags);
-	p->req = q.req = ++conn->next_req;
+	p->req = ++conn->next_req;
 	list_add_tail(&p->node, &conn->pending);
 	if (conn->state != CLANQ_PEER_UP)
 		clanq_vpending_settle(p, conn->error ?: -ECONNRESET);
 	spin_unlock_irqrestore(&conn->lock, flags);
 
+	q.req = p->req;
 	*err = clanq_vconn_send_region(conn, CLANQ_WMSG_IMPORT, &q, NULL, true);
 	left = *err ? 1 : wait_for_completion_killable_timeout(&p->done,
 				msecs_to_jiffies(READ_ONCE(connect_ms)));
@@ -1621,7 +1625,7 @@ static struct clanq_kregion *clanq_v_import(struct clanq_nic *src,
 	if (*err)
 		goto out_free;
 
-	imp = kzalloc(struct_size(imp, rkeys, p->grant.nr_mrs), GFP_KERNEL);
+	imp = kzalloc(struct_size(imp, rkeys, p->grant.nr_mrs), GFP_KERNEL_ACCOUNT);
 	*err = -ENOMEM;
 	if (!imp)
 		goto out_free;

@@ -107,6 +107,133 @@ static void bad_fields_are_refused(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
 }
 
+/* What a decoded region message promises the receive path. */
+static void region_within_bounds(struct kunit *test, const struct clanq_wmsg *d)
+{
+	const struct clanq_wmsg_rgn *r = &d->rgn;
+	u64 end;
+
+	KUNIT_ASSERT_LE(test, d->type, CLANQ_WMSG_REVOKED);
+	switch (d->type) {
+	case CLANQ_WMSG_GRANT:
+		KUNIT_ASSERT_GT(test, r->len, 0ull);
+		KUNIT_ASSERT_TRUE(test, r->rights && !(r->rights & ~CLANQ_RIGHTS_ALL));
+		KUNIT_ASSERT_LT(test, r->first, (u32)PAGE_SIZE);
+		KUNIT_ASSERT_TRUE(test, r->span && PAGE_ALIGNED(r->span));
+		KUNIT_ASSERT_LT(test, r->mr, r->nr_mrs);
+		KUNIT_ASSERT_LE(test, r->nr_mrs, CLANQ_WMSG_MAX_MRS);
+		/* every byte of the region has its registration */
+		KUNIT_ASSERT_LE(test, r->len + r->first, (u64)r->nr_mrs * r->span);
+		break;
+	case CLANQ_WMSG_REFUSE:
+		KUNIT_ASSERT_TRUE(test, r->err < 0 && r->err >= -MAX_ERRNO);
+		break;
+	case CLANQ_WMSG_WROTE:
+		KUNIT_ASSERT_GT(test, r->len, 0ull);
+		KUNIT_ASSERT_FALSE(test, check_add_overflow(r->off, r->len, &end));
+		break;
+	}
+}
+
+static size_t region_put(u8 *buf, u8 type, const struct clanq_wmsg_rgn *r)
+{
+	return clanq_wmsg_put_region(buf, type, 10, 20, r);
+}
+
+/* A grant of a region of 3 pages and a bit, at offset 100 of its page. */
+static const struct clanq_wmsg_rgn grant = {
+	.id = 5, .req = 77, .len = 3 * 4096 + 1, .span = 2 * 4096, .first = 100,
+	.rights = CLANQ_RIGHT_WRITE, .rkey = 0xabcdef, .mr = 1, .nr_mrs = 2,
+};
+
+/* Each region message decodes to the fields its type carries, the rest 0. */
+static void region_messages_round_trip(struct kunit *test)
+{
+	struct clanq_wmsg_rgn q = { .id = 5, .req = 77, .key = 0x1122334455667788ull,
+				    .off = 4095, .len = 9, .err = -EACCES };
+	u8 buf[CLANQ_WMSG_MAX];
+	struct clanq_wmsg d;
+	size_t n;
+
+	n = region_put(buf, CLANQ_WMSG_IMPORT, &q);
+	KUNIT_ASSERT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+	KUNIT_EXPECT_EQ(test, d.type, CLANQ_WMSG_IMPORT);
+	KUNIT_EXPECT_EQ(test, d.src_node, 10u);
+	KUNIT_EXPECT_EQ(test, d.dst_node, 20u);
+	KUNIT_EXPECT_EQ(test, d.rgn.id, 5u);
+	KUNIT_EXPECT_EQ(test, d.rgn.req, 77u);
+	KUNIT_EXPECT_EQ(test, d.rgn.key, q.key);
+	KUNIT_EXPECT_EQ(test, d.rgn.len, 0ull);
+
+	n = region_put(buf, CLANQ_WMSG_GRANT, &grant);
+	KUNIT_ASSERT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+	KUNIT_EXPECT_EQ(test, d.rgn.len, grant.len);
+	KUNIT_EXPECT_EQ(test, d.rgn.span, grant.span);
+	KUNIT_EXPECT_EQ(test, d.rgn.first, grant.first);
+	KUNIT_EXPECT_EQ(test, d.rgn.rights, grant.rights);
+	KUNIT_EXPECT_EQ(test, d.rgn.rkey, grant.rkey);
+	KUNIT_EXPECT_EQ(test, d.rgn.mr, grant.mr);
+	KUNIT_EXPECT_EQ(test, d.rgn.nr_mrs, grant.nr_mrs);
+	KUNIT_EXPECT_EQ(test, d.rgn.key, 0ull);
+
+	n = region_put(buf, CLANQ_WMSG_REFUSE, &q);
+	KUNIT_ASSERT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+	KUNIT_EXPECT_EQ(test, d.rgn.err, -EACCES);
+	KUNIT_EXPECT_EQ(test, d.rgn.req, 77u);
+
+	n = region_put(buf, CLANQ_WMSG_WROTE, &q);
+	KUNIT_ASSERT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+	KUNIT_EXPECT_EQ(test, d.rgn.off, 4095ull);
+	KUNIT_EXPECT_EQ(test, d.rgn.len, 9ull);
+	KUNIT_EXPECT_EQ(test, d.rgn.req, 0u);
+
+	n = region_put(buf, CLANQ_WMSG_REVOKED, &q);
+	KUNIT_ASSERT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+	KUNIT_EXPECT_EQ(test, d.rgn.id, 5u);
+	KUNIT_EXPECT_EQ(test, d.rgn.key, 0ull);
+	/* one byte short or long is not ours */
+	KUNIT_EXPECT_LT(test, clanq_wmsg_get(buf, n - 1, &d), 0);
+	KUNIT_EXPECT_LT(test, clanq_wmsg_get(buf, n + 1, &d), 0);
+}
+
+/* Grants, refusals and writes a peer could lie with are refused. */
+static void bad_region_fields_are_refused(struct kunit *test)
+{
+	u8 buf[CLANQ_WMSG_MAX];
+	struct clanq_wmsg_rgn g;
+	struct clanq_wmsg d;
+	size_t n;
+
+#define REFUSED(type, change) do {						\
+		g = grant;							\
+		change;								\
+		n = region_put(buf, type, &g);					\
+		KUNIT_EXPECT_EQ_MSG(test, clanq_wmsg_get(buf, n, &d), -EBADMSG, #change); \
+	} while (0)
+	REFUSED(CLANQ_WMSG_GRANT, g.len = 0);
+	REFUSED(CLANQ_WMSG_GRANT, g.rights = 0);
+	REFUSED(CLANQ_WMSG_GRANT, g.rights = 4);
+	REFUSED(CLANQ_WMSG_GRANT, g.first = PAGE_SIZE);
+	REFUSED(CLANQ_WMSG_GRANT, g.span = 0);
+	REFUSED(CLANQ_WMSG_GRANT, g.span = PAGE_SIZE + 1);
+	REFUSED(CLANQ_WMSG_GRANT, g.nr_mrs = 0);
+	REFUSED(CLANQ_WMSG_GRANT, g.mr = 2);
+	REFUSED(CLANQ_WMSG_GRANT, g.nr_mrs = 3);	/* the region needs 2 */
+	REFUSED(CLANQ_WMSG_GRANT, g.len = 4 * 4096);	/* ... needs 3 */
+	REFUSED(CLANQ_WMSG_GRANT, g.len = U64_MAX);
+	REFUSED(CLANQ_WMSG_GRANT, g.nr_mrs = CLANQ_WMSG_MAX_MRS + 1;
+		g.span = PAGE_SIZE; g.len = CLANQ_WMSG_MAX_MRS * PAGE_SIZE + 1);
+	REFUSED(CLANQ_WMSG_REFUSE, g.err = 0);
+	REFUSED(CLANQ_WMSG_REFUSE, g.err = -MAX_ERRNO - 1);
+	REFUSED(CLANQ_WMSG_REFUSE, g.err = 5);
+	REFUSED(CLANQ_WMSG_WROTE, g.off = 0; g.len = 0);
+	REFUSED(CLANQ_WMSG_WROTE, g.off = U64_MAX; g.len = 1);
+#undef REFUSED
+	/* and the grant itself, unchanged, is fine */
+	n = region_put(buf, CLANQ_WMSG_GRANT, &grant);
+	KUNIT_EXPECT_EQ(test, clanq_wmsg_get(buf, n, &d), 0);
+}
+
 /*
  * Random bytes, with a valid header now and then so the body's checks
  * are reached: whatever decodes is within bounds.
@@ -125,13 +252,17 @@ static void random_bytes_decode_within_bounds(struct kunit *test)
 		if (i & 1) {
 			h->magic = cpu_to_le32(CLANQ_WMSG_MAGIC);
 			h->version = CLANQ_WMSG_VERSION;
-			h->type = 1 + (i & 2) / 2;
+			h->type = 1 + (i >> 1) % 7;
 			if (len >= sizeof(*h))
 				h->len = cpu_to_le16(len - sizeof(*h));
 		}
 		if (clanq_wmsg_get(buf, len, &d))
 			continue;
 		ok++;
+		if (d.type >= CLANQ_WMSG_IMPORT) {
+			region_within_bounds(test, &d);
+			continue;
+		}
 		KUNIT_ASSERT_LE(test, d.oob.len, CLANQ_OOB_PAYLOAD);
 		KUNIT_ASSERT_TRUE(test, d.type == CLANQ_WMSG_OOB ||
 				  d.type == CLANQ_WMSG_UNREACHABLE);
@@ -171,6 +302,8 @@ static struct kunit_case clanq_wire_msg_cases[] = {
 	KUNIT_CASE(oob_round_trips),
 	KUNIT_CASE(truncated_and_padded_messages_are_refused),
 	KUNIT_CASE(bad_fields_are_refused),
+	KUNIT_CASE(region_messages_round_trip),
+	KUNIT_CASE(bad_region_fields_are_refused),
 	KUNIT_CASE(random_bytes_decode_within_bounds),
 	KUNIT_CASE(hello_round_trips_and_garbage_is_refused),
 	{}
