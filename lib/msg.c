@@ -561,9 +561,14 @@ int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
 
 /*
  * Close: a FIN record if the ring has room now (closing never waits);
- * by RDMA, wait (a while) for the engine to have written it before the
- * staging region goes.
+ * by RDMA, wait for the engine to have written it before the staging
+ * region goes. Its completion comes after every write queued before it
+ * (a ring's worth at most): in microseconds on one host, but across
+ * hosts on an emulated network a ring of 256 KiB can take seconds. A
+ * peer that is gone completes it with an error sooner than the bound.
  */
+#define CLANQ_FIN_WAIT_NS	(30 * 1000 * 1000 * 1000ull)
+
 int clanq_conn_write_fin(struct clanq_conn *c)
 {
 	struct clanq_net *net = c->net;
@@ -574,7 +579,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, 0, CLANQ_MSG_DONTWAIT);
 	if (err || c->tx.base)
 		return err;
-	deadline = clanq_now_ns() + 1000 * 1000 * 1000ull;
+	deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;
 	while (clanq_now_ns() < deadline) {
 		if (!clanq_rdma_poll(&net->ep, &comp)) {
 			if ((__u32)comp.cookie == (c->slot | CLANQ_COOKIE_FIN))

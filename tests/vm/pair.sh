@@ -11,6 +11,8 @@
 #                 host's node as a peer
 #   oob-pingpong  b serves clanq-oob-pingpong, a runs its client against
 #                 node 20: OOB messages between the hosts, checked
+#   conn-stream   clanq-stream: a connection from a to b (clanq_connect),
+#                 messages checksummed, carried by RDMA WRITEs
 #
 # and in the pair job (/clanq/pair-suite), test_verbs
 # (tests/integration/test_verbs.c) in three rounds:
@@ -106,6 +108,26 @@ else
 	cat $t/client
 	if [ $rc = 0 ] && grep -q "^32  *$count " $t/client; then ok "oob-pingpong"
 	else bad "oob-pingpong" "the client: exit status $rc"; fi
+fi
+
+# conn-stream: clanq_connect() between the hosts: b listens for one
+# stream (180 s at most), a sends checksummed 64 KiB messages through a
+# connection whose ring is b's region, written by RDMA WRITEs (no PIO
+# across hosts) that fire b's tripwires; a's connect retries for 5 s
+stream_bytes=$([ -f /clanq/pair-suite ] && echo 4m || echo 64m)
+if [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
+	bad "conn-stream" "not run: no network or clanq-setup failed"
+elif [ $role = b ]; then
+	if timeout 180 clanq-stream --listen > $t/stream 2>&1; then ok "conn-stream"
+	else bad "conn-stream" "the receiver: exit status $?: $(tail -n 3 $t/stream)"; fi
+	cat $t/stream
+else
+	sleep 2
+	clanq-stream --to $peer --bytes $stream_bytes --size 64k > $t/stream 2>&1
+	rc=$?
+	cat $t/stream
+	if [ $rc = 0 ]; then ok "conn-stream"
+	else bad "conn-stream" "the sender: exit status $rc: $(tail -n 3 $t/stream)"; fi
 fi
 
 # step NAME CMD...: CMD's output shown, its status one result
