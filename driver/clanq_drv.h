@@ -657,6 +657,7 @@ void clanq_engine_stop(struct clanq_nic *nic);
 struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
 int clanq_engine_kick(struct clanq_kep *ep);
 void clanq_engine_write_done(struct clanq_kep *ep, int status);
+bool clanq_engine_write_done_now(struct clanq_kep *ep, int status);
 void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */

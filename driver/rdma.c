@@ -530,6 +530,26 @@ int clanq_engine_kick(struct clanq_kep *ep)
 }
 EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_kick);
 
+/* clanq_engine_write_done()'s work, with eng->serve held. */
+static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)
+{
+	struct clanq_kep_rdma *rd = &ep->rdma;
+	bool last;
+
+	lockdep_assert_held(&ep->nic->engine.serve);
+	if (WARN_ON_ONCE(!rd->parked))
+		return;
+	rd->parked = false;
+	if (rd->detached) {
+		/* detach left the request, and its source memory, to us */
+		clanq_rdma_xfer_put(&rd->cur);
+		rd->busy = false;
+		return;
+	}
+	clanq_rdma_chunk_done(ep, rd->in_flight, status, &last);
+	clanq_rdma_requeue(&ep->nic->engine, ep, true);
+}
+
 /**
  * clanq_engine_write_done() - a chunk a wire took is written, or failed
  * @ep: the requester (clanq_wire_write.ep), referenced by the wire
@@ -543,26 +563,37 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_kick);
 void clanq_engine_write_done(struct clanq_kep *ep, int status)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
-	struct clanq_kep_rdma *rd = &ep->rdma;
-	bool last;
 
 	mutex_lock(&eng->serve);
-	if (WARN_ON_ONCE(!rd->parked))
-		goto out;
-	rd->parked = false;
-	if (rd->detached) {
-		/* detach left the request, and its source memory, to us */
-		clanq_rdma_xfer_put(&rd->cur);
-		rd->busy = false;
-		goto out;
-	}
-	clanq_rdma_chunk_done(ep, rd->in_flight, status, &last);
-	clanq_rdma_requeue(eng, ep, true);
-out:
+	clanq_engine_chunk_landed(ep, status);
 	mutex_unlock(&eng->serve);
 	wake_up(&eng->wq);
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done);
+
+/**
+ * clanq_engine_write_done_now() - clanq_engine_write_done() if it can be
+ * done without waiting for the engine
+ * @ep: as there
+ * @status: as there
+ *
+ * For a wire's completion handler, which must not wait for an engine
+ * that may itself be waiting for that handler (for room on a send
+ * queue): false if the engine is busy, and then the wire calls
+ * clanq_engine_write_done() from elsewhere.
+ */
+bool clanq_engine_write_done_now(struct clanq_kep *ep, int status)
+{
+	struct clanq_engine *eng = &ep->nic->engine;
+
+	if (!mutex_trylock(&eng->serve))
+		return false;
+	clanq_engine_chunk_landed(ep, status);
+	mutex_unlock(&eng->serve);
+	wake_up(&eng->wq);
+	return true;
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done_now);
 
 /*
  * The endpoint is going: wait for a turn in progress, take it off the

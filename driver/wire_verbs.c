@@ -574,7 +574,13 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 		/* the WRITEs ahead of it failed first, if one did: say why */
 		wr->status = err ? READ_ONCE(conn->wr_error) ?: err : 0;
 		clanq_vwrite_unmap(wr, conn);
-		queue_work(clanq_v_done_wq, &wr->done);
+		/* an idle engine hears now; a busy one from the work queue */
+		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
+			clanq_kep_put(wr->ep);
+			kfree(wr);
+		} else {
+			queue_work(clanq_v_done_wq, &wr->done);
+		}
 	}
 	clanq_vconn_put(conn);	/* the send's */
 }
