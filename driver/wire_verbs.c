@@ -1012,8 +1012,8 @@ static void clanq_v_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn 
 	 */
 	if (err && err != -ENXIO)
 		pr_debug_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
-				      conn->nic->name, clanq_v_devname(conn),
-				      conn->peer->node, w->off, w->len, w->id, err);
+				     conn->nic->name, clanq_v_devname(conn),
+				     conn->peer->node, w->off, w->len, w->id, err);
 }
 
 /* A message @conn received, decoded: where it goes, if anywhere. */
