@@ -107,6 +107,20 @@ void clanq_kregion_put(struct clanq_kregion *r)
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_put);
 
+/* What every region starts with, local or remote: one reference, no users. */
+static void clanq_kregion_init(struct clanq_kregion *r, struct clanq_nic *nic,
+			       u64 len)
+{
+	kref_init(&r->ref);
+	r->nic = nic;
+	r->len = len;
+	init_rwsem(&r->revoke_sem);
+	mutex_init(&r->ap_lock);
+	INIT_LIST_HEAD(&r->aps);
+	INIT_LIST_HEAD(&r->ctx_node);
+	clanq_kregion_tw_init(r);
+}
+
 /**
  * clanq_kregion_remote_init() - a region on another host, as imported here
  * @r: zeroed, in the wire's own struct
@@ -127,18 +141,11 @@ void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
 			       u32 node, u32 id, u64 len, u64 key, u32 rights,
 			       void (*release)(struct clanq_kregion *r))
 {
-	kref_init(&r->ref);
-	r->nic = nic;
+	clanq_kregion_init(r, nic, len);
 	r->id = id;
-	r->len = len;
 	r->remote = true;
 	r->remote_node = node;
 	r->remote_release = release;
-	init_rwsem(&r->revoke_sem);
-	mutex_init(&r->ap_lock);
-	INIT_LIST_HEAD(&r->aps);
-	INIT_LIST_HEAD(&r->ctx_node);
-	clanq_kregion_tw_init(r);
 	r->key = key;
 	r->rights = rights;
 	/* as REGION_EXPORT publishes them: clanq_kap_check() acquires */
@@ -311,17 +318,10 @@ static struct clanq_kregion *clanq_kregion_new(struct clanq_ctx *ctx,
 	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)
 		return ERR_PTR(-ENOMEM);
-	kref_init(&r->ref);
+	clanq_kregion_init(r, ctx->nic, c->size);
 	refcount_set(&r->mem_ref, 1);	/* the owner's, until it frees */
-	r->nic = ctx->nic;
 	r->ctx = ctx;
-	r->len = c->size;
 	r->first = first;
-	init_rwsem(&r->revoke_sem);
-	mutex_init(&r->ap_lock);
-	INIT_LIST_HEAD(&r->aps);
-	INIT_LIST_HEAD(&r->ctx_node);
-	clanq_kregion_tw_init(r);
 	r->pages = kvcalloc(nr, sizeof(*r->pages), GFP_KERNEL_ACCOUNT);
 	err = -ENOMEM;
 	if (r->pages)
