@@ -221,6 +221,7 @@ static bool clanq_v_unloading;	/* our exit: devices are not going away */
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
 static void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc);
+static void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id);
 static void clanq_v_granted(struct clanq_vconn *conn, u8 type,
 			    const struct clanq_wmsg_rgn *g);
 
@@ -1082,6 +1083,13 @@ static void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
 		return;
 	}
+	/*
+	 * The peer sends once it is established, and its first message may
+	 * come before our CM hears the RTU: it is established here too, or
+	 * our answer (an import's grant) would find the connection not up.
+	 */
+	if (!conn->active && READ_ONCE(conn->state) == CLANQ_PEER_CONNECTING)
+		clanq_vconn_up(conn, conn->cm_id);
 	ib_dma_sync_single_for_cpu(conn->cm_id->device, b->dma, CLANQ_WMSG_MAX,
 				   DMA_BIDIRECTIONAL);
 	err = clanq_wmsg_get(b->data, wc->byte_len, &m);
