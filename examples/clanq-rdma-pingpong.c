@@ -481,8 +481,8 @@ static int lat_drain(struct rp *p, struct lat_comps *lc, char *why, size_t why_l
 	return 0;
 }
 
-/* Until write upto has completed (bounded). */
-static int lat_wait_comp(struct rp *p, struct lat_comps *lc, __u32 upto, char *why,
+/* Until writes 1 .. n have completed (bounded). */
+static int lat_wait_comp(struct rp *p, struct lat_comps *lc, __u32 n, char *why,
 			 size_t why_len)
 {
 	static const struct timespec us = { .tv_nsec = 1000 };
@@ -492,7 +492,7 @@ static int lat_wait_comp(struct rp *p, struct lat_comps *lc, __u32 upto, char *w
 
 	for (;;) {
 		err = lat_drain(p, lc, why, why_len);
-		if (err || lc->seen >= upto)
+		if (err || lc->seen >= n)
 			return err;
 		if (clanq_now_ns() >= deadline) {
 			snprintf(why, why_len, "write %u: no completion within %llu ms", lc->seen + 1,
@@ -548,9 +548,10 @@ static int lat_check(struct rp *p, __u32 size, __u64 tag, __u32 i, __u64 deadlin
 
 	while ((bad = lat_wrong(w, size, tag)) >= 0) {
 		if (clanq_now_ns() >= deadline) {
+			__u64 want = (__u32)bad == size / 8 - 1 ? tag : mix(tag, bad);
+
 			snprintf(why, why_len, "round trip %u: word %ld of the message is %#llx, not %#llx",
-				 i, bad, (unsigned long long)w[bad],
-				 (unsigned long long)((__u32)bad == size / 8 - 1 ? tag : mix(tag, bad)));
+				 i, bad, (unsigned long long)w[bad], (unsigned long long)want);
 			return -EIO;
 		}
 		clanq_cpu_relax();
@@ -634,7 +635,8 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 			p.notices++;	/* an answer nobody took: a client gone */
 			continue;
 		}
-		from_client = p.have_ap && msg.src.node == p.other.node && msg.src.id == p.other.id;
+		/* the client: whoever said hello last, its import done or not */
+		from_client = p.session && msg.src.node == p.other.node && msg.src.id == p.other.id;
 		if (msg.type == RP_HELLO) {
 			struct rp_hello h, a = { .magic = RP_MAGIC, .region = p.rx.addr.id,
 						 .key = p.rx_key, .len = region };
@@ -645,14 +647,15 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 				continue;
 			}
 			/* a new client, or a new region: import it (again) */
-			if (!from_client || p.ap_region != h.region || p.ap.len != h.len) {
+			if (!from_client || !p.have_ap || p.ap_region != h.region ||
+			    p.ap.len != h.len) {
 				if (p.have_ap)
 					clanq_ap_close(&p.ap);
 				p.have_ap = false;
 				p.other = msg.src;
-				a.err = clanq_ap_import(&p.dev, &p.ap,
-							(struct clanq_addr){ msg.src.node, h.region },
-							h.key, 0, h.len, CLANQ_RIGHT_WRITE);
+				a.err = clanq_ap_import(&p.dev, &p.ap, (struct clanq_addr){
+								msg.src.node, h.region }, h.key, 0,
+							h.len, CLANQ_RIGHT_WRITE);
 				if (!a.err) {
 					p.have_ap = true;
 					p.ap_region = h.region;
@@ -665,6 +668,7 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 				}
 			}
 			p.other = msg.src;
+			p.session = true;
 			(void)rp_send(&p, RP_HELLO | RP_REPLY, &a, sizeof(a));
 			continue;
 		}
@@ -678,9 +682,11 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 			__u32 at = 0;
 
 			memcpy(&l, msg.payload, sizeof(l));
-			if (msg.len != sizeof(l) || l.size < LAT_MIN || l.size > LAT_MAX ||
-			    l.size % 8 || l.size > region || l.size > p.ap.len ||
-			    l.mode > MODE_POLL || !l.total)
+			if (!p.have_ap)
+				s.err = -ENOTCONN;
+			else if (msg.len != sizeof(l) || l.size < LAT_MIN || l.size > LAT_MAX ||
+				 l.size % 8 || l.size > region || l.size > p.ap.len ||
+				 l.mode > MODE_POLL || !l.total)
 				s.err = -EINVAL;
 			(void)rp_send(&p, RP_LAT | RP_REPLY, &s, sizeof(s));
 			if (s.err)
@@ -954,8 +960,12 @@ struct bw_point {
 	__u64 depth;
 };
 
-/* Queue writes on endpoint e up to the depth (or the point's total). */
-static void bw_top_up(struct rp *p, struct bw_ep *b, unsigned int e, struct bw_point *pt)
+/*
+ * Queue up to max more writes on endpoint e, within the depth and the
+ * point's total.
+ */
+static void bw_top_up(struct rp *p, struct bw_ep *b, unsigned int e, struct bw_point *pt,
+		      __u64 max)
 {
 	struct clanq_rdma_req req = {
 		.src_region = p->tx.addr.id,
@@ -966,7 +976,7 @@ static void bw_top_up(struct rp *p, struct bw_ep *b, unsigned int e, struct bw_p
 	};
 	int err;
 
-	while (b->posted - b->done < pt->depth && pt->posted < pt->iters) {
+	while (b->posted - b->done < pt->depth && pt->posted < pt->iters && max--) {
 		req.cookie = b->posted;
 		if (clanq_rdma_post_init(&b->ep, &req))
 			break;	/* full: cannot be with depth < EP_SLOTS, but harmless */
@@ -995,7 +1005,7 @@ static bool bw_drain(struct rp *p, struct bw_ep *b, unsigned int e, struct bw_po
 		any = true;
 	}
 	if (any)
-		bw_top_up(p, b, e, pt);
+		bw_top_up(p, b, e, pt, ~0ull);
 	return any;
 }
 
@@ -1039,8 +1049,10 @@ static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, 
 
 	e0 = entries(p);
 	t0 = last = clanq_now_ns();
-	for (unsigned int e = 0; e < eps; e++)
-		bw_top_up(p, &be[e], e, &pt);
+	/* one write per endpoint at a time: each writes its slot at least once */
+	for (__u64 d = 0; d < pt.depth; d++)
+		for (unsigned int e = 0; e < eps; e++)
+			bw_top_up(p, &be[e], e, &pt, 1);
 	while (pt.done < pt.iters) {
 		bool any = false;
 
