@@ -6,7 +6,8 @@ t=/tmp/examples
 mkdir -p $t
 . /clanq/checks.sh
 
-for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong clanq-oob-pingpong; do
+for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong clanq-oob-pingpong \
+	clanq-rdma-pingpong; do
 	expect "$p --help" 0 "usage: $p" $p --help
 	expect "$p: an unknown option" 2 "try '$p --help'" $p --bogus
 done
@@ -76,6 +77,24 @@ if [ $rc != 0 ] || ! grep -q "^# bye from node 0 " $t/oobpp ||
 	bad "oob-pingpong: the server" "exit status $rc: $(cat $t/oobpp)"
 else
 	ok "oob-pingpong: the server echoed all and left at the bye"
+fi
+
+# RDMA write ping-pong and bandwidth (the verbs wire's benchmark, here on
+# the loop wire): a server on node 1 that leaves at the client's bye
+expect "rdma-pingpong: a size that is no multiple of 8" 2 "not a multiple of 8" \
+	clanq-rdma-pingpong client -N 1 -L 12
+clanq-rdma-pingpong server -i 1 -e 24 -t 120 > $t/rdmapp 2>&1 &
+rdmapp=$!
+expect "rdma-pingpong: round trips (block, poll) and bandwidth (1, 4 endpoints), node 0 to 1" \
+	0 "^bw  *65536  *4 " clanq-rdma-pingpong client -i 0 -N 1 -e 24 -L 8,32 -n 200 -m both \
+	-B 3000,64k -E 1,4 -b 1m
+sed 's/^/   /' $t/out
+wait $rdmapp
+rc=$?
+if [ $rc != 0 ] || ! grep -q "^# bye from node 0 " $t/rdmapp; then
+	bad "rdma-pingpong: the server" "exit status $rc: $(cat $t/rdmapp)"
+else
+	ok "rdma-pingpong: the server served every round trip and checksum, and left at the bye"
 fi
 
 expect "shm_pingpong: a short run" 0 "^1024 " shm_pingpong -m 1000 -S 8,1k

@@ -14,6 +14,19 @@
 #   conn-stream   clanq-stream: a connection from a to b (clanq_connect),
 #                 messages checksummed, carried by RDMA WRITEs
 #
+# and in pair-run (no /clanq/pair-suite), clanq beside perftest on the
+# same two rxe devices, b serving each program in turn:
+#   ib-send-lat   perftest's 32-byte SEND round trip: the OOB one's match
+#   rdma-write-lat  clanq-rdma-pingpong: 32-byte RDMA write round trips
+#                 a -> b -> a, both ways of waiting (block, poll)
+#   ib-write-lat  perftest's ib_write_lat, 32 bytes
+#   rdma-write-bw   clanq-rdma-pingpong: a's RDMA writes of 64 KiB,
+#                 256 KiB and 1 MiB into b's region, 1, 4 and 16
+#                 endpoints at once
+#   ib-write-bw-64k, -256k, -1m  perftest's ib_write_bw, each size
+# and a prints clanq's numbers beside perftest's and their ratios (the
+# issue's goals: round trip <= 1.2 x, bandwidth >= 0.9 x).
+#
 # and in the pair job (/clanq/pair-suite), test_verbs
 # (tests/integration/test_verbs.c) in three rounds:
 #   verbs-suite   b: the echo service; a: the suite against it (both
@@ -173,6 +186,143 @@ if ! [ -f /clanq/pair-suite ] && command -v ib_send_lat > /dev/null && [ $net_ok
 		else
 			bad "ib-send-lat" "no result from ib_send_lat: $(tail -n 3 $t/perf)"
 		fi
+	fi
+fi
+
+# rdma-write-lat, ib-write-lat, rdma-write-bw, ib-write-bw-* (pair-run):
+# clanq's RDMA writes between the hosts (examples/clanq-rdma-pingpong.c:
+# both sides export a region, learn the other's over OOB messages and
+# import it) beside perftest's ib_write_lat and ib_write_bw on the same
+# rxe devices with the same sizes, and the ratios. Each pair runs back to
+# back (the host's load changes over a run, and the round trip with it).
+# b serves one program after the other, each bounded (the clanq server
+# by its --seconds and timeout, perftest's by timeout: they would wait
+# for ever); a runs each client as soon as the one before is done,
+# retrying until b serves it (the clanq client its hello for 120 s;
+# perftest its connection for 60 s, on a port of its own per run, so it
+# never reaches b's previous server).
+# Round trips: clanq's median beside ib_write_lat's 2 x t_typical (it
+# prints half a round trip), and the minimums, which the load touches
+# least. Bandwidth in MB/s = 10^6 bytes/s: perftest's "BW average[MB/sec]"
+# is MiB/s (it divides by 0x100000), so it is converted; its MsgRate has
+# too few digits at 1 MiB (0.000020 Mpps) to be used instead. Both clocks
+# run from the first post to the last completion.
+wn=$((count < 2000 ? count : 2000))		# round trips, both programs
+wsizes="65536 262144 1048576"			# bandwidth: bytes per write
+wbytes=$((32 << 20))				# written per point (clanq: at most 10 s)
+wport=18516					# perftest: one port per run from here
+wserve=300					# b's clanq servers: seconds at most
+size_name() { [ $1 -ge 1048576 ] && echo "$(($1 >> 20))m" || echo "$(($1 >> 10))k"; }
+# perftest's client, retried until b's server answers (60 s)
+perf_client() {
+	out=$1; shift
+	i=0
+	while ! "$@" > $out 2>&1 && [ $i -lt 120 ]; do
+		sleep 0.5
+		i=$((i + 1))
+	done
+}
+# the b side of a perftest run: serve once, bounded
+perf_serve() {
+	name=$1; shift
+	step $name timeout -s KILL 180 "$@"
+}
+# the b side of a clanq-rdma-pingpong run: serve one client, bounded
+rp_serve() {
+	step $1 timeout -s KILL $((wserve + 30)) clanq-rdma-pingpong server -t $wserve
+}
+# a: clanq-rdma-pingpong's client as step NAME, done if its output has
+# a line matching PATTERN
+rp_client() {
+	name=$1 pat=$2; shift 2
+	clanq-rdma-pingpong client -N $peer -w 120 "$@" > $t/$name 2>&1
+	rc=$?
+	cat $t/$name
+	if [ $rc = 0 ] && grep -q "$pat" $t/$name; then ok "$name"
+	else bad "$name" "the client: exit status $rc: $(tail -n 2 $t/$name)"; fi
+}
+if ! [ -f /clanq/pair-suite ] && [ $net_ok = 1 ]; then
+	have_perf=0
+	command -v ib_write_lat > /dev/null && command -v ib_write_bw > /dev/null && have_perf=1
+	gid=$(gid_index)
+	lat="ib_write_lat -d $rdev -x $gid -F -s 32 -n $wn -p $wport"
+	# round trips: clanq's, then perftest's
+	if [ $role = b ]; then
+		[ $setup_ok = 1 ] && rp_serve rdma-write-lat
+		[ $have_perf = 1 ] && perf_serve ib-write-lat $lat
+	else
+		if [ $setup_ok = 1 ]; then
+			echo "== a: clanq-rdma-pingpong client -> node $peer: $wn round trips of" \
+				"32-byte RDMA writes, waiting by blocking, then by polling"
+			rp_client rdma-write-lat "^lat  *32  *$wn " -L 32 -n $wn -m block,poll
+		fi
+		if [ $have_perf = 1 ]; then
+			perf_client $t/ib-write-lat $lat $other
+			cat $t/ib-write-lat
+			# bytes iterations t_min t_max t_typical ...: half round trips
+			set -- $(awk '$1 == 32 && NF >= 5 { print $3, $5 }' $t/ib-write-lat)
+			if [ $# = 2 ]; then
+				ok "ib-write-lat"
+				for m in block poll; do
+					# lat bytes iters min median avg p99 max sys/rt mode
+					c=$(awk -v m=$m '$1 == "lat" && $2 == 32 && $10 == m { print $4, $5 }' \
+						$t/rdma-write-lat 2>/dev/null)
+					[ -n "$c" ] && awk -v cmin="${c% *}" -v cmed="${c#* }" -v pmin=$1 \
+						-v ptyp=$2 -v mode=$m 'BEGIN {
+						r = cmed / (2 * ptyp)
+						# one printf: a kernel message cannot land inside the line
+						printf "== RDMA write round trip, 32 bytes: clanq %.1f us (median, %s)," \
+							" ib_write_lat %.1f us (2 x typical): %.2fx (goal <= 1.2x: %s);" \
+							" minimum %.1f us, %.1f us: %.2fx\n", cmed, mode, 2 * ptyp, r,
+							(r <= 1.2 ? "met" : "not met"), cmin, 2 * pmin, cmin / (2 * pmin) }'
+				done
+			else
+				bad "ib-write-lat" "no result from ib_write_lat: $(tail -n 3 $t/ib-write-lat)"
+			fi
+		fi
+	fi
+	# bandwidth: clanq's, then perftest's, size by size
+	if [ $role = b ]; then
+		[ $setup_ok = 1 ] && rp_serve rdma-write-bw
+		p=$wport
+		for s in $wsizes; do
+			p=$((p + 1))
+			n=$((wbytes / s))
+			[ $have_perf = 1 ] && perf_serve ib-write-bw-$(size_name $s) ib_write_bw \
+				-d $rdev -x $gid -F -s $s -n $n -t $((n < 128 ? n : 128)) -p $p
+		done
+	else
+		if [ $setup_ok = 1 ]; then
+			echo "== a: clanq-rdma-pingpong client -> node $peer: RDMA writes of" \
+				"$wsizes bytes, 1, 4 and 16 endpoints at once, $((wbytes >> 20)) MiB each"
+			rp_client rdma-write-bw "^bw  *1048576  *16 " -B $(echo $wsizes | tr ' ' ,) \
+				-E 1,4,16 -D 4 -b $wbytes -t 10
+		fi
+		p=$wport
+		for s in $wsizes; do
+			[ $have_perf = 1 ] || break
+			p=$((p + 1))
+			n=$((wbytes / s))
+			name=ib-write-bw-$(size_name $s)
+			perf_client $t/$name ib_write_bw -d $rdev -x $gid -F -s $s -n $n \
+				-t $((n < 128 ? n : 128)) -p $p $other
+			cat $t/$name
+			# bytes iterations BW-peak BW-average[MiB/s] MsgRate[Mpps]
+			avg=$(awk -v s=$s '$1 == s && NF >= 5 { print $4 }' $t/$name)
+			if [ -z "$avg" ]; then
+				bad "$name" "no result from ib_write_bw: $(tail -n 3 $t/$name)"
+				continue
+			fi
+			ok "$name"
+			# clanq's best row for this size: MB/s and its endpoints
+			best=$(awk -v s=$s '$1 == "bw" && $2 == s && $7 > best { best = $7; eps = $3 }
+				END { if (best) print best, eps }' $t/rdma-write-bw 2>/dev/null)
+			[ -n "$best" ] && awk -v c="${best% *}" -v e="${best#* }" -v a=$avg -v s=$s 'BEGIN {
+				p = a * 1.048576; x = c / p
+				printf "== RDMA write bandwidth, %d KiB: clanq %.1f MB/s (best: %d endpoints)," \
+					" ib_write_bw %.1f MB/s (its %.2f MiB/s): %.2fx (goal >= 0.9x: %s)\n",
+					s / 1024, c, e, p, a, x, (x >= 0.9 ? "met" : "not met") }'
+		done
 	fi
 fi
 

@@ -193,10 +193,15 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 		tests/vm/mods-pack.sh "$rootfs/clanq/mods" "/lib/modules/$release" \
 			virtio_net crc32_generic rdma_rxe rdma_cm ib_uverbs >>"$buildlog" 2>&1 ||
 			die "packing the stock kernel's modules failed (log: $buildlog)"
-		# raw verbs beside clanq's ping-pong on the same devices:
-		# perftest's ib_send_lat, libibverbs and its rxe provider
+		# raw verbs beside clanq's ping-pong and RDMA writes on the
+		# same devices: perftest's ib_send_lat, ib_write_lat and
+		# ib_write_bw (one package: scripts/deps.sh), libibverbs and its
+		# rxe provider (ldd below finds the libraries they link)
 		if command -v ib_send_lat >/dev/null; then
-			cp -L "$(command -v ib_send_lat)" "$rootfs/clanq/bin/"
+			for p in ib_send_lat ib_write_lat ib_write_bw; do
+				cp -L "$(command -v $p)" "$rootfs/clanq/bin/" ||
+					die "perftest without $p? (scripts/deps.sh installs perftest)"
+			done
 			vlib=/usr/lib/x86_64-linux-gnu/libibverbs
 			mkdir -p "$rootfs$vlib" "$rootfs/etc/libibverbs.d"
 			cp -L "$vlib"/librxe-rdmav*.so "$rootfs$vlib/"
