@@ -6,7 +6,8 @@
  *   test_verbs serve       host b: an echo service (endpoint ECHO_SERVICE)
  *                          that sends every message back to its sender
  *                          until BYE (exit 0) or DIE (exit 42: the
- *                          caller powers the VM off on the spot)
+ *                          caller powers the VM off on the spot); and
+ *                          an exporter that answers the requests below
  *   test_verbs             host a, the suite (cmocka) against b's echo:
  *                          both directions, many endpoints, every byte,
  *                          order, notices, events, the peer's counters
@@ -18,6 +19,25 @@
  *                          new connection (RDMADEV, RDMATYPE, NETDEV)
  *   test_verbs survivor    host a: b is told to die mid-stream; a's sends
  *                          turn into errors in bounded time, never a hang
+ *
+ * The exporter: requests to ECHO_SERVICE of the types T_REGION ..
+ * T_FREE, a struct xmsg each, answered (type | T_REPLY, the same seq)
+ * by the one serve loop, which polls and never blocks for long:
+ *
+ *   T_REGION   allocate (or register) a region, fill it with background
+ *              (rdma_fixture.h), export it: its table slot, address, key
+ *   T_CHECK    does the region hold the pattern (seed, src_off..) at
+ *              [off, off + len) and background everywhere else? Every
+ *              byte is compared; the answer says where the first wrong
+ *              one is, and what it holds. Then the range is background
+ *              again, for the next write
+ *   T_ARM      a tripwire on [off, off + len), armed, owned by an
+ *              endpoint registered (CLANQ_EV_TRIPWIRE) on an event queue;
+ *              when it fires, the loop takes the event from that queue
+ *              and tells the requester T_FIRED
+ *   T_TWSTATE  has that tripwire fired, is an event waiting, how many
+ *              fired in all
+ *   T_FREE     free the region: its apertures are revoked
  *
  * CLANQ_PEER_NODE names b's node. Every wait is bounded.
  */
@@ -39,11 +59,19 @@
 #include <clanq.h>
 
 #include "itest.h"
+#include "rdma_fixture.h"
 
 #define ECHO_SERVICE	7700u
 #define T_DATA		1u
 #define T_BYE		2u
 #define T_DIE		3u
+#define T_REGION	4u
+#define T_CHECK		5u
+#define T_ARM		6u
+#define T_TWSTATE	7u
+#define T_FREE		8u
+#define T_FIRED		9u	/* b -> a, unasked: an armed tripwire fired */
+#define T_REPLY		0x40u	/* the answer to type t is t | T_REPLY */
 #define NOBODY_ID	4242u	/* no endpoint has it on the peer */
 #define SEC		1000000000ll
 
@@ -60,44 +88,450 @@ static int64_t now_ns(void)
 	return (int64_t)clanq_now_ns();
 }
 
-/* ---- host b: the echo service ---- */
+/*
+ * The exporter's messages, both ways. What arg[] holds:
+ *	T_REGION   in: size, rights, X_ALLOC or X_REGISTER
+ *	           out: key, address (itest_addr_pack), size
+ *	T_CHECK    in: off, len, seed, src_off (into the region)
+ *	           out (status X_BAD): where, X_W_*, the byte, the one wanted
+ *	T_ARM      in: off, len, tag                 out: aux = fired bit
+ *	T_TWSTATE  in: tag
+ *	           out: fired, pending event bits, the endpoint's tw_fires
+ *	T_FREE     -
+ *	T_FIRED    tag, the event's events and cookie, tw_fires; status 0 if
+ *	           that event came, else why not; aux: microseconds since
+ *	           it was armed
+ */
+struct xmsg {
+	__u32 seq;		/* the requester's, in the answer */
+	__u32 slot;		/* the region, in b's table */
+	__u64 arg[4];
+	__s32 status;		/* answer: 0, X_BAD or -errno */
+	__u32 aux;
+};
+
+_Static_assert(sizeof(struct xmsg) <= CLANQ_OOB_PAYLOAD, "an xmsg is one OOB payload");
+
+#define X_ALLOC		0u	/* clanq_region_alloc() */
+#define X_REGISTER	1u	/* clanq_region_register() of our own pages */
+#define X_BAD		1	/* T_CHECK: a byte is wrong */
+#define X_SLOTS		16
+#define X_TWS		4
+#define X_MAX_REGION	(64 * MiB)
+#define TW_EV_COOKIE	0x7e7e0001ull
+
+enum { X_W_RANGE = 1, X_W_BEFORE, X_W_DATA, X_W_AFTER };
+
+static const char *const x_where[] = {
+	[X_W_RANGE] = "range outside the region",
+	[X_W_BEFORE] = "byte before the written range changed",
+	[X_W_DATA] = "written byte wrong",
+	[X_W_AFTER] = "byte after the written range changed",
+};
+
+static const char *x_where_name(__u64 w)
+{
+	return w < ARRAY_SIZE(x_where) && x_where[w] ? x_where[w] : "?";
+}
+
+/* ---- host b: the echo service and the exporter ---- */
+
+struct xregion {
+	bool live;
+	struct clanq_region r;
+	__u8 *bg;		/* its background, for memcmp */
+	void *pages;		/* X_REGISTER: our mapping */
+	size_t pages_len;
+};
+
+struct xtw {
+	bool live;
+	bool waiting;		/* armed, T_FIRED not sent yet */
+	__u32 slot;
+	__u64 tag;
+	struct clanq_addr to;	/* who armed it */
+	int64_t armed_ns;
+	struct clanq_tw tw;
+};
+
+struct xserve {
+	struct clanq_ep ep;	/* the echo service */
+	bool tw_ready;
+	struct clanq_ep tw_ep;	/* owns the tripwires */
+	struct clanq_evq evq;	/* tw_ep's events */
+	struct xregion rg[X_SLOTS];
+	struct xtw tw[X_TWS];
+	__u64 requests, fired, send_errors;
+};
+
+/*
+ * Is m[0, size) background (bg) outside [off, off + len) and pattern
+ * (seed, src_off..) inside? 0 if so, else X_W_* with the first wrong
+ * byte's offset in *at. Every byte, every time: a stray write anywhere
+ * is found.
+ */
+static int region_check(const __u8 *m, const __u8 *bg, __u64 size, __u64 off,
+			__u64 len, __u64 seed, __u64 src_off, __u64 *at)
+{
+	size_t d;
+
+	*at = off;
+	if (off > size || len > size - off)
+		return X_W_RANGE;
+	d = mem_diff(m, bg, off);
+	if (d < off) {
+		*at = d;
+		return X_W_BEFORE;
+	}
+	d = pat_diff(m + off, seed, src_off, len, 0);
+	if (d < len) {
+		*at = off + d;
+		return X_W_DATA;
+	}
+	d = mem_diff(m + off + len, bg + off + len, size - off - len);
+	if (d < size - off - len) {
+		*at = off + len + d;
+		return X_W_AFTER;
+	}
+	return 0;
+}
+
+static struct xregion *x_slot(struct xserve *s, __u32 slot)
+{
+	return slot < X_SLOTS && s->rg[slot].live ? &s->rg[slot] : NULL;
+}
+
+static void x_region(struct xserve *s, const struct xmsg *q, struct xmsg *a)
+{
+	__u64 size = q->arg[0], key = 0;
+	__u32 rights = (__u32)q->arg[1], slot;
+	struct xregion *g = NULL;
+	int err;
+
+	for (slot = 0; slot < X_SLOTS && !g; slot++)
+		if (!s->rg[slot].live)
+			g = &s->rg[slot];
+	if (!g) {
+		a->status = -ENOSPC;
+		return;
+	}
+	if (!size || size > X_MAX_REGION || q->arg[2] > X_REGISTER) {
+		a->status = -EINVAL;
+		return;
+	}
+	memset(g, 0, sizeof(*g));
+	g->bg = malloc(size);
+	if (!g->bg) {
+		a->status = -ENOMEM;
+		return;
+	}
+	bg_fill(g->bg, 0, size);
+	if (q->arg[2] == X_REGISTER) {
+		g->pages_len = (size + PAGE - 1) & ~(PAGE - 1);
+		g->pages = map_anon(g->pages_len);
+		err = g->pages ? clanq_region_register(&dev, &g->r, g->pages, size)
+			       : -ENOMEM;
+	} else {
+		err = clanq_region_alloc(&dev, &g->r, size);
+	}
+	if (!err) {
+		memcpy(g->r.mem, g->bg, size);
+		err = clanq_region_export(&g->r, rights, &key);
+		if (err)
+			clanq_region_free(&g->r);
+	}
+	if (err) {
+		if (g->pages)
+			munmap(g->pages, g->pages_len);
+		free(g->bg);
+		a->status = err;
+		return;
+	}
+	g->live = true;
+	a->slot = (__u32)(g - s->rg);
+	a->arg[0] = key;
+	a->arg[1] = itest_addr_pack(g->r.addr);
+	a->arg[2] = size;
+}
+
+static void x_check(struct xserve *s, const struct xmsg *q, struct xmsg *a)
+{
+	struct xregion *g = x_slot(s, q->slot);
+	__u64 off = q->arg[0], len = q->arg[1], seed = q->arg[2];
+	__u64 src_off = q->arg[3], at;
+	const __u8 *m;
+	int w;
+
+	if (!g) {
+		a->status = -ENOENT;
+		return;
+	}
+	m = g->r.mem;
+	w = region_check(m, g->bg, g->r.size, off, len, seed, src_off, &at);
+	if (!w) {
+		memcpy((__u8 *)g->r.mem + off, g->bg + off, len);
+		return;
+	}
+	a->status = X_BAD;
+	a->arg[0] = at;
+	a->arg[1] = (__u64)w;
+	if (w != X_W_RANGE) {
+		a->arg[2] = m[at];
+		a->arg[3] = w == X_W_DATA ? pat_byte(seed, src_off + at - off, 0)
+					  : pat_byte(BG_SEED, at, TOP);
+	}
+	printf("serve: check of [%llu, +%llu) in region %u: %s at %llu\n",
+	       (unsigned long long)off, (unsigned long long)len,
+	       g->r.addr.id, x_where_name((__u64)w), (unsigned long long)at);
+}
+
+/* The tripwires' endpoint and event queue, made at the first T_ARM. */
+static int x_tw_setup(struct xserve *s)
+{
+	int err, reg;
+
+	if (s->tw_ready)
+		return 0;
+	err = clanq_ep_create(&dev, &s->tw_ep, 16);
+	if (err)
+		return err;
+	err = clanq_evq_create(&dev, &s->evq, 4);
+	if (err) {
+		clanq_ep_destroy(&s->tw_ep);
+		return err;
+	}
+	reg = clanq_evq_register(&s->evq, &s->tw_ep, CLANQ_EV_TRIPWIRE,
+				 TW_EV_COOKIE);
+	if (reg < 0) {
+		clanq_evq_destroy(&s->evq);
+		clanq_ep_destroy(&s->tw_ep);
+		return reg;
+	}
+	s->tw_ready = true;
+	return 0;
+}
+
+static void x_arm(struct xserve *s, const struct clanq_oob_msg *m,
+		  const struct xmsg *q, struct xmsg *a)
+{
+	struct xregion *g = x_slot(s, q->slot);
+	struct xtw *t = NULL;
+	unsigned int i;
+	int err;
+
+	for (i = 0; i < X_TWS && !t; i++)
+		if (!s->tw[i].live)
+			t = &s->tw[i];
+	if (!g || !t) {
+		a->status = !g ? -ENOENT : -ENOSPC;
+		return;
+	}
+	err = x_tw_setup(s);
+	if (!err)
+		err = clanq_tw_create(&s->tw_ep, &t->tw, &g->r, q->arg[0],
+				      q->arg[1], CLANQ_TW_ARMED);
+	if (err) {
+		a->status = err;
+		return;
+	}
+	t->live = true;
+	t->waiting = true;
+	t->slot = q->slot;
+	t->tag = q->arg[2];
+	t->to = m->src;
+	t->armed_ns = now_ns();
+	a->aux = t->tw.bit;
+}
+
+static struct xtw *x_tw_by_tag(struct xserve *s, __u64 tag)
+{
+	unsigned int i;
+
+	for (i = 0; i < X_TWS; i++)
+		if (s->tw[i].live && s->tw[i].tag == tag)
+			return &s->tw[i];
+	return NULL;
+}
+
+static void x_twstate(struct xserve *s, const struct xmsg *q, struct xmsg *a)
+{
+	struct xtw *t = x_tw_by_tag(s, q->arg[0]);
+
+	if (!t) {
+		a->status = -ENOENT;
+		return;
+	}
+	a->arg[0] = clanq_tw_fired(&t->tw);
+	a->arg[1] = __atomic_load_n(&s->evq.pending[0], __ATOMIC_ACQUIRE);
+	a->arg[2] = itest_ctr(&s->tw_ep.counters->tw_fires);
+}
+
+static void x_free(struct xserve *s, const struct xmsg *q, struct xmsg *a)
+{
+	struct xregion *g = x_slot(s, q->slot);
+	unsigned int i;
+
+	if (!g) {
+		a->status = -ENOENT;
+		return;
+	}
+	for (i = 0; i < X_TWS; i++) {
+		if (s->tw[i].live && s->tw[i].slot == q->slot) {
+			clanq_tw_destroy(&s->tw[i].tw);
+			s->tw[i].live = false;
+		}
+	}
+	a->status = clanq_region_free(&g->r);
+	if (g->pages)
+		munmap(g->pages, g->pages_len);
+	free(g->bg);
+	g->live = false;
+}
+
+static void x_send(struct xserve *s, struct clanq_addr to, __u32 type,
+		   const struct xmsg *x)
+{
+	int err = clanq_oob_send(&s->ep, to, type, x, sizeof(*x));
+
+	if (err) {
+		s->send_errors++;
+		fprintf(stderr, "serve: answer %#x to %u:%u: %s\n", type,
+			to.node, to.id, strerror(-err));
+	}
+}
+
+/* An exporter's request: answered here. Return: false if it is none. */
+static bool x_request(struct xserve *s, const struct clanq_oob_msg *m)
+{
+	struct xmsg q, a;
+
+	if (m->type < T_REGION || m->type > T_FREE)
+		return false;
+	memset(&q, 0, sizeof(q));
+	memcpy(&q, m->payload, m->len < sizeof(q) ? m->len : sizeof(q));
+	memset(&a, 0, sizeof(a));
+	a.seq = q.seq;
+	a.slot = q.slot;
+	switch (m->type) {
+	case T_REGION:
+		x_region(s, &q, &a);
+		break;
+	case T_CHECK:
+		x_check(s, &q, &a);
+		break;
+	case T_ARM:
+		x_arm(s, m, &q, &a);
+		break;
+	case T_TWSTATE:
+		x_twstate(s, &q, &a);
+		break;
+	case T_FREE:
+		x_free(s, &q, &a);
+		break;
+	}
+	s->requests++;
+	x_send(s, m->src, m->type | T_REPLY, &a);
+	return true;
+}
+
+/*
+ * Tripwires that fired since we last looked: the event must be on the
+ * queue with them (bounded wait), then T_FIRED tells whoever armed it.
+ */
+static void x_tw_poll(struct xserve *s)
+{
+	struct clanq_event ev;
+	struct xmsg a;
+	unsigned int i;
+	int err;
+
+	for (i = 0; i < X_TWS; i++) {
+		struct xtw *t = &s->tw[i];
+
+		if (!t->live || !t->waiting || !clanq_tw_fired(&t->tw))
+			continue;
+		t->waiting = false;
+		memset(&a, 0, sizeof(a));
+		memset(&ev, 0, sizeof(ev));
+		a.slot = t->slot;
+		a.aux = (__u32)((now_ns() - t->armed_ns) / 1000);
+		err = clanq_evq_wait(&s->evq, &ev, 10 * SEC);
+		if (!err && (!(ev.events & CLANQ_EV_TRIPWIRE) ||
+			     ev.cookie != TW_EV_COOKIE))
+			err = -EPROTO;
+		clanq_tw_clear(&t->tw);
+		a.status = err;
+		a.arg[0] = t->tag;
+		a.arg[1] = ev.events;
+		a.arg[2] = ev.cookie;
+		a.arg[3] = itest_ctr(&s->tw_ep.counters->tw_fires);
+		s->fired++;
+		printf("serve: tripwire %#llx fired (event: %s)\n",
+		       (unsigned long long)t->tag, err ? strerror(-err) : "on the queue");
+		x_send(s, t->to, T_FIRED, &a);
+	}
+}
+
+static void x_close(struct xserve *s)
+{
+	struct xmsg q = { 0 }, a;
+	unsigned int i;
+
+	for (i = 0; i < X_SLOTS; i++) {
+		if (!s->rg[i].live)
+			continue;
+		q.slot = i;
+		x_free(s, &q, &a);
+	}
+	if (s->tw_ready) {
+		clanq_evq_destroy(&s->evq);
+		clanq_ep_destroy(&s->tw_ep);
+	}
+}
 
 static int serve(void)
 {
+	static struct xserve s;
 	struct clanq_ep_attr attr = { .oob_slots = 512, .service = ECHO_SERVICE };
 	struct clanq_oob_msg m;
-	struct clanq_ep ep;
 	int64_t deadline = now_ns() + 600 * SEC;
-	__u64 echoed = 0, errors = 0;
+	__u64 echoed = 0;
 	int err;
 
-	err = clanq_ep_create_attr(&dev, &ep, &attr);
+	err = clanq_ep_create_attr(&dev, &s.ep, &attr);
 	if (err) {
 		fprintf(stderr, "serve: endpoint %u: %s\n", ECHO_SERVICE, strerror(-err));
 		return 1;
 	}
-	printf("serve: echo service at %u:%u\n", ep.addr.node, ep.addr.id);
+	printf("serve: echo service at %u:%u\n", s.ep.addr.node, s.ep.addr.id);
 	fflush(stdout);
 	while (now_ns() < deadline) {
-		if (clanq_oob_recv(&ep, &m)) {
+		x_tw_poll(&s);
+		if (clanq_oob_recv(&s.ep, &m)) {
 			itest_sleep_ns(20000);
 			continue;
 		}
 		if (m.type == T_BYE || m.type == T_DIE) {
-			__u64 dropped = clanq_ep_dropped(&ep);
+			__u64 dropped = clanq_ep_dropped(&s.ep);
 
-			printf("serve: %s from %u:%u after %llu echoes (%llu send errors, %llu dropped)\n",
+			printf("serve: %s from %u:%u after %llu echoes, %llu exporter requests, %llu tripwires fired (%llu send errors, %llu dropped)\n",
 			       m.type == T_BYE ? "bye" : "die", m.src.node, m.src.id,
-			       (unsigned long long)echoed, (unsigned long long)errors,
+			       (unsigned long long)echoed,
+			       (unsigned long long)s.requests,
+			       (unsigned long long)s.fired,
+			       (unsigned long long)s.send_errors,
 			       (unsigned long long)dropped);
-			clanq_ep_destroy(&ep);
+			x_close(&s);
+			clanq_ep_destroy(&s.ep);
 			if (m.type == T_DIE)
 				return 42;
-			return dropped || errors ? 1 : 0;
+			return dropped || s.send_errors ? 1 : 0;
 		}
-		err = clanq_oob_send(&ep, m.src, m.type, m.payload, m.len);
+		if (x_request(&s, &m))
+			continue;
+		err = clanq_oob_send(&s.ep, m.src, m.type, m.payload, m.len);
 		if (err) {
-			errors++;
+			s.send_errors++;
 			fprintf(stderr, "serve: echo to %u:%u: %s\n", m.src.node,
 				m.src.id, strerror(-err));
 		} else {
