@@ -10,7 +10,11 @@
  *                          an exporter that answers the requests below
  *   test_verbs             host a, the suite (cmocka) against b's echo:
  *                          both directions, many endpoints, every byte,
- *                          order, notices, events, the peer's counters
+ *                          order, notices, events, the peer's counters;
+ *                          then RDMA writes into b's regions: import
+ *                          errors, every byte of 1 B .. 4 MiB, order
+ *                          from many endpoints, b's tripwires, and b
+ *                          freeing a region under a stream of writes
  *   test_verbs reconnect   host a, after b reloaded clanq_verbs under
  *                          live connections: traffic flows again over a
  *                          new connection
@@ -686,14 +690,729 @@ static void remote_echo_raises_an_event(void **state __attribute__((unused)))
 	clanq_ep_destroy(&ep);
 }
 
-/* Regions of other hosts cannot be imported yet: a clear errno, nothing held. */
-static void remote_region_import_is_not_supported_yet(void **state __attribute__((unused)))
-{
-	struct clanq_addr region = { .node = peer_node, .id = 1 };
-	struct clanq_ap ap;
+/*
+ * RDMA writes into b's regions. b's exporter (serve) allocates, checks
+ * every byte, arms tripwires and frees, on request; x_call() asks and
+ * waits for the answer.
+ */
 
-	assert_int_equal(clanq_ap_import(&dev, &ap, region, 0, 0, 4096,
-					 CLANQ_RIGHT_WRITE), -EOPNOTSUPP);
+/* an answer from b (CHECK of 4 MiB under TCG is the slowest) */
+#define X_TIMEOUT	(60 * SEC)
+/* an RDMA completion */
+#define W_TIMEOUT	(60 * SEC)
+
+/* A region of b's, as its T_REGION answer described it. */
+struct remote {
+	__u32 slot;
+	struct clanq_addr addr;
+	__u64 key;
+	__u64 size;
+};
+
+static const char *const x_type_name[] = {
+	[T_REGION] = "REGION", [T_CHECK] = "CHECK", [T_ARM] = "ARM",
+	[T_TWSTATE] = "TWSTATE", [T_FREE] = "FREE",
+};
+
+static __u32 x_seq;
+
+/* Ask b; any message but the answer fails the test. */
+static struct xmsg x_call(struct clanq_ep *ep, __u32 type, struct xmsg *q)
+{
+	struct clanq_oob_msg m;
+	struct xmsg a;
+	int64_t deadline;
+	int err;
+
+	q->seq = ++x_seq;
+	err = clanq_oob_send(ep, echo_addr(), type, q, sizeof(*q));
+	if (err)
+		fail_msg("%s #%u to node %u: %s", x_type_name[type], q->seq,
+			 peer_node, strerror(-err));
+	deadline = now_ns() + X_TIMEOUT;
+	while (clanq_oob_recv(ep, &m)) {
+		if (now_ns() > deadline)
+			fail_msg("%s #%u: no answer within %lld s", x_type_name[type],
+				 q->seq, X_TIMEOUT / SEC);
+		itest_sleep_ns(20000);
+	}
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, m.payload, sizeof(a));
+	if (m.type != (type | T_REPLY) || !itest_addr_eq(m.src, echo_addr()) ||
+	    m.len != sizeof(a) || a.seq != q->seq)
+		fail_msg("waiting for the answer to %s #%u: type %#x, %u bytes, seq %u from %u:%u",
+			 x_type_name[type], q->seq, m.type, m.len, a.seq,
+			 m.src.node, m.src.id);
+	return a;
+}
+
+static struct remote x_region_new(struct clanq_ep *ep, __u64 size, __u32 rights,
+				  __u32 kind)
+{
+	struct xmsg q = { .arg = { size, rights, kind } }, a;
+	struct remote r;
+
+	a = x_call(ep, T_REGION, &q);
+	if (a.status)
+		fail_msg("b: a region of %llu bytes: %s", (unsigned long long)size,
+			 strerror(-a.status));
+	r.slot = a.slot;
+	r.key = a.arg[0];
+	r.addr = itest_addr_unpack(a.arg[1]);
+	r.size = a.arg[2];
+	assert_int_equal(r.addr.node, peer_node);
+	assert_int_equal(r.size, size);
+	return r;
+}
+
+/*
+ * b confirms: region r holds pattern (seed, src_off..) at [off, off +
+ * len) and background everywhere else (then [off, off + len) is
+ * background again).
+ */
+static void x_check_region(struct clanq_ep *ep, const struct remote *r, __u64 off,
+			   __u64 len, __u64 seed, __u64 src_off)
+{
+	struct xmsg q = { .slot = r->slot, .arg = { off, len, seed, src_off } }, a;
+
+	a = x_call(ep, T_CHECK, &q);
+	if (a.status == X_BAD)
+		fail_msg("b's region %u, [%llu, +%llu): %s at region offset %llu: %#llx, expected %#llx",
+			 r->addr.id, (unsigned long long)off,
+			 (unsigned long long)len, x_where_name(a.arg[1]),
+			 (unsigned long long)a.arg[0],
+			 (unsigned long long)a.arg[2],
+			 (unsigned long long)a.arg[3]);
+	if (a.status)
+		fail_msg("b: CHECK of region %u: %s", r->addr.id, strerror(-a.status));
+}
+
+static void x_region_free(struct clanq_ep *ep, const struct remote *r)
+{
+	struct xmsg q = { .slot = r->slot }, a;
+
+	a = x_call(ep, T_FREE, &q);
+	if (a.status)
+		fail_msg("b: FREE of region %u: %s", r->addr.id, strerror(-a.status));
+}
+
+/* The next completion of ep, within W_TIMEOUT. */
+static void wait_done(struct clanq_ep *ep, struct clanq_rdma_comp *c)
+{
+	int64_t deadline = now_ns() + W_TIMEOUT;
+
+	while (clanq_rdma_poll(ep, c)) {
+		if (now_ns() > deadline)
+			fail_msg("no RDMA completion within %lld s (the engine took %llu requests)",
+				 W_TIMEOUT / SEC,
+				 (unsigned long long)itest_ctr(&ep->counters->rdma_reqs));
+		itest_sleep_ns(20000);
+	}
+}
+
+static void expect_done(struct clanq_ep *ep, __u64 cookie, int status, __u64 len)
+{
+	struct clanq_rdma_comp c;
+
+	memset(&c, 0, sizeof(c));
+	wait_done(ep, &c);
+	if (c.cookie != cookie || c.status != status || c.len != len)
+		fail_msg("completion: cookie %#llx status %d len %llu; expected cookie %#llx status %d len %llu",
+			 (unsigned long long)c.cookie, c.status,
+			 (unsigned long long)c.len, (unsigned long long)cookie,
+			 status, (unsigned long long)len);
+}
+
+/* Post one request, which must be taken. */
+static void post(struct clanq_ep *ep, __u32 src, __u32 ap, __u64 src_off,
+		 __u64 dst_off, __u64 len, __u64 cookie)
+{
+	struct clanq_rdma_req q = itest_rdma_req(src, ap, src_off, dst_off, len,
+						 cookie, REQ_DONE);
+	int err = clanq_rdma_post(ep, &q);
+
+	assert_int_equal(err, 0);
+}
+
+/*
+ * Importing a region of the other host: the errors the loop wire gives,
+ * from the exporter's kernel; and no PIO mapping, whatever the rights.
+ */
+static void remote_import_errors_and_no_pio(void **state __attribute__((unused)))
+{
+	struct clanq_ep ep;
+	struct remote w, rw;
+	struct clanq_addr absent, nowhere = { .node = 0xabcdef, .id = 1 };
+	struct clanq_ap ap;
+	int err;
+
+	assert_int_equal(clanq_ep_create(&dev, &ep, 64), 0);
+	w = x_region_new(&ep, 64 * KiB, CLANQ_RIGHT_WRITE, X_ALLOC);
+	rw = x_region_new(&ep, 64 * KiB, CLANQ_RIGHTS_ALL, X_ALLOC);
+	absent = w.addr;
+	absent.id += 0x100000;
+
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key ^ 1, 0, 4096, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ENOENT);			/* wrong key */
+	err = clanq_ap_import(&dev, &ap, absent, w.key, 0, 4096, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ENOENT);			/* no such region */
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 0, 4096, CLANQ_RIGHTS_ALL);
+	assert_int_equal(err, -EACCES);			/* read: not exported */
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 0, 4096, CLANQ_RIGHT_READ);
+	assert_int_equal(err, -EACCES);
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 0, 64 * KiB + 1, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ERANGE);			/* one byte past the end */
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 64 * KiB, 1, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ERANGE);
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, ~0ull - 1, 4, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ERANGE);			/* wraps around */
+	err = clanq_ap_import(&dev, &ap, nowhere, w.key, 0, 4096, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -EHOSTUNREACH);
+
+	/* the right import works, and cannot be mapped: writes go by RDMA */
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 4096 + 3, 60 * KiB - 3,
+			      CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, 0);
+	assert_int_equal(ap.len, 60 * KiB - 3);
+	assert_int_equal(ap.map_size, 0);
+	err = clanq_ap_map(&ap);
+	assert_int_equal(err, -EOPNOTSUPP);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	/* even with CLANQ_RIGHT_READ, which a loop-wire mapping needs */
+	err = clanq_ap_import(&dev, &ap, rw.addr, rw.key, 0, 64 * KiB, CLANQ_RIGHTS_ALL);
+	assert_int_equal(err, 0);
+	assert_int_equal(ap.map_size, 0);
+	err = clanq_ap_map(&ap);
+	assert_int_equal(err, -EOPNOTSUPP);
+	assert_null(ap.map);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+
+	x_region_free(&ep, &w);
+	x_region_free(&ep, &rw);
+	/* a freed region is gone for importers too */
+	err = clanq_ap_import(&dev, &ap, w.addr, w.key, 0, 4096, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ENOENT);
+	assert_true(itest_quiet(&ep));
+	clanq_ep_destroy(&ep);
+}
+
+/* Sources on this host, destinations on b: allocated and registered. */
+enum { K_ALLOC, K_REG, K_N };
+
+static const char *const kind_name[K_N] = { "allocated", "registered" };
+
+#define XF_REGION	(4 * MiB + 16 * KiB)
+/* the apertures onto b's regions: an odd start, guards at both ends */
+#define XF_AP_OFF	(PAGE + 3)
+#define XF_AP_LEN	(4 * MiB + 8 * KiB + 1)
+
+struct xfer {
+	__u64 len, src_off, dst_off;
+};
+
+static const struct xfer remote_xfers[] = {
+	{ 0, 3, 5 },
+	{ 1, 0, 0 },
+	{ 1, 4095, XF_AP_LEN - 1 },		/* the aperture's last byte */
+	{ 7, 1, 4094 },
+	{ 7, 8, 13 },
+	{ 64, 7, 9 },
+	{ 64, 4096, 4096 },
+	{ 4 * KiB, 0, 4096 },
+	{ 4 * KiB, 4095, 1 },			/* across pages both ends */
+	{ 64 * KiB + 3, 3, 5 },
+	{ 64 * KiB + 3, 65536, XF_AP_LEN - (64 * KiB + 3) },	/* to the end */
+	{ 1 * MiB, 12345, 777 },
+	{ 4 * MiB, 5, 4093 },
+};
+
+/*
+ * Writes of 0 B .. 4 MiB from allocated and registered memory here, at
+ * odd offsets, into allocated and registered regions of b: each
+ * completes once with its length, and b finds every byte where it
+ * belongs and nothing changed around it. A write past the aperture is
+ * refused and changes nothing.
+ */
+static void remote_writes_land_byte_for_byte(void **state __attribute__((unused)))
+{
+	struct clanq_ep_attr attr = { .rq_slots = 16, .cq_slots = 16 };
+	struct clanq_region src[K_N];
+	struct clanq_ap ap[K_N];
+	struct remote dst[K_N];
+	struct clanq_ep ep, ctl;
+	__u8 *src_mem[K_N], *reg_pages;
+	__u64 rnd = itest_seed("verbs: remote writes"), cookie = 0x5e00, seed;
+	__u64 big_bytes = 0, bytes = 0;
+	int64_t t, big_ns = 0, t0 = now_ns();
+	unsigned int i, s, d, n = 0;
+	int err;
+
+	assert_int_equal(clanq_ep_create(&dev, &ctl, 64), 0);
+	assert_int_equal(clanq_ep_create_attr(&dev, &ep, &attr), 0);
+	assert_int_equal(clanq_region_alloc(&dev, &src[K_ALLOC], XF_REGION), 0);
+	reg_pages = map_anon(XF_REGION);
+	assert_non_null(reg_pages);
+	assert_int_equal(clanq_region_register(&dev, &src[K_REG], reg_pages, XF_REGION), 0);
+	src_mem[K_ALLOC] = src[K_ALLOC].mem;
+	src_mem[K_REG] = reg_pages;
+	for (d = 0; d < K_N; d++) {
+		dst[d] = x_region_new(&ctl, XF_REGION, CLANQ_RIGHT_WRITE,
+				      d == K_REG ? X_REGISTER : X_ALLOC);
+		err = clanq_ap_import(&dev, &ap[d], dst[d].addr, dst[d].key,
+				      XF_AP_OFF, XF_AP_LEN, CLANQ_RIGHT_WRITE);
+		assert_int_equal(err, 0);
+		assert_int_equal(ap[d].len, XF_AP_LEN);
+	}
+
+	for (i = 0; i < ARRAY_SIZE(remote_xfers); i++) {
+		const struct xfer *x = &remote_xfers[i];
+
+		for (s = 0; s < K_N; s++) {
+			for (d = 0; d < K_N; d++) {
+				/* MiB-sized ones: two of the four pairings */
+				if (x->len > 64 * KiB + 3 && s == d)
+					continue;
+				seed = itest_rand(&rnd);
+				pat_fill(src_mem[s] + x->src_off, seed, x->src_off,
+					 x->len, 0);
+				t = now_ns();
+				post(&ep, src[s].addr.id, ap[d].id, x->src_off,
+				     x->dst_off, x->len, ++cookie);
+				expect_done(&ep, cookie, 0, x->len);
+				t = now_ns() - t;
+				if (x->len >= 1 * MiB) {
+					printf("%s -> %s on node %u: %llu bytes in %.1f ms, %.1f MiB/s\n",
+					       kind_name[s], kind_name[d], peer_node,
+					       (unsigned long long)x->len, t / 1e6,
+					       mib_per_s(x->len, t));
+					big_bytes += x->len;
+					big_ns += t;
+				}
+				x_check_region(&ctl, &dst[d], XF_AP_OFF + x->dst_off,
+					       x->len, seed, x->src_off);
+				bytes += x->len;
+				n++;
+			}
+		}
+	}
+	/* past the aperture's end by one byte: refused, nothing written */
+	post(&ep, src[K_ALLOC].addr.id, ap[K_ALLOC].id, 0, XF_AP_LEN - 1, 2, ++cookie);
+	expect_done(&ep, cookie, -ERANGE, 0);
+	x_check_region(&ctl, &dst[K_ALLOC], 0, 0, 0, 0);
+	assert_true(itest_wait_ctr(&ep.counters->rdma_reqs, n + 1));
+	assert_true(itest_wait_ctr(&ep.counters->rdma_errors, 1));
+	printf("%u remote writes, %llu bytes, each checked by node %u, in %.1f s; MiB-sized: %.1f MiB/s\n",
+	       n, (unsigned long long)bytes, peer_node, (now_ns() - t0) / 1e9,
+	       mib_per_s(big_bytes, big_ns));
+
+	for (d = 0; d < K_N; d++) {
+		assert_int_equal(clanq_ap_close(&ap[d]), 0);
+		x_region_free(&ctl, &dst[d]);
+	}
+	for (s = 0; s < K_N; s++)
+		assert_int_equal(clanq_region_free(&src[s]), 0);
+	munmap(reg_pages, XF_REGION);
+	assert_true(itest_quiet(&ctl));
+	clanq_ep_destroy(&ep);
+	clanq_ep_destroy(&ctl);
+}
+
+#define W_EPS		8
+#define W_PER_EP	32
+#define W_CHUNKS	(W_EPS * W_PER_EP)
+#define W_MAX_CHUNK	8192
+#define W_REGION	(W_CHUNKS * W_MAX_CHUNK + 64 * KiB)
+#define W_AP_OFF	777
+
+/*
+ * 8 endpoints, 32 writes each, posted interleaved (half of them in
+ * batches: post_init, then one push), together filling one range of b's
+ * region chunk by chunk: every completion comes once, each endpoint's
+ * in order with its cookies, status 0 and the length; then b finds the
+ * whole range byte for byte.
+ */
+static void many_endpoints_remote_writes_complete_once_in_order(void **state __attribute__((unused)))
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct clanq_ep eps[W_EPS], ctl;
+	struct clanq_region src;
+	struct clanq_rdma_comp c;
+	struct clanq_rdma_req q;
+	struct clanq_ap ap;
+	struct remote dst;
+	static __u64 off[W_CHUNKS + 1];
+	__u32 got[W_EPS] = {}, batch[W_EPS] = {};
+	__u64 seed = itest_seed("verbs: many endpoints' writes");
+	int64_t t0, deadline;
+	unsigned int e, j, k, done = 0;
+	int err;
+
+	assert_int_equal(clanq_ep_create(&dev, &ctl, 64), 0);
+	for (e = 0; e < W_EPS; e++)
+		assert_int_equal(clanq_ep_create_attr(&dev, &eps[e], &attr), 0);
+	/* chunk k (endpoint k % W_EPS, its write k / W_EPS) is [off[k], off[k + 1]) */
+	for (k = 0; k < W_CHUNKS; k++)
+		off[k + 1] = off[k] + 1 + mix64(seed + k) % W_MAX_CHUNK;
+	assert_int_equal(clanq_region_alloc(&dev, &src, W_REGION), 0);
+	pat_fill(src.mem, seed, 0, off[W_CHUNKS], 0);
+	dst = x_region_new(&ctl, W_REGION, CLANQ_RIGHT_WRITE, X_ALLOC);
+	err = clanq_ap_import(&dev, &ap, dst.addr, dst.key, W_AP_OFF,
+			      W_REGION - W_AP_OFF, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, 0);
+
+	t0 = now_ns();
+	deadline = t0 + 120 * SEC;
+	for (j = 0; j < W_PER_EP; j++) {
+		for (e = 0; e < W_EPS; e++) {
+			k = j * W_EPS + e;
+			q = itest_rdma_req(src.addr.id, ap.id, off[k], off[k],
+					   off[k + 1] - off[k],
+					   (__u64)e << 32 | j, REQ_DONE);
+			if (e % 2) {
+				err = clanq_rdma_post(&eps[e], &q);
+				assert_int_equal(err, 0);
+				continue;
+			}
+			err = clanq_rdma_post_init(&eps[e], &q);
+			assert_int_equal(err, 0);
+			if (++batch[e] % 4 == 0 || j == W_PER_EP - 1) {
+				err = clanq_rdma_post_push(&eps[e]);
+				assert_int_equal(err, 0);
+			}
+		}
+	}
+	while (done < W_CHUNKS) {
+		bool any = false;
+
+		if (now_ns() > deadline)
+			fail_msg("after 120 s: %u of %u completions", done, W_CHUNKS);
+		for (e = 0; e < W_EPS; e++) {
+			while (!clanq_rdma_poll(&eps[e], &c)) {
+				any = true;
+				if (got[e] == W_PER_EP)
+					fail_msg("endpoint %u: a completion more than its %u writes: cookie %#llx status %d",
+						 e, W_PER_EP,
+						 (unsigned long long)c.cookie, c.status);
+				k = got[e] * W_EPS + e;
+				if (c.cookie != ((__u64)e << 32 | got[e]) || c.status ||
+				    c.len != off[k + 1] - off[k])
+					fail_msg("endpoint %u, completion %u: cookie %#llx status %d len %llu; expected cookie %#llx status 0 len %llu",
+						 e, got[e], (unsigned long long)c.cookie,
+						 c.status, (unsigned long long)c.len,
+						 (unsigned long long)((__u64)e << 32 | got[e]),
+						 (unsigned long long)(off[k + 1] - off[k]));
+				got[e]++;
+				done++;
+			}
+		}
+		if (!any)
+			itest_sleep_ns(20000);
+	}
+	t0 = now_ns() - t0;
+	/* exactly once: nothing more comes */
+	itest_sleep_ns(100 * ITEST_NS_PER_MS);
+	for (e = 0; e < W_EPS; e++) {
+		err = clanq_rdma_poll(&eps[e], &c);
+		assert_int_equal(err, -EAGAIN);
+		assert_true(itest_wait_ctr(&eps[e].counters->rdma_reqs, W_PER_EP));
+		assert_int_equal(itest_ctr(&eps[e].counters->rdma_errors), 0);
+	}
+	x_check_region(&ctl, &dst, W_AP_OFF, off[W_CHUNKS], seed, 0);
+	printf("%u endpoints x %u writes, %llu bytes to node %u, in %.2f s (%.1f MiB/s), every byte checked\n",
+	       W_EPS, W_PER_EP, (unsigned long long)off[W_CHUNKS], peer_node,
+	       t0 / 1e9, mib_per_s(off[W_CHUNKS], t0));
+
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	x_region_free(&ctl, &dst);
+	assert_int_equal(clanq_region_free(&src), 0);
+	for (e = 0; e < W_EPS; e++)
+		clanq_ep_destroy(&eps[e]);
+	assert_true(itest_quiet(&ctl));
+	clanq_ep_destroy(&ctl);
+}
+
+#define TWR_REGION	(64 * KiB)
+#define TWR_OFF		8195		/* the tripwire: odd start and length */
+#define TWR_LEN		45
+#define TWR_TAG		0x7a9e0001ull
+
+static struct xmsg x_twstate_of(struct clanq_ep *ctl, __u64 tag)
+{
+	struct xmsg q = { .arg = { tag } }, a;
+
+	a = x_call(ctl, T_TWSTATE, &q);
+	if (a.status)
+		fail_msg("b: TWSTATE: %s", strerror(-a.status));
+	return a;
+}
+
+/* One write from src (pattern seed) to [off, off + len) of ap; b checks it. */
+static void tw_write(struct clanq_ep *ep, struct clanq_ep *ctl,
+		     struct clanq_region *src, struct clanq_ap *ap,
+		     const struct remote *r, __u64 off, __u64 len, __u64 seed,
+		     __u64 *cookie)
+{
+	pat_fill(src->mem, seed, 0, len, 0);
+	post(ep, src->addr.id, ap->id, 0, off, len, ++*cookie);
+	expect_done(ep, *cookie, 0, len);
+	x_check_region(ctl, r, off, len, seed, 0);
+}
+
+/*
+ * b arms a tripwire on 45 bytes of its region. Our writes that end
+ * just before it, or start just after it, do not fire it; the write of
+ * its last byte does: b's loop sees it fired and its event on b's event
+ * queue. It was one-shot: another write into it does not fire it again.
+ */
+static void remote_write_fires_the_tripwire_it_touches_only(void **state __attribute__((unused)))
+{
+	struct clanq_ep_attr attr = { .rq_slots = 16, .cq_slots = 16 };
+	struct clanq_ep ep, ctl;
+	struct clanq_region src;
+	struct clanq_oob_msg m;
+	struct clanq_ap ap;
+	struct remote r;
+	struct xmsg q, a, f;
+	__u64 cookie = 0x7700, seed = 0x71;
+	int64_t t;
+	int err;
+
+	assert_int_equal(clanq_ep_create(&dev, &ctl, 64), 0);
+	assert_int_equal(clanq_ep_create_attr(&dev, &ep, &attr), 0);
+	assert_int_equal(clanq_region_alloc(&dev, &src, 4096), 0);
+	r = x_region_new(&ctl, TWR_REGION, CLANQ_RIGHT_WRITE, X_ALLOC);
+	err = clanq_ap_import(&dev, &ap, r.addr, r.key, 0, TWR_REGION, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, 0);
+
+	memset(&q, 0, sizeof(q));
+	q.slot = r.slot;
+	q.arg[0] = TWR_OFF;
+	q.arg[1] = TWR_LEN;
+	q.arg[2] = TWR_TAG;
+	a = x_call(&ctl, T_ARM, &q);
+	if (a.status)
+		fail_msg("b: ARM: %s", strerror(-a.status));
+
+	/* around it, up to its edges: no fire, no event */
+	tw_write(&ep, &ctl, &src, &ap, &r, TWR_OFF - 1, 1, ++seed, &cookie);
+	tw_write(&ep, &ctl, &src, &ap, &r, TWR_OFF + TWR_LEN, 1, ++seed, &cookie);
+	tw_write(&ep, &ctl, &src, &ap, &r, TWR_OFF - 3000, 3000, ++seed, &cookie);
+	tw_write(&ep, &ctl, &src, &ap, &r, TWR_OFF + TWR_LEN, 4000, ++seed, &cookie);
+	tw_write(&ep, &ctl, &src, &ap, &r, 0, 4096, ++seed, &cookie);
+	a = x_twstate_of(&ctl, TWR_TAG);
+	assert_int_equal(a.arg[0], 0);		/* not fired */
+	assert_int_equal(a.arg[1], 0);		/* no event waiting */
+	assert_int_equal(a.arg[2], 0);		/* none fired on that endpoint */
+	/* and no T_FIRED on its way */
+	assert_true(itest_quiet(&ctl));
+
+	/* its last byte */
+	t = now_ns();
+	pat_fill(src.mem, ++seed, 0, 1, 0);
+	post(&ep, src.addr.id, ap.id, 0, TWR_OFF + TWR_LEN - 1, 1, ++cookie);
+	expect_done(&ep, cookie, 0, 1);
+	err = itest_recv(&ctl, &m, 30 * SEC);
+	if (err)
+		fail_msg("b did not report its tripwire fired within 30 s");
+	t = now_ns() - t;
+	memset(&f, 0, sizeof(f));
+	memcpy(&f, m.payload, sizeof(f));
+	assert_int_equal(m.type, T_FIRED);
+	assert_true(itest_addr_eq(m.src, echo_addr()));
+	assert_int_equal(f.arg[0], TWR_TAG);
+	if (f.status)
+		fail_msg("b: the tripwire fired, its event did not come: %s (events %#llx cookie %#llx)",
+			 strerror(-f.status), (unsigned long long)f.arg[1],
+			 (unsigned long long)f.arg[2]);
+	assert_true(f.arg[1] & CLANQ_EV_TRIPWIRE);
+	assert_int_equal(f.arg[2], TW_EV_COOKIE);
+	assert_int_equal(f.arg[3], 1);			/* once */
+	x_check_region(&ctl, &r, TWR_OFF + TWR_LEN - 1, 1, seed, 0);
+	printf("tripwire on node %u fired by our RDMA write: reported %.1f ms after the post\n",
+	       peer_node, t / 1e6);
+
+	/* one-shot: disarmed by the fire */
+	tw_write(&ep, &ctl, &src, &ap, &r, TWR_OFF, TWR_LEN, ++seed, &cookie);
+	a = x_twstate_of(&ctl, TWR_TAG);
+	assert_int_equal(a.arg[0], 0);
+	assert_int_equal(a.arg[1], 0);
+	assert_int_equal(a.arg[2], 1);
+	assert_true(itest_quiet(&ctl));
+
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	x_region_free(&ctl, &r);
+	assert_int_equal(clanq_region_free(&src), 0);
+	clanq_ep_destroy(&ep);
+	clanq_ep_destroy(&ctl);
+}
+
+#define RV_REGION	(1 * MiB)
+#define RV_LEN		(16 * KiB)
+#define RV_RQ		64
+#define RV_OK_FIRST	16	/* writes that succeed before we ask for the free */
+#define RV_AFTER	16	/* writes posted after b said it freed it */
+#define RV_MAX		8192	/* a backstop: the deadline is the bound */
+#define RV_COOKIE	0x2e40c3dull
+
+/*
+ * a streams writes into b's region, its request queue kept full; b
+ * frees the region mid-stream. Every completion comes in order: success,
+ * then -ENXIO from some point on, never success again; the writes
+ * posted after b's answer all fail -ENXIO; the import's notify endpoint
+ * gets the revoked notice. A region of b's beside it, imported through
+ * the same connection, still takes writes, and the echo still answers.
+ */
+static void remote_region_freed_mid_stream_fails_writes_with_enxio(void **state __attribute__((unused)))
+{
+	struct clanq_ep_attr attr = { .rq_slots = RV_RQ, .cq_slots = 2 * RV_RQ };
+	struct clanq_ap_attr note = { .notify_ep = 0, .notify_cookie = RV_COOKIE };
+	static bool after[RV_MAX];
+	struct clanq_ep ep, ctl;
+	struct clanq_region src;
+	struct clanq_rdma_comp c;
+	struct clanq_rdma_req rq;
+	struct clanq_oob_msg m;
+	const struct clanq_oob_revoked *rv;
+	struct clanq_ap ap, ap2;
+	struct remote r, r2;
+	struct xmsg fq;
+	__u64 seed = itest_seed("verbs: revoke"), partial = 0;
+	__u32 posted = 0, done = 0, ok = 0, enxio_before = 0, enxio_after = 0;
+	__u32 n_after = 0, queued_at_ask = 0, late = 0;
+	bool asked = false, freed = false, failing = false;
+	int64_t t0 = now_ns(), deadline = t0 + 120 * SEC, t_ask = 0, t_freed = 0;
+	int err;
+
+	memset(after, 0, sizeof(after));
+	assert_int_equal(clanq_ep_create(&dev, &ctl, 64), 0);
+	assert_int_equal(clanq_ep_create_attr(&dev, &ep, &attr), 0);
+	assert_int_equal(clanq_region_alloc(&dev, &src, RV_LEN), 0);
+	pat_fill(src.mem, seed, 0, RV_LEN, 0);
+	r = x_region_new(&ctl, RV_REGION, CLANQ_RIGHT_WRITE, X_ALLOC);
+	r2 = x_region_new(&ctl, 64 * KiB, CLANQ_RIGHT_WRITE, X_ALLOC);
+	note.notify_ep = ep.addr.id;
+	err = clanq_ap_import_attr(&dev, &ap, r.addr, r.key, 0, RV_REGION,
+				   CLANQ_RIGHT_WRITE, &note);
+	assert_int_equal(err, 0);
+	err = clanq_ap_import(&dev, &ap2, r2.addr, r2.key, 0, 64 * KiB, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, 0);
+
+	memset(&fq, 0, sizeof(fq));
+	fq.slot = r.slot;
+	fq.seq = ++x_seq;
+	for (;;) {
+		if (now_ns() > deadline)
+			fail_msg("after 120 s: %u posted, %u completed (%u ok, %u -ENXIO), %s",
+				 posted, done, ok, enxio_before + enxio_after,
+				 !asked ? "FREE not asked for" :
+				 !freed ? "b never answered FREE" : "b freed it");
+		/* keep the queue full until enough went in after the free */
+		while (n_after < RV_AFTER && posted < RV_MAX) {
+			rq = itest_rdma_req(src.addr.id, ap.id, 0,
+					    (posted % (RV_REGION / RV_LEN)) * RV_LEN,
+					    RV_LEN, posted, REQ_DONE);
+			err = clanq_rdma_post(&ep, &rq);
+			if (err == -EAGAIN)
+				break;
+			assert_int_equal(err, 0);
+			after[posted++] = freed;
+			n_after += freed;
+		}
+		if (posted == RV_MAX)
+			fail_msg("%u writes posted, %u after b freed the region", posted, n_after);
+		while (!clanq_rdma_poll(&ep, &c)) {
+			if (c.cookie != done)
+				fail_msg("completion %llu, expected %u", (unsigned long long)c.cookie, done);
+			if (after[done]) {
+				if (c.status != -ENXIO)
+					fail_msg("write %u, posted after b freed the region: status %d len %llu",
+						 done, c.status, (unsigned long long)c.len);
+				enxio_after++;
+				failing = true;
+			} else if (c.status == 0) {
+				late += freed;
+				if (failing)
+					fail_msg("write %u succeeded after an earlier one failed -ENXIO", done);
+				if (c.len != RV_LEN)
+					fail_msg("write %u: %llu bytes", done, (unsigned long long)c.len);
+				ok++;
+			} else if (c.status == -ENXIO) {
+				if (!asked)
+					fail_msg("write %u failed -ENXIO before b was asked to free", done);
+				if (c.len > RV_LEN)
+					fail_msg("write %u: -ENXIO after %llu bytes", done,
+						 (unsigned long long)c.len);
+				partial += c.len != 0;
+				late += freed;
+				failing = true;
+				enxio_before++;
+			} else {
+				fail_msg("write %u: status %d (%s)", done, c.status, strerror(-c.status));
+			}
+			done++;
+		}
+		if (!asked && ok >= RV_OK_FIRST) {
+			/* mid-stream: the queue is full behind the write in flight */
+			err = clanq_oob_send(&ctl, echo_addr(), T_FREE, &fq, sizeof(fq));
+			assert_int_equal(err, 0);
+			asked = true;
+			queued_at_ask = posted - done;
+			t_ask = now_ns();
+		}
+		if (asked && !freed && !clanq_oob_recv(&ctl, &m)) {
+			struct xmsg a;
+
+			memcpy(&a, m.payload, sizeof(a));
+			if (m.type != (T_FREE | T_REPLY) || a.seq != fq.seq)
+				fail_msg("waiting for FREE's answer: type %#x seq %u", m.type, a.seq);
+			if (a.status)
+				fail_msg("b: FREE: %s", strerror(-a.status));
+			freed = true;
+			t_freed = now_ns();
+		}
+		if (n_after >= RV_AFTER && done == posted)
+			break;
+		itest_sleep_ns(20000);
+	}
+	printf("revoke: b freed the region %.1f ms after we asked, %u writes queued then; %u succeeded, %u failed -ENXIO (%u partly written; %u of all these completed after b's answer), the %u posted after it failed -ENXIO; %.1f s\n",
+	       (t_freed - t_ask) / 1e6, queued_at_ask, ok, enxio_before,
+	       (unsigned int)partial, late, enxio_after, (now_ns() - t0) / 1e9);
+	assert_true(failing);
+	assert_int_equal(enxio_after, RV_AFTER);
+	assert_true(itest_wait_ctr(&ep.counters->rdma_errors, enxio_before + enxio_after));
+
+	/* the notice, on the import's notify endpoint */
+	err = itest_recv(&ep, &m, 20 * SEC);
+	if (err)
+		fail_msg("no CLANQ_OOB_REVOKED notice within 20 s");
+	assert_int_equal(m.type, CLANQ_OOB_REVOKED);
+	assert_true(itest_addr_eq(m.src, r.addr));
+	rv = (const struct clanq_oob_revoked *)m.payload;
+	assert_int_equal(rv->ap, ap.id);
+	assert_int_equal(rv->cookie, RV_COOKIE);
+	assert_true(itest_quiet(&ep));
+
+	/* later writes: -ENXIO, nothing written */
+	post(&ep, src.addr.id, ap.id, 0, 0, RV_LEN, 0xafe);
+	expect_done(&ep, 0xafe, -ENXIO, 0);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	err = clanq_ap_import(&dev, &ap, r.addr, r.key, 0, RV_REGION, CLANQ_RIGHT_WRITE);
+	assert_int_equal(err, -ENOENT);
+
+	/* the region beside it, through the same connection: unharmed */
+	post(&ep, src.addr.id, ap2.id, 0, 3, RV_LEN, 0xb0b);
+	expect_done(&ep, 0xb0b, 0, RV_LEN);
+	x_check_region(&ctl, &r2, 3, RV_LEN, seed, 0);
+	assert_int_equal(itest_send(&ctl, echo_addr(), T_DATA, 0x2e1, 1), 0);
+	assert_int_equal(itest_recv(&ctl, &m, 20 * SEC), 0);
+	assert_null(itest_check(&m, echo_addr(), T_DATA, 0x2e1, 1));
+
+	assert_int_equal(clanq_ap_close(&ap2), 0);
+	x_region_free(&ctl, &r2);
+	assert_int_equal(clanq_region_free(&src), 0);
+	assert_true(itest_quiet(&ctl));
+	clanq_ep_destroy(&ep);
+	clanq_ep_destroy(&ctl);
 }
 
 /*
@@ -799,7 +1518,11 @@ static int suite(void)
 		cmocka_unit_test(unknown_endpoint_comes_back_unreachable),
 		cmocka_unit_test(unknown_node_is_unreachable),
 		cmocka_unit_test(remote_echo_raises_an_event),
-		cmocka_unit_test(remote_region_import_is_not_supported_yet),
+		cmocka_unit_test(remote_import_errors_and_no_pio),
+		cmocka_unit_test(remote_writes_land_byte_for_byte),
+		cmocka_unit_test(many_endpoints_remote_writes_complete_once_in_order),
+		cmocka_unit_test(remote_write_fires_the_tripwire_it_touches_only),
+		cmocka_unit_test(remote_region_freed_mid_stream_fails_writes_with_enxio),
 		cmocka_unit_test(a_node_the_peer_does_not_know_is_refused),
 		cmocka_unit_test(peer_is_up_and_counted),
 		cmocka_unit_test(bye),
