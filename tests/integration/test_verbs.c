@@ -1694,9 +1694,11 @@ static void an_import_that_makes_the_connection_gets_its_answer(void **state __a
 		err[i] = clanq_ap_import(&tdev, &ap, r.addr, i % 2 ? r.key : r.key ^ 1,
 					 0, 64 * KiB, CLANQ_RIGHT_WRITE);
 		t = now_ns() - t;
-		printf("new connection %u: import with the %s key: %s in %.0f ms\n", i,
-		       i % 2 ? "right" : "wrong", err[i] ? strerror(-err[i]) : "granted",
-		       t / 1e6);
+		st = peer_stat();
+		/* connects 0: no connection within connect_ms; 1: the answer was lost */
+		printf("new connection %u: import with the %s key: %s in %.0f ms (then: peer state %u, connects %u, last error %d)\n",
+		       i, i % 2 ? "right" : "wrong", err[i] ? strerror(-err[i]) : "granted",
+		       t / 1e6, st.state, st.connects, st.last_error);
 		if (!err[i]) {
 			post(&ep, src.addr.id, ap.id, 0, 100 * i, 4096, i);
 			expect_done(&ep, i, 0, 4096);
