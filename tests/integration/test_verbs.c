@@ -812,8 +812,9 @@ static int x_teardown(void **state __attribute__((unused)))
 	 * ERROR, which the results do not count, instead of FAILED.
 	 */
 	clanq_close(&tdev);
-	err = clanq_ep_create(&dev, &ep, 64);
-	for (i = 0; i < X_SLOTS && !err; i++) {
+	if (clanq_ep_create(&dev, &ep, 64))
+		return 0;
+	for (i = 0; i < X_SLOTS; i++) {
 		if (!x_held[i])
 			continue;
 		memset(&q, 0, sizeof(q));
@@ -823,8 +824,7 @@ static int x_teardown(void **state __attribute__((unused)))
 		       err ? strerror(-err) : a.status ? strerror(-a.status) : "freed");
 		x_held[i] = false;
 	}
-	if (!err)
-		clanq_ep_destroy(&ep);
+	clanq_ep_destroy(&ep);
 	return 0;
 }
 
