@@ -572,8 +572,15 @@ static void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 			clanq_vconn_kill(conn, err);
 	}
 	if (wr) {
-		/* the WRITEs ahead of it failed first, if one did: say why */
-		wr->status = err ? READ_ONCE(conn->wr_error) ?: err : 0;
+		/*
+		 * The WRITEs ahead of it failed first, if one did: say why.
+		 * Otherwise the connection ended under it (iWARP reports
+		 * a refused rkey by a TERMINATE, not on the WRITE), and the
+		 * import with it: -ENXIO, but for a peer that stopped
+		 * answering (-ETIMEDOUT).
+		 */
+		wr->status = !err ? 0 : READ_ONCE(conn->wr_error) ?:
+			     err == -ETIMEDOUT ? err : -ENXIO;
 		clanq_vwrite_unmap(wr, conn);
 		/* an idle engine hears now; a busy one from the work queue */
 		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
