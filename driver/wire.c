@@ -100,13 +100,30 @@ void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer)
 /*
  * Exported region @r is being freed; its owner's ctx->lock is held. A
  * wire to other hosts makes sure no peer writes into it any more.
+ *
+ * Not under clanq_wire_admin_lock: that is held while a binding waits
+ * for connections to be torn down, which takes the RDMA CM's and the
+ * provider's locks (siw: a socket's, under which mmap_lock is taken, and
+ * ctx->lock under that). The wire is found as routing finds it, under
+ * RCU, and held by its module while it works.
  */
 void clanq_wire_region_gone(struct clanq_kregion *r)
 {
-	mutex_lock(&clanq_wire_admin_lock);
-	if (clanq_admin_wire && clanq_admin_wire->admin->region_gone)
-		clanq_admin_wire->admin->region_gone(r);
-	mutex_unlock(&clanq_wire_admin_lock);
+	struct clanq_wire *wire, *found = NULL;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(wire, &clanq_wires, node) {
+		if (wire->admin && wire->admin->region_gone &&
+		    try_module_get(wire->ops->owner)) {
+			found = wire;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	if (found) {
+		found->admin->region_gone(r);
+		module_put(found->ops->owner);
+	}
 }
 
 /* sysfs "wire": the wires this node's traffic may take, in routing order */
