@@ -215,6 +215,11 @@ static LIST_HEAD(clanq_v_conns);
 static struct workqueue_struct *clanq_v_wq;
 /* where finished chunks are told to the engine: never behind a teardown */
 static struct workqueue_struct *clanq_v_done_wq;
+/*
+ * A grant (registering, posting) against a region's revocation, which
+ * must not free an export a grant is still posting from
+ */
+static DEFINE_MUTEX(clanq_v_export_mutex);
 static struct rdma_cm_id *clanq_v_listener;
 static bool clanq_v_unloading;	/* our exit: devices are not going away */
 
@@ -869,32 +874,6 @@ fail:
 	return NULL;
 }
 
-/*
- * An export taken off its connection's list is freed by whoever took it;
- * the connection's teardown waits for that (exports_busy).
- */
-static void clanq_vconn_drop_export(struct clanq_vconn *conn,
-				    struct clanq_vexport *exp)
-{
-	unsigned long flags;
-	bool mine;
-
-	spin_lock_irqsave(&conn->lock, flags);
-	mine = !list_empty(&exp->node);
-	if (mine) {
-		list_del_init(&exp->node);
-		conn->exports_busy++;
-	}
-	spin_unlock_irqrestore(&conn->lock, flags);
-	if (!mine)
-		return;
-	clanq_vexport_free(exp, conn->cm_id->device);
-	spin_lock_irqsave(&conn->lock, flags);
-	conn->exports_busy--;
-	spin_unlock_irqrestore(&conn->lock, flags);
-	wake_up_all(&conn->wq);
-}
-
 /* Tell the importer no, with @err (its request is @q). */
 static void clanq_v_refuse(struct clanq_vconn *conn,
 			   const struct clanq_wmsg_rgn *q, int err)
@@ -932,6 +911,7 @@ static void clanq_v_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn 
 	err = -EACCES;
 	if (!(r->rights & CLANQ_RIGHT_WRITE))
 		goto refuse;
+	mutex_lock(&clanq_v_export_mutex);
 	spin_lock_irqsave(&conn->lock, flags);
 	list_for_each_entry(exp, &conn->exports, node) {
 		if (exp->region == r) {
@@ -944,21 +924,20 @@ static void clanq_v_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn 
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (!n) {
+		/*
+		 * Freed meanwhile? Its revocation ran before we took the
+		 * mutex (revoked is set first), or it waits for us and finds
+		 * ours on the list.
+		 */
+		err = -ENOENT;
+		if (READ_ONCE(r->revoked))
+			goto refuse_unlock;
 		fresh = clanq_vexport_new(conn, r, &err);
 		if (!fresh)
-			goto refuse;
+			goto refuse_unlock;
 		spin_lock_irqsave(&conn->lock, flags);
 		list_add_tail(&fresh->node, &conn->exports);
 		spin_unlock_irqrestore(&conn->lock, flags);
-		/*
-		 * Freed meanwhile? Its revocation ran before, or it finds
-		 * ours on the list: never neither (revoked is set first).
-		 */
-		if (READ_ONCE(r->revoked)) {
-			clanq_vconn_drop_export(conn, fresh);
-			err = -ENOENT;
-			goto refuse;
-		}
 		n = fresh->nr_mrs;
 		g.span = fresh->span;
 		for (i = 0; i < n; i++)
@@ -986,8 +965,11 @@ static void clanq_v_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn 
 					    fresh ? &reg.wr : NULL, false))
 			break;
 	}
+	mutex_unlock(&clanq_v_export_mutex);
 	clanq_kregion_put(r);
 	return;
+refuse_unlock:
+	mutex_unlock(&clanq_v_export_mutex);
 refuse:
 	clanq_kregion_put(r);
 	clanq_v_refuse(conn, q, err);
@@ -1992,6 +1974,7 @@ static void clanq_v_region_gone(struct clanq_kregion *r)
 	struct clanq_vexport *exp;
 	struct clanq_vconn *conn;
 
+	mutex_lock(&clanq_v_export_mutex);
 	while ((exp = clanq_v_take_export(r, &conn))) {
 		clanq_vexport_free(exp, conn->cm_id->device);
 		spin_lock_irq(&conn->lock);
@@ -2001,6 +1984,7 @@ static void clanq_v_region_gone(struct clanq_kregion *r)
 		clanq_vconn_send_region(conn, CLANQ_WMSG_REVOKED, &rv, NULL, false);
 		clanq_vconn_put(conn);
 	}
+	mutex_unlock(&clanq_v_export_mutex);
 }
 
 static const struct clanq_wire_admin clanq_v_admin = {
