@@ -45,14 +45,6 @@
 #define PP_SEQ		0x00ffffffu
 #define PP_KIND		(~PP_SEQ)
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
 static void usage(void)
 {
 	printf("usage: %s server [options]\n"
@@ -89,15 +81,9 @@ static void pp_open(struct pp *p, unsigned int nic, unsigned int service,
 		    __u64 spin_ns)
 {
 	struct clanq_ep_attr attr = { .service = service };
-	char path[32], why[256];
 	int err;
 
-	err = clanq_open_nic(&p->dev, nic);
-	if (err) {
-		snprintf(path, sizeof(path), CLANQ_DEV_PREFIX "%u", nic);
-		clanq_open_explain(path, err, why, sizeof(why));
-		ex_fail(why, err);
-	}
+	ex_open_dev(&p->dev, nic);
 	err = clanq_ep_create_attr(&p->dev, &p->ep, &attr);
 	if (err)
 		ex_fail(err == -EADDRINUSE ? "endpoint: service taken" : "endpoint", err);
@@ -130,7 +116,7 @@ static int pp_recv(struct pp *p, struct clanq_oob_msg *msg, __u64 deadline)
 	for (;;) {
 		if (clanq_oob_recv(&p->ep, msg) == 0)
 			return 0;
-		if (stop)
+		if (ex_stop)
 			return -EINTR;
 		now = clanq_now_ns();
 		if (now >= deadline)
@@ -262,7 +248,7 @@ static void hello(struct pp *p, struct clanq_addr dst, size_t size,
 
 	fill(buf, size, 0);
 	for (;;) {
-		if (stop)
+		if (ex_stop)
 			ex_fail("hello", -EINTR);
 		if (clanq_now_ns() >= until) {
 			fprintf(stderr, "%s: no answer from node %u ep %u within %llu s "
@@ -425,8 +411,7 @@ int main(int argc, char **argv)
 	unsigned long long count = 1000, size = 32, timeout_ms = 2000, wait_s = 60;
 	unsigned long long spin_us = 20, seconds = 0, node = ~0ull;
 	unsigned int nic = 0, service = PP_SERVICE;
-	struct sigaction sa = { 0 };
-	const char *role;
+	bool is_server;
 	int opt;
 
 	ex_prog = "clanq-oob-pingpong";
@@ -446,19 +431,10 @@ int main(int argc, char **argv)
 		default: ex_usage_error("unknown option");
 		}
 	}
-	if (optind >= argc)
-		ex_usage_error("say server or client");
-	role = argv[optind];
-	if (strcmp(role, "server") && strcmp(role, "client"))
-		ex_usage_error("'%s': say server or client", role);
-	if (optind + 1 < argc)
-		ex_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	is_server = ex_is_server(argc, argv);
+	ex_catch_signals();
 
-	sa.sa_handler = on_signal;	/* no SA_RESTART: a wait returns -EINTR */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-
-	if (!strcmp(role, "server"))
+	if (is_server)
 		return server(nic, service, spin_us * 1000, seconds);
 	if (node == ~0ull)
 		ex_usage_error("client: say --node N (the server's node id)");

@@ -86,14 +86,6 @@
 
 static const char *const mode_name[] = { "block", "poll" };
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
 static void usage(void)
 {
 	printf("usage: %s server [options]\n"
@@ -223,15 +215,9 @@ static void rp_open(struct rp *p, unsigned int nic, unsigned int service,
 		.service = service, .rq_slots = EP_SLOTS, .cq_slots = EP_SLOTS,
 		.tw_slots = 64,
 	};
-	char path[32], why[256];
 	int err;
 
-	err = clanq_open_nic(&p->dev, nic);
-	if (err) {
-		snprintf(path, sizeof(path), CLANQ_DEV_PREFIX "%u", nic);
-		clanq_open_explain(path, err, why, sizeof(why));
-		ex_fail(why, err);
-	}
+	ex_open_dev(&p->dev, nic);
 	err = clanq_ep_create_attr(&p->dev, &p->ep, &attr);
 	if (err)
 		ex_fail(err == -EADDRINUSE ? "endpoint: service taken" : "endpoint", err);
@@ -292,7 +278,7 @@ static int rp_recv(struct rp *p, struct clanq_oob_msg *msg, __u64 deadline)
 	for (;;) {
 		if (clanq_oob_recv(&p->ep, msg) == 0)
 			return 0;
-		if (stop)
+		if (ex_stop)
 			return -EINTR;
 		now = clanq_now_ns();
 		if (now >= deadline)
@@ -431,7 +417,7 @@ static int wait_word(struct rp *p, const __u64 *w, __u64 want, __u32 mode,
 		v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
 		if (v == want)
 			return 0;
-		if (stop)
+		if (ex_stop)
 			return -EINTR;
 		if (mode == MODE_POLL) {
 			clanq_cpu_relax();
@@ -800,7 +786,7 @@ static void hello(struct rp *p, unsigned long long wait_s)
 	int err, last = 0;
 
 	for (;;) {
-		if (stop)
+		if (ex_stop)
 			die("hello: interrupted");
 		if (clanq_now_ns() >= until)
 			die("no answer from node %u ep %u within %llu s (%u tries, %u unreachable notices%s%s)",
@@ -1056,7 +1042,7 @@ static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, 
 	while (pt.done < pt.iters) {
 		bool any = false;
 
-		if (stop)
+		if (ex_stop)
 			die("interrupted");
 		/* time is up: what is in flight completes, nothing more is posted */
 		if (o->bw_ns && pt.iters > pt.posted && clanq_now_ns() - t0 >= o->bw_ns)
@@ -1229,8 +1215,7 @@ int main(int argc, char **argv)
 	unsigned long long timeout_ms = 5000, region = 8ull << 20, seconds = 0;
 	unsigned long long node = ~0ull;
 	unsigned int nic = 0;
-	struct sigaction sa = { 0 };
-	const char *role;
+	bool is_server;
 	char buf[64], *tok, *save;
 	int opt;
 
@@ -1280,20 +1265,11 @@ int main(int argc, char **argv)
 		default: ex_usage_error("unknown option");
 		}
 	}
-	if (optind >= argc)
-		ex_usage_error("say server or client");
-	role = argv[optind];
-	if (strcmp(role, "server") && strcmp(role, "client"))
-		ex_usage_error("'%s': say server or client", role);
-	if (optind + 1 < argc)
-		ex_usage_error("unexpected argument '%s'", argv[optind + 1]);
-
-	sa.sa_handler = on_signal;	/* no SA_RESTART: a wait returns -EINTR */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	is_server = ex_is_server(argc, argv);
+	ex_catch_signals();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	if (!strcmp(role, "server"))
+	if (is_server)
 		return server(nic, o.service, region, seconds, timeout_ms * 1000000ull);
 	if (node == ~0ull)
 		ex_usage_error("client: say --node N (the server's node id)");

@@ -10,7 +10,9 @@
 #define CLANQ_EXAMPLE_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -131,8 +133,8 @@ static inline unsigned long long ex_meminfo_kib(const char *key)
 }
 
 /* Open /dev/clanq<nic> and a net on it, or exit saying why not. */
-static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
-			       unsigned int nic, const struct clanq_net_attr *attr)
+/* /dev/clanqN, or exit saying why it cannot be opened. */
+static inline void ex_open_dev(struct clanq_dev *dev, unsigned int nic)
 {
 	int err = clanq_open_nic(dev, nic);
 	char path[32], why[256];
@@ -142,6 +144,14 @@ static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
 		clanq_open_explain(path, err, why, sizeof(why));
 		ex_fail(why, err);
 	}
+}
+
+static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
+			       unsigned int nic, const struct clanq_net_attr *attr)
+{
+	int err;
+
+	ex_open_dev(dev, nic);
 	err = clanq_net_open(net, dev, attr);
 	if (err)
 		ex_fail("net", err);
@@ -161,6 +171,45 @@ static inline int ex_connect(struct clanq_net *net, struct clanq_conn *c,
 			return err;
 		usleep(20000);
 	}
+}
+
+/*
+ * The one argument of a two-sided example after its options (GNU getopt
+ * permutes, so they may come before or after it): true for "server",
+ * false for "client", a usage error for anything else.
+ */
+static inline bool ex_is_server(int argc, char **argv)
+{
+	const char *role;
+
+	if (optind >= argc)
+		ex_usage_error("say server or client");
+	role = argv[optind];
+	if (strcmp(role, "server") && strcmp(role, "client"))
+		ex_usage_error("'%s': say server or client", role);
+	if (optind + 1 < argc)
+		ex_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	return !strcmp(role, "server");
+}
+
+/* Set by SIGINT or SIGTERM once ex_catch_signals() was called. */
+static volatile sig_atomic_t ex_stop;
+
+static inline void ex_on_signal(int sig)
+{
+	(void)sig;
+	ex_stop = 1;
+}
+
+/* SIGINT and SIGTERM set ex_stop, without SA_RESTART: a wait returns -EINTR. */
+static inline void ex_catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ex_on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 #endif /* CLANQ_EXAMPLE_H */
