@@ -721,8 +721,10 @@ struct clanq_wire_ops {
 };
 
 /*
- * What a wire to other hosts does when the NIC's peers change; called
- * with nic->peers.lock held. One registered wire may have them.
+ * What a wire to other hosts does when the NIC's peers change (bind,
+ * peer_gone: called with nic->peers.lock held) or an exported region
+ * goes (region_gone: with its owner's ctx->lock held). One registered
+ * wire may have them.
  */
 struct clanq_wire_admin {
 	/* may @nic's traffic leave through @dev, @port? ("": unbind) */
