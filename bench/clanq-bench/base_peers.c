@@ -124,7 +124,7 @@ static void on_tick(int sig)
 }
 
 /* In the conductor: start one side, its output into fd, traced or not. */
-static pid_t start_side(const struct pair *p, const char *const argv[], int fd)
+static pid_t start_side(const struct pair *p, const char *const argv[], int fd, int cpu)
 {
 	pid_t conductor = getpid();
 	pid_t pid = fork();
@@ -136,6 +136,7 @@ static pid_t start_side(const struct pair *p, const char *const argv[], int fd)
 		_exit(127);
 	dup2(fd, STDOUT_FILENO);
 	dup2(fd, STDERR_FILENO);
+	cb_pin(cpu);
 	for (unsigned int i = 0; i < MAX_ENV && p->env[i]; i++)
 		putenv((char *)p->env[i]);
 	if (cb.tools) {
@@ -180,14 +181,14 @@ static int conduct(void *arg)
 	res->srv_status = res->cli_status = -1;
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &tick, NULL);
-	srv = start_side(p, p->srv, sfd);
+	srv = start_side(p, p->srv, sfd, cb.cpu_srv);
 	while (!srv_done || (cli && !cli_done)) {
 		struct rusage ru;
 		int st;
 		pid_t w;
 
 		if (!cli && !srv_done && listening(p->port))
-			cli = start_side(p, p->cli, cfd);
+			cli = start_side(p, p->cli, cfd, cb.cpu_cli);
 		if (!cli && cb_now_ns() - t0 > 30ull * 1000000000) {
 			snprintf(res->why, sizeof(res->why), "server did not listen on port %u in 30 s",
 				 p->port);
@@ -729,7 +730,8 @@ static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, ch
 	return 0;
 }
 
-static int ucx_lat(void)
+/* tag_lat over shared memory, then (with_rxe) over Soft-RoCE if there is a device. */
+static int ucx_lat_run(bool with_rxe)
 {
 	unsigned long long sizes[8];
 	unsigned int n = cb_lat_sizes(sizes);
@@ -750,6 +752,10 @@ static int ucx_lat(void)
 		return err;
 	}
 	/* over Soft-RoCE: a bonus if it works, a note if it does not */
+	if (!with_rxe) {
+		pair_free(p);
+		return 0;
+	}
 	if (!rxe_dev(dev, sizeof(dev), &gid)) {
 		cb_skip("lat", "ucx", "tag-rc-rxe", "no Soft-RoCE device (tests/vm/peers-setup.sh)");
 	} else {
@@ -766,6 +772,16 @@ static int ucx_lat(void)
 	}
 	pair_free(p);
 	return 0;
+}
+
+static int ucx_lat(void)
+{
+	return ucx_lat_run(true);
+}
+
+static int ucx_lat_shm(void)
+{
+	return ucx_lat_run(false);
 }
 
 static int fi_lat(void)
@@ -911,6 +927,26 @@ int peers_lat(void)
 			cb_skip("lat", "rxe", "ib_write_lat", "ib_write_lat not found (perftest)");
 		else
 			err = rxe_lat();
+	}
+	return err;
+}
+
+/* Natively: over shared memory only (no Soft-RoCE here). */
+int peers_native_lat(void)
+{
+	int err = 0;
+
+	if (cb_wanted("ucx")) {
+		if (!have_tool("ucx_perftest"))
+			cb_skip("lat", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
+		else
+			err = ucx_lat_shm();
+	}
+	if (!err && cb_wanted("libfabric")) {
+		if (!have_tool("fi_pingpong"))
+			cb_skip("lat", "libfabric", "shm", "fi_pingpong not found (libfabric-bin)");
+		else
+			err = fi_lat();
 	}
 	return err;
 }
@@ -1087,6 +1123,17 @@ int peers_bw(void)
 }
 
 /* ---- load: UCX's server CPU per message at saturation ---- */
+
+int peers_native_bw(void)
+{
+	if (!cb_wanted("ucx"))
+		return 0;
+	if (!have_tool("ucx_perftest")) {
+		cb_skip("bw", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
+		return 0;
+	}
+	return ucx_bw();
+}
 
 int peers_load(void)
 {

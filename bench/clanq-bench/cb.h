@@ -45,6 +45,7 @@ struct cb_opts {
 	unsigned int nic_a, nic_b;	/* two clanq NICs: client and server side */
 	const char *only;		/* comma list of impls to run, or NULL: all */
 	const char *tools;		/* where ucx_perftest & co are (PATH if NULL) */
+	int cpu_cli, cpu_srv;		/* pin the two sides there (-1: no pinning) */
 };
 extern struct cb_opts cb;
 
@@ -179,5 +180,15 @@ int kernel_load(void);	/* single-threaded UDP + epoll echo server */
 int peers_lat(void);	/* ucx_perftest tag_lat, fi_pingpong, ib_write_lat */
 int peers_bw(void);	/* ucx_perftest tag_bw, ib_write_bw */
 int peers_load(void);	/* UCX's CPU per message at saturation */
+int peers_native_lat(void);	/* tag_lat, fi_pingpong over shm, pinned */
+int peers_native_bw(void);	/* tag_bw over shm, pinned */
+
+/* native.c: the library's data path on this machine's CPUs, no driver */
+int native_lat(void);	/* clanq and raw shm round trips, seccomp strict */
+int native_bw(void);	/* message rate 8 / 64 B, bandwidth 4 KiB .. 4 MiB */
+int native_insns(void);	/* instructions per message, callgrind */
+int native_insns_child(const char *impl, size_t len, unsigned long long n);
+/* Pin the calling process to cpu (-1: leave it). */
+void cb_pin(int cpu);
 
 #endif /* CLANQ_BENCH_CB_H */

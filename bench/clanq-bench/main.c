@@ -7,6 +7,8 @@
  *   clanq-bench idle   round trip vs idle connections held (Figure 5)
  *   clanq-bench load   throughput and server CPU vs offered load (Figure 6)
  *   clanq-bench all    the four, in that order
+ *   clanq-bench native the library's data path on this machine's own CPUs,
+ *                      no driver, beside raw shm, UCX and libfabric (native.c)
  *
  * This file: options, the header that says where the numbers come from,
  * and the rows' three output formats (table, --csv, --json) with the
@@ -29,6 +31,8 @@ struct cb_opts cb = {
 	.seconds = 1.0,
 	.nic_a = 1,
 	.nic_b = 0,
+	.cpu_cli = -1,
+	.cpu_srv = -1,
 };
 
 __thread unsigned long long cb_syscalls;
@@ -589,7 +593,11 @@ static void usage(void)
 	       "         Soft-RoCE, sockets\n"
 	       "  idle   round trip vs 1 .. 10,000 idle connections at the server\n"
 	       "  load   throughput and server CPU per message vs clients\n"
-	       "  all    the four\n\n"
+	       "  all    the four\n"
+	       "  native no driver, no VM: the library's send/receive path between two\n"
+	       "         pinned processes on this machine's CPUs (seccomp strict), raw\n"
+	       "         shared memory, UCX and libfabric beside it; instructions per\n"
+	       "         message (callgrind)\n\n"
 	       "  -n, --iters N      round trips per latency point (default 10000)\n"
 	       "  -t, --time SEC     seconds per bandwidth / load point (default 1)\n"
 	       "  -q, --quick        the smoke run: few sizes, few iterations\n"
@@ -658,6 +666,18 @@ static int run_test(const char *test)
 		cb_baseline("bw", "memcpy/1-core");
 		return run_parts(bw);
 	}
+	if (!strcmp(test, "native")) {
+		static const part_fn nat[] = { native_lat, NULL };
+		static const part_fn nat_bw[] = { native_bw, native_insns, NULL };
+		int err;
+
+		cb_baseline("lat", "shm/spin");
+		err = run_parts(nat);
+		if (err)
+			return err;
+		cb_baseline("bw", "ucx/tag-shm");
+		return run_parts(nat_bw);
+	}
 	if (!strcmp(test, "idle")) {
 		cb_baseline("idle", "epoll/block");
 		return run_parts(idle);
@@ -722,13 +742,25 @@ int main(int argc, char **argv)
 		default: usage_error("%s", "unknown option");
 		}
 	}
+	/* what native_insns() runs under callgrind: IMPL LEN N */
+	if (optind + 4 == argc && !strcmp(argv[optind], "native-insns"))
+		return native_insns_child(argv[optind + 1], strtoull(argv[optind + 2], NULL, 10),
+					  strtoull(argv[optind + 3], NULL, 10));
 	if (optind != argc - 1)
 		usage_error("%s", optind < argc ? "one command, please" :
-			    "which test? lat, bw, idle, load or all");
+			    "which test? lat, bw, idle, load, all or native");
 	cmd = argv[optind];
-	if (strcmp(cmd, "all") && strcmp(cmd, "lat") && strcmp(cmd, "bw") &&
-	    strcmp(cmd, "idle") && strcmp(cmd, "load"))
-		usage_error("unknown command '%s' (lat, bw, idle, load or all)", cmd);
+	if (strcmp(cmd, "all") && strcmp(cmd, "native") && strcmp(cmd, "lat") &&
+	    strcmp(cmd, "bw") && strcmp(cmd, "idle") && strcmp(cmd, "load"))
+		usage_error("unknown command '%s' (lat, bw, idle, load, all or native)", cmd);
+	if (!strcmp(cmd, "native")) {
+		/* no emulator: many more round trips in the same time */
+		if (!iters_set)
+			cb.iters = cb.quick ? 2000 : 200000;
+		if (!time_set)
+			cb.seconds = cb.quick ? 0.05 : 1.0;
+		iters_set = time_set = true;
+	}
 	if (cb.quick) {
 		if (!iters_set)
 			cb.iters = 500;
@@ -750,6 +782,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	header(cmd);
+	if (!strcmp(cmd, "native"))
+		err = run_test("native");
 	for (unsigned int i = 0; i < 4 && !err; i++)
 		if (!strcmp(cmd, "all") || !strcmp(cmd, tests[i]))
 			err = run_test(tests[i]);
