@@ -64,7 +64,7 @@ MODNAME ?= host
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
 .PHONY: all lib examples benches tools bench module module-stock module-debug vm-bins deps \
-	check lint test run vm-shell install uninstall clean help fuzz coverage
+	check native-smoke bench-native lint test run vm-shell install uninstall clean help fuzz coverage
 
 all: lib examples benches tools module
 
@@ -78,6 +78,7 @@ help:
 	@echo '                the packages in the stock-kernel VM, two debug VMs wired to each other'
 	@echo '                (tests/vm/vm.sh pair; CLANQ_PAIR_PROVIDER=siw for siw instead of rxe)'
 	@echo 'make check      host tests only (seconds)'
+	@echo 'make bench-native  clanq-bench native: the data path on this machine'"'"'s CPUs, no VM (minutes)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
@@ -176,6 +177,11 @@ $(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h t
 check: $(UNIT_ASAN) $(UNIT_TSAN) $(BENCHES)
 	@tests/run-host.sh $(UNIT_ASAN) $(UNIT_TSAN) "$(B)/bench/queue_bench -q"
 
+# clanq-bench native's smoke run (make test): the library's data path on
+# this machine's CPUs beside raw shm, UCX and libfabric, quick.
+native-smoke: $(B)/bench/clanq-bench
+	@tests/run-host.sh "tests/native-smoke.sh $(B)/bench/clanq-bench"
+
 # ---- kernel modules --------------------------------------------------------
 
 # $(call kbuild,NAME,KDIR,SRCDIR): build SRCDIR's Kbuild against KDIR in
@@ -227,6 +233,12 @@ run: deps
 # (CLANQ_BENCH_ARGS, e.g. "-q lat", runs less).
 bench: deps
 	@tests/vm/vm.sh bench
+
+# The same natively, in full (minutes): no VM, no driver; the table on
+# stdout and in build/bench/native.txt, CSV and JSON beside it.
+bench-native: deps $(B)/bench/clanq-bench
+	@mkdir -p $(B)/bench
+	@$(B)/bench/clanq-bench -o $(B)/bench/native native | tee $(B)/bench/native.txt
 
 vm-shell: deps
 	@tests/vm/vm.sh shell

@@ -1,6 +1,8 @@
 #!/bin/bash
 # make test: every test, in one report.
 #   1. make check   host tests (cmocka under ASan+UBSan and TSan, bench smoke)
+#      native-smoke clanq-bench native -q: the library's data path on this
+#                   machine's CPUs beside raw shm, UCX, libfabric (no VM)
 #   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
 #   3. tests/pkg    make deb, lintian, the packages installed on this machine:
 #                   DKMS builds for each kernel's headers, the library as
@@ -36,6 +38,7 @@ stage() {
 }
 
 stage check	make --no-print-directory check
+stage native	make --no-print-directory native-smoke
 stage lint	make --no-print-directory lint
 stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test

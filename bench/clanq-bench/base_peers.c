@@ -987,10 +987,10 @@ static void bw_counts(unsigned long long bytes, unsigned long long *n1, unsigned
 	*n2 = 3 * n;
 }
 
-static int ucx_bw(void)
+/* tag_bw at each of sizes[0 .. n) */
+static int ucx_bw(const unsigned long long *sizes, unsigned int n)
 {
-	unsigned long long sizes[32], prev = 0, n1, n2;
-	unsigned int n = cb_sizes(8, 4ull << 20, sizes, 32);
+	unsigned long long prev = 0, n1, n2;
 	struct ucx_arg a = { .test = "tag_bw" };
 	struct pair *p = pair_new();
 	double rate = 200e3;	/* first guess, msgs/s (TCG) */
@@ -1105,13 +1105,15 @@ static int rxe_bw(void)
 
 int peers_bw(void)
 {
+	unsigned long long sizes[32];
+	unsigned int n = cb_sizes(8, 4ull << 20, sizes, 32);
 	int err = 0;
 
 	if (cb_wanted("ucx")) {
 		if (!have_tool("ucx_perftest"))
 			cb_skip("bw", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
 		else
-			err = ucx_bw();
+			err = ucx_bw(sizes, n);
 	}
 	if (!err && cb_wanted("rxe")) {
 		if (!have_tool("ib_write_bw"))
@@ -1124,7 +1126,7 @@ int peers_bw(void)
 
 /* ---- load: UCX's server CPU per message at saturation ---- */
 
-int peers_native_bw(void)
+int peers_native_bw(const unsigned long long *sizes, unsigned int n)
 {
 	if (!cb_wanted("ucx"))
 		return 0;
@@ -1132,7 +1134,7 @@ int peers_native_bw(void)
 		cb_skip("bw", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
 		return 0;
 	}
-	return ucx_bw();
+	return ucx_bw(sizes, n);
 }
 
 int peers_load(void)

@@ -81,6 +81,10 @@ void cb_row_lat(struct cb_row *r, double *usec, unsigned long long n);
  */
 void cb_emit(const struct cb_row *r);
 
+/* The last row printed of test impl/mode at bytes, or NULL. */
+const struct cb_row *cb_find_row(const char *test, const char *impl, const char *mode,
+				 unsigned long long bytes);
+
 /* Name the baseline the rows that follow are compared with ("shm/spin"). */
 void cb_baseline(const char *test, const char *impl_mode);
 
@@ -181,12 +185,13 @@ int peers_lat(void);	/* ucx_perftest tag_lat, fi_pingpong, ib_write_lat */
 int peers_bw(void);	/* ucx_perftest tag_bw, ib_write_bw */
 int peers_load(void);	/* UCX's CPU per message at saturation */
 int peers_native_lat(void);	/* tag_lat, fi_pingpong over shm, pinned */
-int peers_native_bw(void);	/* tag_bw over shm, pinned */
+int peers_native_bw(const unsigned long long *sizes, unsigned int n); /* tag_bw, pinned */
 
 /* native.c: the library's data path on this machine's CPUs, no driver */
 int native_lat(void);	/* clanq and raw shm round trips, seccomp strict */
 int native_bw(void);	/* message rate 8 / 64 B, bandwidth 4 KiB .. 4 MiB */
 int native_insns(void);	/* instructions per message, callgrind */
+int native_summary(void);	/* the targets: met or not */
 int native_insns_child(const char *impl, size_t len, unsigned long long n);
 /* Pin the calling process to cpu (-1: leave it). */
 void cb_pin(int cpu);

@@ -97,6 +97,19 @@ static const char *baseline_of(const char *test)
 	return NULL;
 }
 
+const struct cb_row *cb_find_row(const char *test, const char *impl, const char *mode,
+				 unsigned long long bytes)
+{
+	for (unsigned int i = nr_rows; i-- > 0;) {
+		const struct cb_row *r = &rows[i];
+
+		if (!strcmp(r->test, test) && !strcmp(r->impl, impl) &&
+		    !strcmp(r->mode, mode) && r->bytes == bytes)
+			return r;
+	}
+	return NULL;
+}
+
 /* The number a test compares: typical time, bandwidth, CPU per message. */
 static double metric(const struct cb_row *r)
 {
@@ -668,7 +681,7 @@ static int run_test(const char *test)
 	}
 	if (!strcmp(test, "native")) {
 		static const part_fn nat[] = { native_lat, NULL };
-		static const part_fn nat_bw[] = { native_bw, native_insns, NULL };
+		static const part_fn nat_bw[] = { native_bw, native_insns, native_summary, NULL };
 		int err;
 
 		cb_baseline("lat", "shm/spin");

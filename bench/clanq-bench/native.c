@@ -130,6 +130,13 @@ static void nat_pair_map(struct nat_pair *p, __u64 want)
 		p->side[s].seg_size = seg;
 		p->side[s].oob = qo;
 		at += seg;
+		/*
+		 * The smoke test's way to watch the proof fail: a tripwire
+		 * armed on each ring's header, as a peer blocked in the driver
+		 * leaves it, so every send owes the flush, a system call.
+		 */
+		if (getenv("CLANQ_BENCH_NATIVE_ARMED"))
+			p->side[s].armed[0] = 1;
 	}
 }
 
@@ -530,7 +537,7 @@ static unsigned long long stream_count(size_t len)
 	return n < 1000 ? 1000 : n > 2e8 ? 200000000ull : (unsigned long long)n;
 }
 
-static void native_stream(size_t len, const char *test)
+static void native_stream(size_t len)
 {
 	struct nat_stream *st = cb_shared(sizeof(*st));
 	/* as clanq.c's conn_bw: room for 4 messages in flight, at least a page */
@@ -538,7 +545,7 @@ static void native_stream(size_t len, const char *test)
 	struct cb_row r;
 	double secs;
 
-	cb_progress("%s clanq/pio-poll %zu B natively", test, len);
+	cb_progress("bw clanq/pio-poll %zu B natively", len);
 	nat_pair_map(&st->pair, ring);
 	st->len = len;
 	st->n = stream_count(len);
@@ -560,18 +567,20 @@ static void native_stream(size_t len, const char *test)
 
 int native_bw(void)
 {
-	unsigned long long sizes[32];
-	unsigned int nr = cb_sizes(4096, 4ull << 20, sizes, 32);
+	unsigned long long sizes[32] = { 8, 64 };
+	unsigned int nr = 2 + cb_sizes(4096, 4ull << 20, sizes + 2, 30);
+	int err;
 
 	pick_cpus();
 	tsc_calibrate();
-	if (cb_wanted("clanq")) {
-		native_stream(8, "rate");
-		native_stream(64, "rate");
+	/* the baseline first: the ratio column looks it up */
+	err = peers_native_bw(sizes, nr);
+	if (err)
+		return err;
+	if (cb_wanted("clanq"))
 		for (unsigned int s = 0; s < nr; s++)
-			native_stream(sizes[s], "bw");
-	}
-	return peers_native_bw();
+			native_stream(sizes[s]);
+	return 0;
 }
 
 /* ---- instructions per message: callgrind on one process ---- */
@@ -668,6 +677,8 @@ static double callgrind_count(const char *impl, size_t len, unsigned long long n
 	return total ? (double)total / (double)n : -1;
 }
 
+static double insns_per_msg[2][2];	/* [shm, clanq][8 B, 64 B] */
+
 int native_insns(void)
 {
 	static const char *const impls[] = { "shm", "clanq" };
@@ -688,11 +699,72 @@ int native_insns(void)
 
 			if (per < 0)
 				cb_die("native insns: callgrind", -EIO);
+			insns_per_msg[i][j] = per;
 			printf("insns  %-8s %-9s %8zu %14.1f  %s\n", impls[i],
 			       i ? "pio-poll" : "spin", lens[j], per,
 			       i ? "clanq_send + clanq_recv, callgrind" :
 				   "mailbox put + get, callgrind");
 		}
 	}
+	return 0;
+}
+
+/* ---- the targets, from the rows of this run ---- */
+
+static void target(const char *what, double v, const char *op, double goal)
+{
+	bool met = v >= 0 && (op[0] == '<' ? v <= goal : v >= goal);
+
+	if (v < 0)
+		printf("# %-58s %9s   %s %-6g  not measured\n", what, "-", op, goal);
+	else
+		printf("# %-58s %9.2f   %s %-6g  %s\n", what, v, op, goal, met ? "met" : "NOT met");
+}
+
+static double lat_of(const char *impl, const char *mode, unsigned long long bytes)
+{
+	const struct cb_row *r = cb_find_row("lat", impl, mode, bytes);
+
+	return r && r->has_lat ? r->lat.med : -1;
+}
+
+static double div_or(double a, double b)
+{
+	return a > 0 && b > 0 ? a / b : -1;
+}
+
+int native_summary(void)
+{
+	unsigned long long sizes[32];
+	unsigned int nr = cb_sizes(4096, 4ull << 20, sizes, 32);
+	const struct cb_row *c8 = cb_find_row("bw", "clanq", "pio-poll", 8);
+	const struct cb_row *u8 = cb_find_row("bw", "ucx", "tag-shm", 8);
+	double worst = -1;
+	unsigned long long worst_at = 0;
+
+	for (unsigned int s = 0; s < nr; s++) {
+		const struct cb_row *c = cb_find_row("bw", "clanq", "pio-poll", sizes[s]);
+		const struct cb_row *u = cb_find_row("bw", "ucx", "tag-shm", sizes[s]);
+		double q = c && u ? div_or(c->bw_mibs, u->bw_mibs) : -1;
+
+		if (q >= 0 && (worst < 0 || q < worst)) {
+			worst = q;
+			worst_at = sizes[s];
+		}
+	}
+	printf("\n# targets (natively, this run; CPUs %d and %d)            measured   target\n",
+	       cpu_a, cpu_b);
+	target("polled 8 B round trip, clanq / raw shm", div_or(lat_of("clanq", "pio-poll", 8),
+	       lat_of("shm", "spin", 8)), "<=", 1.3);
+	target("polled 8 B round trip, clanq / UCX tag_lat shm",
+	       div_or(lat_of("clanq", "pio-poll", 8), lat_of("ucx", "tag-shm", 8)), "<=", 0.5);
+	target("8 B message rate, clanq [M msgs/s]", c8 ? c8->mpps : -1, ">=", 10);
+	target("8 B message rate, clanq / UCX tag_bw", c8 && u8 ? div_or(c8->mpps, u8->mpps) : -1,
+	       ">=", 1);
+	printf("#   worst bandwidth ratio at %llu B\n", worst_at);
+	target("bandwidth 4 KiB .. 4 MiB, clanq / UCX tag_bw, worst size", worst, ">=", 1);
+	printf("# %-58s %9.1f   (raw shm: %.1f; callgrind)\n",
+	       "instructions per 8 B message, send + receive", insns_per_msg[1][0],
+	       insns_per_msg[0][0]);
 	return 0;
 }
