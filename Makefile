@@ -12,7 +12,7 @@ SHELL := /bin/bash
 # The one place the version is written: the pkg-config file and the DKMS
 # source (make install-dkms, debian/rules' dh_dkms) take it from here, and
 # debian/rules refuses a debian/changelog that says otherwise.
-VERSION := 0.1
+VERSION := 0.2
 # kbuild has a VERSION of its own (the kernel's): a `make VERSION=...` must
 # not reach the module builds
 MAKEOVERRIDES := $(filter-out VERSION=%,$(MAKEOVERRIDES))
@@ -43,7 +43,10 @@ LIB_SRCS := $(wildcard lib/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 LIB_PICS := $(LIB_SRCS:%.c=$(B)/pic/%.o)
 LIB_A    := $(B)/lib/libclanq.a
-LIB_SO   := $(B)/lib/libclanq.so.1
+# the soname's number: bumped when the ABI breaks (lib/libclanq.map,
+# debian/libclanq<N>.symbols, tests/abi/)
+SOVERSION := 2
+LIB_SO   := $(B)/lib/libclanq.so.$(SOVERSION)
 
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c)) $(B)/bench/clanq-bench
@@ -86,7 +89,7 @@ help:
 	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
 	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
 	@echo 'make install-dkms  the module source and dkms.conf in DKMSDIR (/usr/src/clanq-$(VERSION))'
-	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq1, libclanq-dev, clanq-tools)'
+	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq2, libclanq-dev, clanq-tools)'
 
 # ---- user space ------------------------------------------------------------
 
@@ -102,21 +105,20 @@ $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-# lib/libclanq.map: every symbol versioned LIBCLANQ_0.1, only clanq_*
-# exported (the files' shared internals are hidden where they are declared)
+# lib/libclanq.map: each exported function named, versioned LIBCLANQ_0.2
 $(LIB_SO): $(LIB_PICS) lib/libclanq.map
 	@mkdir -p $(@D)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,libclanq.so.1 \
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libclanq.so.$(SOVERSION) \
 		-Wl,--version-script=lib/libclanq.map -o $@ $(LIB_PICS)
 
 lib: $(LIB_A) $(LIB_SO)
 
 # The programs link libclanq statically, so they run from the tree as
-# they are; the packages link them to libclanq.so.1 (CLANQ_LINK=shared,
-# debian/rules), so clanq-tools uses libclanq1 like any application.
+# they are; the packages link them to libclanq.so.2 (CLANQ_LINK=shared,
+# debian/rules), so clanq-tools uses libclanq2 like any application.
 ifeq ($(CLANQ_LINK),shared)
 PROG_LIB  := $(LIB_SO)
-PROG_LINK := -L$(B)/lib -l:libclanq.so.1
+PROG_LINK := -L$(B)/lib -l:libclanq.so.$(SOVERSION)
 else
 PROG_LIB  := $(LIB_A)
 PROG_LINK := $(LIB_A)
@@ -261,17 +263,18 @@ PROGRAMS := $(addprefix $(B)/examples/,clanq-echo-server clanq-echo-client clanq
 	$(B)/bench/clanq-bench $(TOOLS)
 # Man pages by section; alias pages (".so man3/x.3") are installed as they are.
 MANPAGES := $(wildcard docs/man/*.[1-8])
-INST_HDRS := include/clanq.h $(wildcard include/clanq/*.h) $(wildcard include/uapi/*.h)
+INST_HDRS := include/clanq.h $(wildcard include/clanq/*.h)
+# what the module's source needs of include/ (DKMS)
+KERNEL_HDRS := include/clanq/queue.h include/clanq/uapi.h
 
 install: lib tools $(PROGRAMS)
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi \
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq \
 		$(DESTDIR)$(BINDIR) $(DESTDIR)$(UDEVDIR) $(DESTDIR)$(DATADIR)/clanq
 	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
-	ln -sf libclanq.so.1 $(DESTDIR)$(LIBDIR)/libclanq.so
+	ln -sf libclanq.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libclanq.so
 	install -m 644 include/clanq.h $(DESTDIR)$(INCDIR)/
 	install -m 644 $(filter include/clanq/%,$(INST_HDRS)) $(DESTDIR)$(INCDIR)/clanq/
-	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(INCDIR)/uapi/
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 		'Name: libclanq' 'Description: CLAN-style user-level networking over a soft NIC' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lclanq' 'Cflags: -I$${includedir}' \
@@ -285,22 +288,20 @@ install: lib tools $(PROGRAMS)
 	install -m 644 udev/61-clanq-group.rules $(DESTDIR)$(DATADIR)/clanq/
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libclanq.{a,so,so.1} $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
+	rm -f $(DESTDIR)$(LIBDIR)/libclanq.{a,so,so.$(SOVERSION)} $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
 	rm -f $(addprefix $(DESTDIR)$(INCDIR)/,$(INST_HDRS:include/%=%))
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
 	rm -f $(foreach f,$(MANPAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(f)))/$(notdir $(f)))
 	rm -f $(DESTDIR)$(UDEVDIR)/60-clanq.rules $(DESTDIR)$(DATADIR)/clanq/61-clanq-group.rules
-	rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(INCDIR)/uapi $(DESTDIR)$(DATADIR)/clanq 2>/dev/null || true
+	rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(DATADIR)/clanq 2>/dev/null || true
 
 # The module's source as DKMS wants it: driver/ and include/ beside
 # dkms.conf, whose version comes from VERSION. Then, as root:
 # dkms install clanq/$(VERSION)
 install-dkms:
-	install -d $(DESTDIR)$(DKMSDIR)/driver $(DESTDIR)$(DKMSDIR)/include/clanq \
-		$(DESTDIR)$(DKMSDIR)/include/uapi
+	install -d $(DESTDIR)$(DKMSDIR)/driver $(DESTDIR)$(DKMSDIR)/include/clanq
 	install -m 644 driver/Kbuild $(wildcard driver/*.[ch]) $(DESTDIR)$(DKMSDIR)/driver/
-	install -m 644 $(filter include/clanq/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/clanq/
-	install -m 644 $(filter include/uapi/%,$(INST_HDRS)) $(DESTDIR)$(DKMSDIR)/include/uapi/
+	install -m 644 $(KERNEL_HDRS) $(DESTDIR)$(DKMSDIR)/include/clanq/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
 
 .PHONY: tools install-dkms deb print-version

@@ -23,7 +23,7 @@
 #include <linux/stddef.h>
 #include <linux/string.h>
 #include <linux/types.h>
-#include <uapi/clanq.h>
+#include <clanq/uapi.h>
 
 #define CLANQ_WMSG_MAGIC	0x57514c43u	/* "CLQW" */
 #define CLANQ_WMSG_VERSION	1

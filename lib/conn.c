@@ -76,7 +76,7 @@ static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
 	struct clanq_ap_attr attr = {
 		.flags = CLANQ_AP_SINK,
 		.notify_ep = net->ep.addr.id,
-		.notify_cookie = clanq_conn_cookie(net, c->slot),
+		.notify_cookie = clanq_conn_notice_cookie(net, c->slot),
 	};
 	int err;
 
@@ -221,8 +221,8 @@ void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m)
 	}
 }
 
-int clanq_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
-		  unsigned int service, const struct clanq_conn_opts *opts)
+static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
+			      unsigned int service, const struct clanq_conn_opts *opts)
 {
 	__u64 timeout = opts && opts->timeout_ns ? opts->timeout_ns :
 						   CLANQ_CONN_TIMEOUT_NS_DEFAULT;
@@ -385,11 +385,29 @@ err_teardown:
 	return err;
 }
 
-int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
+int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, __u32 node,
+		  unsigned int service, const struct clanq_conn_opts *opts)
+{
+	struct clanq_conn *c = calloc(1, sizeof(*c));
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	err = clanq_conn_connect(net, c, node, service, opts);
+	if (err) {
+		free(c);
+		return err;
+	}
+	*cp = c;
+	return 0;
+}
+
+int clanq_accept(struct clanq_listener *l, struct clanq_conn **cp,
 		 const struct clanq_conn_opts *opts, int64_t timeout_ns)
 {
 	struct clanq_net *net = l->net;
 	struct clanq_hs_pending p;
+	struct clanq_conn *c;
 	__u64 deadline;
 	int err;
 
@@ -399,8 +417,14 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
 	for (;;) {
 		clanq_listener_intake(l);
 		while (!clanq_hs_backlog_take(l->backlog, &p)) {
-			err = clanq_accept_one(l, c, &p, opts);
-			if (!err || err == -ENOSPC || err == -ENOMEM)
+			c = calloc(1, sizeof(*c));
+			err = c ? clanq_accept_one(l, c, &p, opts) : -ENOMEM;
+			if (!err) {
+				*cp = c;
+				return 0;
+			}
+			free(c);
+			if (err == -ENOSPC || err == -ENOMEM)
 				return err;
 			/* that client is gone, or sent nonsense: the next one */
 			l->ignored++;
@@ -415,15 +439,56 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn *c,
 
 int clanq_conn_close(struct clanq_conn *c)
 {
-	struct clanq_net *net = c->net;
+	struct clanq_net *net;
 
-	if (!net)
+	if (!c)
 		return -EINVAL;
+	net = c->net;
 	if (c->state == CLANQ_CONN_OPEN)
 		(void)clanq_conn_write_fin(c);
 	if (c->state != CLANQ_CONN_CONNECTING)
 		net->stats.conns_closed++;
 	clanq_conn_teardown(c);
-	c->net = NULL;
+	free(c);
 	return 0;
+}
+
+size_t clanq_conn_max_msg(const struct clanq_conn *c)
+{
+	return clanq_ring_max_msg(c->tx_cap);
+}
+
+enum clanq_conn_state clanq_conn_state(const struct clanq_conn *c)
+{
+	return c->state;
+}
+
+int clanq_conn_error(const struct clanq_conn *c)
+{
+	return c->state == CLANQ_CONN_RESET ? c->error : 0;
+}
+
+struct clanq_addr clanq_conn_peer(const struct clanq_conn *c)
+{
+	return c->peer;
+}
+
+__u64 clanq_conn_get_cookie(const struct clanq_conn *c)
+{
+	return c->cookie;
+}
+
+void clanq_conn_set_cookie(struct clanq_conn *c, __u64 cookie)
+{
+	c->cookie = cookie;
+}
+
+void clanq_conn_stats(const struct clanq_conn *c, struct clanq_conn_stats *stats)
+{
+	stats->msgs_in = c->msgs_in;
+	stats->msgs_out = c->msgs_out;
+	stats->bytes_in = c->bytes_in;
+	stats->bytes_out = c->bytes_out;
+	stats->rdma_sends = c->rdma_sends;
+	stats->credit_waits = c->credit_waits;
 }

@@ -12,13 +12,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <clanq.h>
+#include <clanq/admin.h>
 
-int clanq_query(const struct clanq_dev *dev, struct clanq_ioc_query *q)
+static int clanq_ioc_query(const struct clanq_dev *dev, struct clanq_ioc_query *q)
 {
 	memset(q, 0, sizeof(*q));
 	if (ioctl(dev->fd, CLANQ_IOC_QUERY, q) < 0)
 		return -errno;
+	return 0;
+}
+
+int clanq_query(const struct clanq_dev *dev, struct clanq_nic_info *info)
+{
+	struct clanq_ioc_query q;
+	int err = clanq_ioc_query(dev, &q);
+
+	if (err)
+		return err;
+	memset(info, 0, sizeof(*info));
+	info->abi_version = q.abi_version;
+	info->node = q.node;
+	info->nr_nics = q.nr_nics;
+	info->ctx_entries = q.ctx_entries;
 	return 0;
 }
 
@@ -31,7 +46,7 @@ int clanq_open(struct clanq_dev *dev, const char *path)
 	if (fd < 0)
 		return -errno;
 	dev->fd = fd;
-	err = clanq_query(dev, &q);
+	err = clanq_ioc_query(dev, &q);
 	if (!err && q.abi_version != CLANQ_ABI_VERSION)
 		err = -EPROTO;
 	if (err) {
@@ -65,7 +80,7 @@ int clanq_close(struct clanq_dev *dev)
 int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
 {
 	struct clanq_ioc_query q;
-	int err = clanq_query(dev, &q);
+	int err = clanq_ioc_query(dev, &q);
 
 	if (!err)
 		*entries = q.ctx_entries;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "handshake.h"
+#include "ring.h"
 
 enum clanq_hs_action clanq_hs_client_start(struct clanq_hs_client *hs,
 					   struct clanq_addr dst, __u32 conn,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * libclanq: messages on a connection (the ring of include/clanq/ring.h).
+ * libclanq: messages on a connection (the ring of lib/ring.h).
  *
  * Sending is plain stores into the peer's ring through the mapped
  * aperture (PIO), or, for messages of rdma_threshold bytes and more and
@@ -34,7 +34,7 @@ static void clanq_net_comp(struct clanq_net *net, const struct clanq_rdma_comp *
 	__u32 slot = (__u32)comp->cookie & ~(__u32)CLANQ_COOKIE_FIN;
 	struct clanq_conn *c = clanq_net_conn(net, slot);
 
-	if (!c || clanq_conn_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FIN))
+	if (!c || clanq_conn_notice_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FIN))
 		return;
 	if (comp->status == -ENXIO)
 		clanq_conn_on_revoked(c);
@@ -104,7 +104,7 @@ static int clanq_conn_put_word(struct clanq_conn *c, size_t off, __u64 v)
 			return err;
 		memcpy((char *)c->stage.mem + off, &v, sizeof(v));
 		err = clanq_conn_post(c, off, off, sizeof(v), CLANQ_RDMA_LAST,
-				      clanq_conn_cookie(c->net, c->slot));
+				      clanq_conn_notice_cookie(c->net, c->slot));
 		if (!err)
 			err = clanq_rdma_post_push(&c->net->ep);
 	}
@@ -511,7 +511,7 @@ static int clanq_conn_write(struct clanq_conn *c, __u16 type,
 	if (err)
 		return err;
 	new_tail = c->tx_tail + cost;
-	cookie = clanq_conn_cookie(c->net, c->slot);
+	cookie = clanq_conn_notice_cookie(c->net, c->slot);
 	if (c->tx.base && len < c->rdma_threshold) {
 		err = clanq_conn_write_pio(c, pad, type, iov, iovcnt, len, rec,
 					   new_tail);

@@ -32,8 +32,8 @@ int clanq_net_random(__u64 *v)
 	return n < 0 ? -errno : -EIO;
 }
 
-int clanq_net_open(struct clanq_net *net, struct clanq_dev *dev,
-		   const struct clanq_net_attr *attr)
+static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,
+			  const struct clanq_net_attr *attr)
 {
 	unsigned int max = attr && attr->max_conns ? attr->max_conns :
 						     CLANQ_NET_MAX_CONNS_DEFAULT;
@@ -91,6 +91,23 @@ err_free:
 	return err;
 }
 
+int clanq_net_open(struct clanq_net **netp, struct clanq_dev *dev,
+		   const struct clanq_net_attr *attr)
+{
+	struct clanq_net *net = calloc(1, sizeof(*net));
+	int err;
+
+	if (!net)
+		return -ENOMEM;
+	err = clanq_net_init(net, dev, attr);
+	if (err) {
+		free(net);
+		return err;
+	}
+	*netp = net;
+	return 0;
+}
+
 int clanq_net_close(struct clanq_net *net)
 {
 	__u32 i;
@@ -107,8 +124,33 @@ int clanq_net_close(struct clanq_net *net)
 	free(net->gen);
 	free(net->acc_head);
 	free(net->stash);
-	memset(net, 0, sizeof(*net));
+	free(net);
 	return 0;
+}
+
+void clanq_net_set_spin(struct clanq_net *net, __u64 spin_ns)
+{
+	net->spin_ns = spin_ns;
+}
+
+void clanq_net_stats(const struct clanq_net *net, struct clanq_net_stats *stats)
+{
+	*stats = net->stats;
+}
+
+unsigned int clanq_net_nr_conns(const struct clanq_net *net)
+{
+	return net->nr_conns;
+}
+
+struct clanq_evq *clanq_net_evq(struct clanq_net *net)
+{
+	return &net->evq;
+}
+
+struct clanq_addr clanq_net_addr(const struct clanq_net *net)
+{
+	return net->ep.addr;
 }
 
 int clanq_net_slot_get(struct clanq_net *net, struct clanq_conn *c)
@@ -179,7 +221,7 @@ static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg 
 	memcpy(&rv, m->payload, sizeof(rv));
 	c = clanq_net_conn(net, (__u32)rv.cookie);
 	if (m->len != sizeof(rv) || !c ||
-	    clanq_conn_cookie(net, c->slot) != rv.cookie || rv.ap != c->tx.id) {
+	    clanq_conn_notice_cookie(net, c->slot) != rv.cookie || rv.ap != c->tx.id) {
 		net->stats.ignored++;
 		return;
 	}
@@ -375,8 +417,8 @@ void clanq_listener_intake(struct clanq_listener *l)
 	}
 }
 
-int clanq_listen(struct clanq_net *net, struct clanq_listener *l,
-		 unsigned int service, unsigned int backlog)
+static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
+			       unsigned int service, unsigned int backlog)
 {
 	struct clanq_ep_attr ea = { .oob_slots = 256, .service = service };
 	struct clanq_hs_backlog *b;
@@ -418,6 +460,23 @@ err_free:
 	return err;
 }
 
+int clanq_listen(struct clanq_net *net, struct clanq_listener **lp,
+		 unsigned int service, unsigned int backlog)
+{
+	struct clanq_listener *l = calloc(1, sizeof(*l));
+	int err;
+
+	if (!l)
+		return -ENOMEM;
+	err = clanq_listener_init(net, l, service, backlog);
+	if (err) {
+		free(l);
+		return err;
+	}
+	*lp = l;
+	return 0;
+}
+
 int clanq_listener_close(struct clanq_listener *l)
 {
 	struct clanq_net *net = l->net;
@@ -446,8 +505,20 @@ int clanq_listener_close(struct clanq_listener *l)
 	clanq_ep_destroy(&l->ep);
 	free(b->q);
 	free(b);
-	l->backlog = NULL;
+	free(l);
 	return 0;
+}
+
+void clanq_listener_stats(const struct clanq_listener *l,
+			  struct clanq_listener_stats *stats)
+{
+	stats->refused = l->refused;
+	stats->ignored = l->ignored;
+}
+
+struct clanq_addr clanq_listener_addr(const struct clanq_listener *l)
+{
+	return l->ep.addr;
 }
 
 /*

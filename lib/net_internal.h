@@ -6,13 +6,89 @@
 #ifndef _CLANQ_LIB_NET_INTERNAL_H
 #define _CLANQ_LIB_NET_INTERNAL_H
 
-#include <clanq.h>
+#include <clanq/net.h>
+
+#include "ring.h"
+
+/*
+ * The objects of <clanq/net.h>, which only the library sees. (The
+ * native benchmark, bench/clanq-bench/native.c, and white-box tests
+ * build with this header too.)
+ */
+/** One thread's connections on one NIC. */
+struct clanq_net {
+	struct clanq_dev *dev;
+	struct clanq_ep ep;		/**< handshake answers, notices, tripwires */
+	struct clanq_evq evq;		/**< everything the net waits for */
+	int ep_reg;			/**< ep's registration on evq */
+	struct clanq_conn **conns;	/**< by slot */
+	struct clanq_conn **by_bit;	/**< by tripwire bit */
+	__u32 *gen;			/**< each slot's generation */
+	__u32 max_conns, nr_conns, free_hint;
+	struct clanq_conn *hot;		/**< disarmed: polled while spinning */
+	struct clanq_listener *listeners;
+	__u64 spin_ns;			/**< clanq_net_wait() and blocking calls */
+	__u64 oob_dropped_seen;
+	__u32 *acc_head;		/**< accepted connections by client: slot + 1 */
+	__u32 acc_mask;
+	struct clanq_event *stash;	/**< the application's events, taken early */
+	__u32 nr_stash, stash_cap;
+	struct clanq_net_stats stats;
+};
+
+/** A listening service: a service number (endpoint id) on a node. */
+struct clanq_listener {
+	struct clanq_net *net;
+	struct clanq_ep ep;		/**< at (node, service) */
+	int ep_reg;			/**< its registration on net->evq */
+	unsigned int service;
+	__u32 max_ring;			/**< largest receive ring it allocates */
+	void *backlog;			/**< lib/handshake.h */
+	struct clanq_listener *next;
+	__u64 refused, ignored;
+};
+
+/** A connection: allocated by connect or accept, freed by close. */
+struct clanq_conn {
+	struct clanq_net *net;
+	__u32 slot;			/**< in net->conns */
+	__u32 peer_slot;
+	enum clanq_conn_state state;
+	int error;			/**< why it was reset */
+	struct clanq_addr peer;		/**< the peer net's endpoint */
+	__u64 nonce, peer_nonce;
+	__u64 cookie;			/**< the application's */
+	/* receive side: our ring, the peer writes it */
+	struct clanq_region rx;
+	struct clanq_tw tw;		/**< on rx's header */
+	struct clanq_ring_hdr *rx_hdr;
+	char *rx_ring;
+	__u64 rx_key;
+	__u64 rx_cap, rx_head, rx_returned, want_seen;
+	__u64 peek_size;		/**< record bytes of the peeked message */
+	bool armed, hot, fin_seen;
+	bool peer_gone;			/**< its ring was revoked: closed or died */
+	bool accepted;			/**< in net->acc_head */
+	__u32 acc_next;			/**< next in its acc_head chain: slot + 1 */
+	/* send side: the peer's ring, through an aperture */
+	struct clanq_ap tx;
+	__u64 tx_cap, tx_tail, tx_want;
+	__u64 tx_rdma_tail;		/**< tail of our last RDMA send, till seen */
+	__u32 rdma_threshold;
+	struct clanq_region stage;	/**< RDMA source, mirrors the peer's ring */
+	bool closing;
+	struct clanq_conn *next_hot;
+	void *hs;			/**< connecting: lib/handshake.h */
+	/* counts */
+	__u64 msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
+};
+
 
 /* Shared between the library's files, not part of its ABI. */
 #pragma GCC visibility push(hidden)
 
 /* The cookie of a revocation notice: slot and generation. */
-static inline __u64 clanq_conn_cookie(const struct clanq_net *net, __u32 slot)
+static inline __u64 clanq_conn_notice_cookie(const struct clanq_net *net, __u32 slot)
 {
 	return (__u64)net->gen[slot] << 32 | slot;
 }

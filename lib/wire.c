@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include <clanq.h>
+#include <clanq/admin.h>
 
 int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
 		    unsigned int port)

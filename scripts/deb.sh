@@ -28,8 +28,8 @@ echo ">> dpkg-buildpackage in $src" >&2
 	echo "deb: dpkg-buildpackage failed (log: $out/build.log)" >&2
 	# dh_makeshlibs -- -c4: the library's exports differ from the record
 	if grep -q '^dpkg-gensymbols: warning: .*symbols' "$out/build.log"; then
-		echo "deb: libclanq.so.1's symbols are not those of" \
-			"debian/libclanq1.symbols (+ new, - gone: see the diff in the log);" \
+		echo "deb: libclanq.so.2's symbols are not those of" \
+			"debian/libclanq2.symbols (+ new, - gone: see the diff in the log);" \
 			"a new function is added there, a removed one is an ABI break" >&2
 	fi
 	exit 1

@@ -29,7 +29,7 @@ src=$(tests/vm/kernel.sh src) || exit 1
 kdir=$(tests/vm/kernel.sh debug) || exit 1
 
 # -- checkpatch --
-for f in driver/*.[ch] include/uapi/clanq.h include/clanq/queue.h include/clanq/ring.h \
+for f in driver/*.[ch] include/clanq/uapi.h include/clanq/queue.h lib/ring.h \
 	 include/clanq.h tests/kunit/*.c; do
 	[ -f "$f" ] || continue
 	out=$(perl "$src/scripts/checkpatch.pl" --strict --no-tree --terse \

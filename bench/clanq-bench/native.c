@@ -8,7 +8,7 @@
  * clanq_recv() can run between two processes on real hardware with the
  * driver's set-up replaced by one shared anonymous mapping laid out as
  * the driver lays it out: each side's receive ring (struct
- * clanq_ring_hdr, then the records: include/clanq/ring.h), the ring
+ * clanq_ring_hdr, then the records: lib/ring.h), the ring
  * region's armed bitmap (all clear: a polling peer arms nothing), and
  * each side's endpoint segment (counters, then the OOB queue placed by
  * clanq_q_layout(), as driver/endpoint.c places it). The connection

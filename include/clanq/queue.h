@@ -102,7 +102,7 @@
  *	    on x86 under TCG (the store buffer's window is short, and the
  *	    kernel side's down_read() is a locked instruction, a full
  *	    barrier there anyway): weakly ordered CPUs need them more.
- *	[G] connection rings (include/clanq/ring.h): a message, then the
+ *	[G] connection rings (lib/ring.h): a message, then the
  *	    ring's tail. Publication, not a sleep flag: release/acquire.
  *	    PIO	   lib/msg.c clanq_conn_write_pio(): the record's stores;
  *		   release-store hdr.tail through the aperture
@@ -127,7 +127,7 @@
 #ifndef _CLANQ_QUEUE_H
 #define _CLANQ_QUEUE_H
 
-#include <uapi/clanq.h>
+#include <clanq/uapi.h>
 
 #ifdef __KERNEL__
 #include <linux/types.h>

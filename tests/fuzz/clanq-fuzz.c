@@ -54,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <uapi/clanq.h>
+#include <clanq/uapi.h>
 
 #define KCOV_INIT_TRACE		_IOR('c', 1, unsigned long)
 #define KCOV_ENABLE		_IO('c', 100)

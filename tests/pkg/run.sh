@@ -12,10 +12,10 @@
 #   dkms/refuses-old  `dkms build` for a (missing) 5.15 kernel stops there
 #   kbuild/refuses-old  driver/Kbuild's own check, with kbuild's VERSION
 #                  and PATCHLEVEL overridden to 5.15 on 6.1 headers
-#   lib/exports    libclanq.so.1 exports exactly clanq.h's functions that
-#                  are not static inline
+#   lib/exports    libclanq.so.2 exports exactly the functions of clanq.h,
+#                  clanq/net.h and clanq/admin.h that are not static inline
 #   lib/link       a program built with pkg-config against libclanq-dev:
-#                  NEEDED libclanq.so.1, symbols versioned LIBCLANQ_<ver>
+#                  NEEDED libclanq.so.2, symbols versioned LIBCLANQ_<ver>
 #   man            the installed man pages are found and render
 #                  (SKIP while docs/man/ has none)
 # The packages stay installed: a later stage boots the 6.12 module DKMS
@@ -54,7 +54,7 @@ finish() {
 scripts/deps.sh || { result FAIL deps "scripts/deps.sh failed"; finish; }
 
 version=$(make --no-print-directory -s print-version)
-pkgs=(clanq-dkms libclanq1 libclanq-dev clanq-tools)
+pkgs=(clanq-dkms libclanq2 libclanq-dev clanq-tools)
 src=/usr/src/clanq-$version
 
 # -- (a) the packages --
@@ -91,7 +91,8 @@ fi
 
 # -- (c) install; DKMS builds for each kernel with headers --
 installed=()
-for p in "${pkgs[@]}"; do
+# libclanq1: the library before soname 2, which nothing replaces by name
+for p in "${pkgs[@]}" libclanq1; do
 	[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] &&
 		installed+=("$p")
 done
@@ -226,22 +227,22 @@ else
 fi
 
 # -- (e) the installed library --
-so=$(ls /usr/lib/*/libclanq.so.1 2>/dev/null | head -n 1)
-# clanq.h's functions that are not static inline: a prototype's first line
+so=$(ls /usr/lib/*/libclanq.so.2 2>/dev/null | head -n 1)
+# the headers' functions that are not static inline: a prototype's first line
 want=$(awk '/^static/ { next }
 	/^[a-z_][a-z0-9_ ]*[ *]clanq_[a-z0-9_]+\(/ {
 		match($0, /clanq_[a-z0-9_]+\(/)
 		print substr($0, RSTART, RLENGTH - 1)
-	}' /usr/include/clanq.h | sort -u)
+	}' /usr/include/clanq.h /usr/include/clanq/net.h /usr/include/clanq/admin.h | sort -u)
 have=$(nm -D --defined-only "$so" 2>/dev/null | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' | sort -u)
 if [ -z "$so" ]; then
-	result FAIL lib/exports "no /usr/lib/*/libclanq.so.1"
+	result FAIL lib/exports "no /usr/lib/*/libclanq.so.2"
 elif [ "$want" = "$have" ]; then
 	result PASS lib/exports
 	echo "      $(echo "$have" | wc -l) functions exported"
 else
 	diff <(echo "$want") <(echo "$have") | grep '^[<>]' | sed 's/^/      /' | head -n 20
-	result FAIL lib/exports "$(diff <(echo "$want") <(echo "$have") | grep -c '^[<>]') differences (<: in clanq.h only, >: exported only)"
+	result FAIL lib/exports "$(diff <(echo "$want") <(echo "$have") | grep -c '^[<>]') differences (<: in the headers only, >: exported only)"
 fi
 
 tmp=$(mktemp -d)
@@ -268,10 +269,10 @@ elif ! cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/t" "$tmp/t.c" \
 	$(pkg-config --cflags --libs libclanq) >>"$log" 2>&1; then
 	why="does not build with pkg-config's flags"
 elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.1\]'; then
-	why="no NEEDED libclanq.so.1"
+	why="no NEEDED libclanq.so.2"
 elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_open_nic\$"; then
 	why="clanq_open_nic not versioned LIBCLANQ_$version"
-elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.1" { print $3 }')")" != \
+elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.2" { print $3 }')")" != \
 	"$(readlink -f "$so")" ]; then
 	why="ldd: $(ldd "$tmp/t" | grep libclanq) (not $so)"
 elif ! "$tmp/t" >>"$log" 2>&1; then
@@ -279,7 +280,7 @@ elif ! "$tmp/t" >>"$log" 2>&1; then
 fi
 if [ -z "$why" ]; then
 	result PASS lib/link
-	echo "      $(objdump -T "$tmp/t" | grep -c "LIBCLANQ_$version") symbols LIBCLANQ_$version; $(ldd "$tmp/t" | grep -o 'libclanq.so.1 => [^ ]*')"
+	echo "      $(objdump -T "$tmp/t" | grep -c "LIBCLANQ_$version") symbols LIBCLANQ_$version; $(ldd "$tmp/t" | grep -o 'libclanq.so.2 => [^ ]*')"
 else
 	result FAIL lib/link "$why"
 fi

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * Unit tests for include/clanq/ring.h, the arithmetic of a connection's
+ * Unit tests for lib/ring.h, the arithmetic of a connection's
  * message ring: record sizes, the PAD at the end of the ring, send credit
  * from an untrusted peer, and the check of a peer-written record header.
  *
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include <clanq/ring.h>
+#include "../../lib/ring.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 

@@ -1,5 +1,5 @@
 # clanq as a user installs it (vm.sh pkg, the stock Debian kernel): the
-# module DKMS built from the clanq-dkms package on the host, libclanq1
+# module DKMS built from the clanq-dkms package on the host, libclanq2
 # and clanq-tools installed here by dpkg, and then, as users who are not
 # root: the device open to everyone by default; with the site's group
 # switch on (udev/61-clanq-group.rules: group clanq, mode 0660, applied
@@ -29,11 +29,11 @@ as() { u=$1; shift; su -s /bin/sh -c "$*" "$u"; }
 # ---- install ----
 mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates
 touch /var/lib/dpkg/status
-for deb in /clanq/deb/libclanq1_*.deb /clanq/deb/clanq-tools_*.deb; do
+for deb in /clanq/deb/libclanq2_*.deb /clanq/deb/clanq-tools_*.deb; do
 	# busybox's dpkg does not know the host's libc6 package: --force-depends
 	succeeds "dpkg -i ${deb##*/}" dpkg -i --force-depends "$deb"
 done
-for p in libclanq1 clanq-tools; do
+for p in libclanq2 clanq-tools; do
 	if dpkg -l 2>/dev/null | grep -q "^ii  $p "; then ok "$p is installed"
 	else bad "$p is installed" "$(dpkg -l 2>&1 | head -c 400)"; fi
 done

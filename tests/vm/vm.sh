@@ -7,7 +7,7 @@
 #   vm.sh run     stock Debian kernel: load the driver and run the demo
 #   vm.sh bench   stock Debian kernel: the benchmarks' tables (bench.sh)
 #   vm.sh pkg     stock Debian kernel: the module DKMS built on this host
-#                 from the clanq-dkms package, libclanq1 and clanq-tools
+#                 from the clanq-dkms package, libclanq2 and clanq-tools
 #                 installed in the VM by dpkg, used by users who are not
 #                 root (pkg.sh); tests/pkg/run.sh builds and installs
 #                 the packages first
@@ -100,7 +100,7 @@ elif [ $job = pkg ]; then
 	release=$(basename "$image" | sed 's/vmlinuz-//')
 	pkg_ko=$(ls /lib/modules/$release/updates/dkms/clanq.ko* 2>/dev/null | head -n 1)
 	[ -n "$pkg_ko" ] || die "no clanq.ko from DKMS for $release (tests/pkg/run.sh installs clanq-dkms)"
-	ls build/deb/libclanq1_*.deb build/deb/clanq-tools_*.deb >/dev/null 2>&1 ||
+	ls build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb >/dev/null 2>&1 ||
 		die "no packages in build/deb (make deb)"
 else
 	image=$(tests/vm/kernel.sh stock-image)
@@ -136,7 +136,7 @@ if [ $job = pkg ]; then
 	*.gz)	gzip -dc "$pkg_ko" > "$kmod/clanq.ko" ;;
 	*)	cp "$pkg_ko" "$kmod/clanq.ko" ;;
 	esac
-	cp build/deb/libclanq1_*.deb build/deb/clanq-tools_*.deb "$rootfs/clanq/deb/"
+	cp build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb "$rootfs/clanq/deb/"
 	# busybox's modinfo wants a modules.dep: pkg.sh gets the host's answer
 	modinfo -F parm "$pkg_ko" > "$rootfs/clanq/modinfo-parm"
 	unpacked=$vmdir/unpacked

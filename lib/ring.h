@@ -19,7 +19,7 @@
  * an 8-byte trailer holding the ring's tail after the record. The
  * trailer is what an RDMA sender writes into the peer's tail word, in a
  * second request after the record's (the engine keeps one queue's
- * requests in order; include/uapi/clanq.h): the staged copy stays put
+ * requests in order; include/clanq/uapi.h): the staged copy stays put
  * until the receiver has consumed the record, which it can do only
  * after it saw that tail. A record never wraps: if it does not fit
  * before the end, a PAD record fills the rest, and a record is at most

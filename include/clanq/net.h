@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * libclanq: connections and messages, on the primitives of <clanq.h>.
+ * Link with -lclanq.
+ */
+#ifndef _CLANQ_NET_H
+#define _CLANQ_NET_H
+
+#include <clanq.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Connections and messaging (paper sections 3.1 and 4): listen, connect,
+ * accept and close over OOB messages (the protocol is the library's,
+ * lib/handshake.h); messages through a ring in the receiver's region,
+ * written by the sender through an aperture (the ring's layout is the
+ * library's: lib/ring.h in the source).
+ *
+ * Threads. A clanq_net and everything on it (listeners, connections)
+ * belongs to one thread at a time, as a UCX worker does: the calls below
+ * share the net's endpoint and its connection table and take no lock.
+ * A program with several threads opens a net per thread (each on its
+ * own clanq_dev). Blocking calls wait in the driver without losing a
+ * wake-up (tripwires, the event queue) after spinning the net's spin
+ * time (clanq_net_set_spin()).
+ *
+ * Cost. An idle connection costs each side one region (its receive
+ * ring, rounded up to pages), the driver's armed bitmap page of that
+ * region, one tripwire, one aperture onto the peer's ring and its two
+ * mappings; a default ring is one page. No thread, no timer.
+ *
+ * Peer death. Each side imports the other's ring with CLANQ_AP_SINK and
+ * a notify endpoint (the net's): when the peer's process dies its
+ * region is freed, the driver queues CLANQ_OOB_REVOKED on our net
+ * endpoint (waking a receive blocked in TW_WAIT, CLANQ_TW_WAIT_OOB), and
+ * our stores that raced with it land in a sink page. The connection is
+ * then reset: data already in our ring is still delivered, then
+ * -ECONNRESET. An orderly close writes a FIN record first: the peer
+ * reads its data, then end of stream (0).
+ */
+
+#define CLANQ_NET_SPIN_NS_DEFAULT	15000	/**< as the paper's server */
+#define CLANQ_CONN_RING_DEFAULT		4032	/**< one page, less the ring's header */
+#define CLANQ_CONN_TIMEOUT_NS_DEFAULT	(5ull * 1000 * 1000 * 1000)
+
+/*
+ * The three objects are the library's: it allocates them, and their
+ * insides are not part of the ABI. What an application may read of them
+ * it reads through the calls below.
+ */
+struct clanq_net;
+struct clanq_listener;
+struct clanq_conn;
+
+/** What a net counts, for tools: never reset, the net's own. */
+struct clanq_net_stats {
+	__u64 conns_opened, conns_closed, conns_reset;
+	__u64 connects_sent;	/**< CONNECT messages, retransmissions too */
+	__u64 accepts_sent, refused;
+	__u64 ignored;		/**< OOB messages stale, duplicated or forged */
+	__u64 probes;		/**< liveness probes after a lost notice */
+	__u64 arms;		/**< tripwires armed before blocking */
+	__u64 blocks;		/**< waits that went to the driver */
+};
+
+/** Attributes of a new net; zero picks the default. */
+struct clanq_net_attr {
+	unsigned int max_conns;	/**< connections at once (default 1024) */
+	unsigned int oob_slots;	/**< its endpoint's OOB queue (default 256) */
+};
+
+
+/**
+ * \brief Open a net on dev: an endpoint, an event queue, a connection
+ * table; *netp gets it. dev stays open while the net is.
+ * \return 0; -EINVAL; -ENOMEM; -errno from the driver.
+ */
+int clanq_net_open(struct clanq_net **netp, struct clanq_dev *dev,
+		   const struct clanq_net_attr *attr);
+
+/**
+ * \brief Close a net: every listener and connection on it is closed,
+ * and the net and they are freed.
+ */
+int clanq_net_close(struct clanq_net *net);
+
+/**
+ * \brief How long clanq_net_wait() and the blocking calls spin before
+ * they wait in the driver (default CLANQ_NET_SPIN_NS_DEFAULT).
+ */
+void clanq_net_set_spin(struct clanq_net *net, __u64 spin_ns);
+
+/** \brief The net's counters, copied into *stats. */
+void clanq_net_stats(const struct clanq_net *net, struct clanq_net_stats *stats);
+
+/** \brief Connections on the net now, in any state. */
+unsigned int clanq_net_nr_conns(const struct clanq_net *net);
+
+/**
+ * \brief The net's event queue, for the application's own endpoints:
+ * their events come back from clanq_net_wait() as CLANQ_NET_OTHER.
+ */
+struct clanq_evq *clanq_net_evq(struct clanq_net *net);
+
+/** \brief The address of the net's endpoint (handshakes, notices). */
+struct clanq_addr clanq_net_addr(const struct clanq_net *net);
+
+
+/**
+ * \brief Listen on service (1 .. CLANQ_SERVICE_MAX) of net's node, with
+ * room for backlog connections not yet accepted; more are refused.
+ * *lp gets the listener.
+ * \return 0; -EADDRINUSE; -EACCES below CLANQ_SERVICE_PRIV without
+ *         CAP_NET_BIND_SERVICE; -EINVAL; -ENOMEM.
+ */
+int clanq_listen(struct clanq_net *net, struct clanq_listener **lp,
+		 unsigned int service, unsigned int backlog);
+
+/** \brief Stop listening: pending connections are refused; l is freed. */
+int clanq_listener_close(struct clanq_listener *l);
+
+/** What a listener counts. */
+struct clanq_listener_stats {
+	__u64 refused;		/**< connections refused: backlog full, closing */
+	__u64 ignored;		/**< OOB messages stale, duplicated or forged */
+};
+
+/** \brief The listener's counters, copied into *stats. */
+void clanq_listener_stats(const struct clanq_listener *l,
+			  struct clanq_listener_stats *stats);
+
+/** \brief The listener's address: (the net's node, its service). */
+struct clanq_addr clanq_listener_addr(const struct clanq_listener *l);
+
+/** Options of a connection; zero picks the default. */
+struct clanq_conn_opts {
+	__u64 timeout_ns;	/**< connect gives up after (default 5 s) */
+	__u32 rx_ring;		/**< our receive ring's record bytes */
+	__u32 tx_ring;		/**< the peer's, that we write (asked for) */
+	/**
+	 * Messages of this many bytes or more go by the RDMA engine, the
+	 * rest by PIO; an aperture that cannot be mapped takes RDMA always.
+	 * 0: the default, CLANQ_CONN_RDMA_DEFAULT.
+	 */
+	__u32 rdma_threshold;
+	__u32 flags;		/**< CLANQ_CONN_* */
+};
+
+/**
+ * Do not map the peer's ring: every write goes through the RDMA engine,
+ * as it must to a peer on another machine. For tests and measurements.
+ */
+#define CLANQ_CONN_RDMA_ONLY	0x1u
+
+/**
+ * Default RDMA threshold: on the loop wire PIO is one copy by the
+ * sender's CPU, RDMA a copy into the staging region plus the engine's
+ * copy, so PIO wins at every size (measured: README, clanq-stream); RDMA
+ * is what apertures that cannot be mapped use.
+ */
+#define CLANQ_CONN_RDMA_DEFAULT		0xffffffffu
+
+/** Flags for clanq_send(), clanq_sendv(), clanq_recv(), clanq_recv_peek(). */
+#define CLANQ_MSG_DONTWAIT	0x1u	/**< -EAGAIN instead of blocking */
+
+enum clanq_conn_state {
+	CLANQ_CONN_CONNECTING = 1,
+	CLANQ_CONN_OPEN,
+	CLANQ_CONN_FIN,		/**< the peer closed: what is left, then 0 */
+	CLANQ_CONN_RESET,	/**< the peer died or broke the protocol */
+};
+
+
+/**
+ * \brief Connect to service on node: a handshake over OOB messages
+ * (retransmitted when lost) exchanging the rings, then both sides can
+ * send. Blocks up to opts->timeout_ns. *cp gets the connection.
+ * \return 0; -ECONNREFUSED if nobody listens there or the backlog is
+ *         full; -ETIMEDOUT; -EHOSTUNREACH for an unknown node; -ENOSPC
+ *         at net's max_conns; -EINVAL for bad opts; -errno.
+ */
+int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, __u32 node,
+		  unsigned int service, const struct clanq_conn_opts *opts);
+
+/**
+ * \brief Accept the oldest pending connection of l into *cp. Waits up
+ * to timeout_ns (-1: for ever; 0: take one only if it is there).
+ * \return 0; -ETIMEDOUT (-EAGAIN for timeout 0) with none; -ENOSPC at
+ *         max_conns; -errno.
+ */
+int clanq_accept(struct clanq_listener *l, struct clanq_conn **cp,
+		 const struct clanq_conn_opts *opts, int64_t timeout_ns);
+
+/**
+ * \brief Close: a FIN record to the peer (if its ring has room for it),
+ * then the ring, the aperture and the tripwire go, and c is freed.
+ * Never blocks.
+ */
+int clanq_conn_close(struct clanq_conn *c);
+
+/** \brief The longest message c can send. */
+size_t clanq_conn_max_msg(const struct clanq_conn *c);
+
+/** \brief Where c stands (enum clanq_conn_state). */
+enum clanq_conn_state clanq_conn_state(const struct clanq_conn *c);
+
+/** \brief Why c was reset (-ECONNRESET, -EPROTO, ...); 0 if it was not. */
+int clanq_conn_error(const struct clanq_conn *c);
+
+/** \brief The address of the peer net's endpoint. */
+struct clanq_addr clanq_conn_peer(const struct clanq_conn *c);
+
+/**
+ * \brief The application's word on c, 0 until set: what a server keeps
+ * to find its own state from a struct clanq_net_event.
+ */
+__u64 clanq_conn_get_cookie(const struct clanq_conn *c);
+void clanq_conn_set_cookie(struct clanq_conn *c, __u64 cookie);
+
+/** What a connection counts, both directions. */
+struct clanq_conn_stats {
+	__u64 msgs_in, msgs_out, bytes_in, bytes_out;
+	__u64 rdma_sends;	/**< messages the RDMA engine carried */
+	__u64 credit_waits;	/**< sends that found no room in the peer's ring */
+};
+
+/** \brief c's counters, copied into *stats. */
+void clanq_conn_stats(const struct clanq_conn *c, struct clanq_conn_stats *stats);
+
+/**
+ * \brief Send one message of len bytes (1 .. clanq_conn_max_msg()).
+ * Without credit it blocks (spins, then waits for the peer's credit in
+ * the driver), or with CLANQ_MSG_DONTWAIT returns -EAGAIN. No system
+ * call while the peer polls; one (the flush) when it is blocked.
+ * \return 0; -EMSGSIZE; -EINVAL for len 0; -EAGAIN; -EPIPE after the
+ *         peer closed; -ECONNRESET; -EPROTO if the peer broke the ring.
+ */
+int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
+	       unsigned int flags);
+
+/** \brief clanq_send() of the concatenation of iov[0 .. iovcnt). */
+int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
+		unsigned int flags);
+
+/**
+ * \brief Receive one message into buf (len bytes of room). Blocks (spin,
+ * then the tripwire on our ring's tail) unless CLANQ_MSG_DONTWAIT.
+ * \return its length (> 0); 0 at end of stream (the peer closed);
+ *         -EMSGSIZE if it is longer than len (it stays queued); -EAGAIN;
+ *         -ECONNRESET; -EPROTO; -EINTR.
+ */
+ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
+		   unsigned int flags);
+
+/**
+ * \brief Zero copy: the next message, in place in the ring, until
+ * clanq_recv_done(). The peer cannot overwrite it meanwhile without
+ * breaking the protocol (it has no credit for that space).
+ * \return its length (> 0) with *data set; as clanq_recv() otherwise.
+ */
+ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
+			unsigned int flags);
+
+/** \brief Done with the message clanq_recv_peek() returned. */
+void clanq_recv_done(struct clanq_conn *c);
+
+/** \brief Is a message (or the end) there to receive? No system call. */
+bool clanq_conn_readable(struct clanq_conn *c);
+
+/** What clanq_net_wait() reports. */
+#define CLANQ_NET_IN		0x01u	/**< a message, or end of stream */
+#define CLANQ_NET_OUT		0x02u	/**< credit came back */
+#define CLANQ_NET_HUP		0x04u	/**< reset (-ECONNRESET) */
+#define CLANQ_NET_ACCEPT	0x08u	/**< a listener has a pending one */
+#define CLANQ_NET_OTHER		0x10u	/**< an event of the application's */
+
+struct clanq_net_event {
+	__u32 what;			/**< CLANQ_NET_* */
+	struct clanq_conn *conn;	/**< IN, OUT, HUP */
+	struct clanq_listener *listener;	/**< ACCEPT */
+	struct clanq_event ev;		/**< OTHER: as from clanq_net_evq() */
+};
+
+/**
+ * \brief The server's loop: wait until connections can be read (or were
+ * reset, or got credit back) or listeners have connections pending, and
+ * report up to max of them. Polls the connections that were busy lately
+ * for the net's spin time, then arms the tripwires of the idle ones and
+ * blocks in one clanq_evq_wait() on the net's evq, which the application may also
+ * register its own endpoints on (their events come back as
+ * CLANQ_NET_OTHER). A connection is reported IN until it is drained.
+ * \param timeout_ns  -1: no timeout; 0: look once.
+ * \return the number of events (> 0); -ETIMEDOUT; -EINTR; -errno.
+ */
+int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
+		   unsigned int max, int64_t timeout_ns);
+
+/**
+ * \brief Handle what arrived on the net's endpoint (answers, notices)
+ * without waiting. The blocking calls do it themselves.
+ */
+void clanq_net_progress(struct clanq_net *net);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* _CLANQ_NET_H */
