@@ -91,7 +91,7 @@ static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
 		clanq_ap_close(&c->tx);
 		return err;
 	}
-	c->tx_cap = cap;
+	clanq_conn_tx_init(c, cap);
 	return 0;
 }
 

@@ -20,6 +20,8 @@
 
 #include "net_internal.h"
 
+const __u32 clanq_conn_never_armed;
+
 /* RDMA completions carry the connection's cookie; this bit marks a FIN's. */
 #define CLANQ_COOKIE_FIN	(1ull << 31)
 
@@ -137,21 +139,36 @@ void clanq_conn_answer_want(struct clanq_conn *c)
 		c->want_seen = w;
 }
 
+/* Past size bytes of our ring: a record, or a PAD up to its end. */
+static inline void clanq_conn_rx_advance(struct clanq_conn *c, __u64 size)
+{
+	c->rx_head += size;
+	c->rx_pos += size;
+	if (c->rx_pos >= c->rx_cap)	/* records never wrap: == */
+		c->rx_pos = 0;
+}
+
 /*
  * The next record at our head, PADs skipped: 1 and *h for a message or
  * FIN (c->peek_size its bytes), -EAGAIN for none, -EPROTO for nonsense.
+ * The peer's tail is loaded only when the records below the last one
+ * loaded are used up: a batch costs one look at the shared header.
  */
 static int clanq_conn_next(struct clanq_conn *c, struct clanq_rec *h)
 {
 	__u64 tail, size;
 
 	for (;;) {
-		/* [G] of ring.h: the tail, then the records below it */
-		tail = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
-		if (tail == c->rx_head)
-			return -EAGAIN;
-		memcpy(h, c->rx_ring + c->rx_head % c->rx_cap, sizeof(*h));
-		switch (clanq_ring_check(c->rx_cap, c->rx_head, tail, *h, &size)) {
+		if (c->rx_head == c->rx_tail_seen) {
+			/* [G] of ring.h: the tail, then the records below it */
+			tail = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
+			if (tail == c->rx_head)
+				return -EAGAIN;
+			c->rx_tail_seen = tail;	/* checked below, record by record */
+		}
+		memcpy(h, c->rx_ring + c->rx_pos, sizeof(*h));
+		switch (clanq_ring_check_at(c->rx_cap, c->rx_head, c->rx_pos,
+					    c->rx_tail_seen, *h, &size)) {
 		case CLANQ_REC_OK:
 			break;
 		case CLANQ_REC_NONE:
@@ -162,9 +179,10 @@ static int clanq_conn_next(struct clanq_conn *c, struct clanq_rec *h)
 		}
 		if (h->type != CLANQ_REC_PAD) {
 			c->peek_size = size;
+			c->peek_len = h->len;
 			return 1;
 		}
-		c->rx_head += size;
+		clanq_conn_rx_advance(c, size);
 	}
 }
 
@@ -183,26 +201,31 @@ bool clanq_conn_readable(struct clanq_conn *c)
 	return clanq_conn_has_data(c);
 }
 
-/* Consume the record at our head; credit goes back every quarter ring. */
+/*
+ * Consume the record at our head; credit goes back every quarter ring
+ * (a sender waiting for it asks through hdr.want, which a receiver
+ * answers when it finds its ring empty, and before it blocks).
+ */
 static void clanq_conn_consume(struct clanq_conn *c)
 {
-	struct clanq_rec h;
-
-	memcpy(&h, c->rx_ring + c->rx_head % c->rx_cap, sizeof(h));
 	c->msgs_in++;
-	c->bytes_in += h.len;
-	c->rx_head += c->peek_size;
+	c->bytes_in += c->peek_len;
+	clanq_conn_rx_advance(c, c->peek_size);
 	c->peek_size = 0;
 	if (clanq_ring_credit_due(c->rx_cap, c->rx_head, c->rx_returned))
 		(void)clanq_conn_return_credit(c);
-	clanq_conn_answer_want(c);
 }
 
 /*
  * Before a non-blocking call says -EAGAIN: has the net news (a notice
  * that the peer is gone) it has not handled? A look at its OOB queue,
- * no system call.
+ * no system call. Receives look every CLANQ_CONN_NEWS_EVERY empty polls:
+ * the net's progress is clanq_net_wait()'s and clanq_net_progress()'s
+ * work, not the data path's, and a peer's death is still seen within
+ * microseconds by a receiver that only polls.
  */
+#define CLANQ_CONN_NEWS_EVERY	16u
+
 static bool clanq_conn_news(struct clanq_conn *c)
 {
 	struct clanq_net *net = c->net;
@@ -239,18 +262,15 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 	__u64 tail;
 	int err;
 
-	bool gone;
-
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return -ENOTCONN;
 	for (;;) {
 		if (c->state == CLANQ_CONN_RESET && c->error != -ECONNRESET)
 			return c->error;
-		clanq_conn_answer_want(c);
-		/* gone before we look: its last writes are visible to this look */
-		gone = __atomic_load_n(&c->peer_gone, __ATOMIC_ACQUIRE);
 		err = clanq_conn_next(c, h);
-		if (err == 1 && h->type == CLANQ_REC_FIN) {
+		if (__builtin_expect(err == 1, 1)) {
+			if (h->type != CLANQ_REC_FIN)
+				return 1;
 			c->fin_seen = true;
 			if (c->state == CLANQ_CONN_OPEN)
 				c->state = CLANQ_CONN_FIN;
@@ -258,14 +278,20 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 		}
 		if (err != -EAGAIN)
 			return err;
+		/* nothing there: now, and only now, what is not data */
 		if (c->fin_seen)
 			return 0;
-		if (gone)
+		clanq_conn_answer_want(c);
+		if (__atomic_load_n(&c->peer_gone, __ATOMIC_ACQUIRE)) {
+			/* its last writes came before the notice: one more look */
+			if (clanq_conn_has_data(c))
+				continue;
 			clanq_conn_reset(c, -ECONNRESET);
+		}
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
 		if (flags & CLANQ_MSG_DONTWAIT) {
-			if (clanq_conn_news(c))
+			if (!(++c->idle_polls % CLANQ_CONN_NEWS_EVERY) && clanq_conn_news(c))
 				continue;
 			return -EAGAIN;
 		}
@@ -278,8 +304,8 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 	}
 }
 
-ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
-		   unsigned int flags)
+static ssize_t __attribute__((noinline))
+clanq_recv_slow(struct clanq_conn *c, void *buf, size_t len, unsigned int flags)
 {
 	struct clanq_rec h;
 	int err = clanq_conn_wait_msg(c, &h, flags);
@@ -288,8 +314,46 @@ ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 		return err;
 	if (h.len > len)
 		return -EMSGSIZE;
-	memcpy(buf, c->rx_ring + c->rx_head % c->rx_cap + CLANQ_REC_HDR, h.len);
+	memcpy(buf, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, h.len);
 	clanq_conn_consume(c);
+	return h.len;
+}
+
+/*
+ * The common receive, alone: an open connection, and a whole message at
+ * our head that fits buf. The peer's tail is loaded (and checked) only
+ * when what it said last is used up; the record is checked as
+ * clanq_ring_check_at() would pass it. Anything else, empty included,
+ * is the general path's.
+ */
+ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
+		   unsigned int flags)
+{
+	__u64 head = c->rx_head, pos = c->rx_pos, n;
+	struct clanq_rec h;
+
+	if (__builtin_expect(c->state != CLANQ_CONN_OPEN, 0))
+		return clanq_recv_slow(c, buf, len, flags);
+	if (head == c->rx_tail_seen) {
+		/* [G] of ring.h: the tail, then the records below it */
+		__u64 tail = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
+
+		if (tail <= head || tail - head > c->rx_cap)
+			return clanq_recv_slow(c, buf, len, flags);
+		c->rx_tail_seen = tail;
+	}
+	memcpy(&h, c->rx_ring + pos, sizeof(h));
+	n = clanq_rec_size(h.len);
+	if (__builtin_expect(h.type != CLANQ_REC_DATA || h.reserved || !h.len ||
+			     h.len > len || h.len > clanq_ring_max_msg(c->rx_cap) ||
+			     pos + n > c->rx_cap || n > c->rx_tail_seen - head, 0))
+		return clanq_recv_slow(c, buf, len, flags);
+	memcpy(buf, c->rx_ring + pos + CLANQ_REC_HDR, h.len);
+	c->msgs_in++;
+	c->bytes_in += h.len;
+	clanq_conn_rx_advance(c, n);
+	if (clanq_ring_credit_due(c->rx_cap, c->rx_head, c->rx_returned))
+		(void)clanq_conn_return_credit(c);
 	return h.len;
 }
 
@@ -301,7 +365,7 @@ ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
 
 	if (err <= 0)
 		return err;
-	*data = c->rx_ring + c->rx_head % c->rx_cap + CLANQ_REC_HDR;
+	*data = c->rx_ring + c->rx_pos + CLANQ_REC_HDR;
 	return h.len;
 }
 
@@ -337,6 +401,7 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
 			clanq_conn_reset(c, -EPROTO);
 			return -EPROTO;
 		}
+		c->tx_limit = credit + c->tx_cap;
 		if ((__u64)space >= cost)
 			return 0;
 		if (!asked)
@@ -426,7 +491,7 @@ static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
 
 	if (err)
 		return err;
-	clanq_conn_lay(c->tx.base + CLANQ_RING_HDR, c->tx_tail % c->tx_cap, pad,
+	clanq_conn_lay(c->tx.base + CLANQ_RING_HDR, c->tx_pos, pad,
 		       type, iov, iovcnt, len, rec, new_tail);
 	if (c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
 		__atomic_store_n(&ph->credit, c->rx_head, __ATOMIC_RELEASE);
@@ -452,7 +517,7 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 				 __u64 rec, __u64 new_tail, __u64 cookie)
 {
 	struct clanq_ring_hdr *sh;
-	__u64 pos = c->tx_tail % c->tx_cap;
+	__u64 pos = c->tx_pos;
 	int err = clanq_conn_stage(c);
 
 	if (err)
@@ -497,6 +562,15 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 	return err;
 }
 
+/* Past cost bytes of the peer's ring: [a PAD and] a record. */
+static inline void clanq_conn_tx_advance(struct clanq_conn *c, __u64 cost)
+{
+	c->tx_tail += cost;
+	c->tx_pos += cost;
+	if (c->tx_pos >= c->tx_cap)	/* a record ends at the end at most */
+		c->tx_pos -= c->tx_cap;
+}
+
 static int clanq_conn_write(struct clanq_conn *c, __u16 type,
 			    const struct iovec *iov, int iovcnt, __u64 len,
 			    unsigned int flags)
@@ -506,16 +580,16 @@ static int clanq_conn_write(struct clanq_conn *c, __u16 type,
 
 	if (len > clanq_ring_max_msg(c->tx_cap))
 		return -EMSGSIZE;
-	cost = clanq_ring_cost(c->tx_cap, c->tx_tail, rec, &pad);
+	cost = clanq_ring_cost_at(c->tx_cap, c->tx_pos, rec, &pad);
 	err = clanq_conn_wait_credit(c, cost, flags);
 	if (err)
 		return err;
 	new_tail = c->tx_tail + cost;
-	cookie = clanq_conn_notice_cookie(c->net, c->slot);
 	if (c->tx.base && len < c->rdma_threshold) {
 		err = clanq_conn_write_pio(c, pad, type, iov, iovcnt, len, rec,
 					   new_tail);
 	} else {
+		cookie = clanq_conn_notice_cookie(c->net, c->slot);
 		if (type == CLANQ_REC_FIN)
 			cookie |= CLANQ_COOKIE_FIN;
 		err = clanq_conn_write_rdma(c, pad, type, iov, iovcnt, len, rec,
@@ -523,7 +597,7 @@ static int clanq_conn_write(struct clanq_conn *c, __u16 type,
 	}
 	if (err)
 		return err;
-	c->tx_tail = new_tail;
+	clanq_conn_tx_advance(c, cost);
 	if (type == CLANQ_REC_DATA) {
 		c->msgs_out++;
 		c->bytes_out += len;
@@ -551,12 +625,71 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 	return clanq_conn_write(c, CLANQ_REC_DATA, iov, iovcnt, len, flags);
 }
 
-int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
-	       unsigned int flags)
+/*
+ * The common send, alone: an open connection whose peer's ring is
+ * mapped, no RDMA send of ours in flight, a message of PIO size that
+ * fits before the ring's end, and credit we know of. The record, the
+ * credit we owe, the tail ([G]); then [F]: a full barrier and one look
+ * at whether the peer sleeps on its ring. 1: not this case, the general
+ * path takes it (waits for credit, pads, reports errors).
+ */
+static int clanq_send_pio_fast(struct clanq_conn *c, const void *buf, __u64 len)
+{
+	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
+	__u64 rec = clanq_rec_size(len), pos = c->tx_pos;
+	__u64 new_tail = c->tx_tail + rec;
+	struct clanq_rec h = { (__u32)len, CLANQ_REC_DATA, 0 };
+	char *r;
+
+	if (pos + rec > c->tx_cap || len > clanq_ring_max_msg(c->tx_cap))
+		return 1;
+	if (new_tail > c->tx_limit) {
+		__u64 credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
+
+		if (clanq_ring_space(c->tx_cap, c->tx_tail, credit) < (__s64)rec)
+			return 1;
+		c->tx_limit = credit + c->tx_cap;
+	}
+	r = c->tx.base + CLANQ_RING_HDR + pos;
+	memcpy(r, &h, sizeof(h));
+	memcpy(r + CLANQ_REC_HDR, buf, len);
+	memcpy(r + rec - CLANQ_REC_TRAILER, &new_tail, sizeof(new_tail));
+	if (c->rx_head != c->rx_returned) {
+		__atomic_store_n(&ph->credit, c->rx_head, __ATOMIC_RELEASE);
+		c->rx_returned = c->rx_head;
+	}
+	__atomic_store_n(&ph->tail, new_tail, __ATOMIC_RELEASE);
+	c->tx_tail = new_tail;
+	c->tx_pos = pos + rec == c->tx_cap ? 0 : pos + rec;
+	c->msgs_out++;
+	c->bytes_out += len;
+	/* [F] of queue.h: our stores, then our look at what is armed */
+	clanq_q_mb();
+	if (__builtin_expect(__atomic_load_n(c->tx_armed, __ATOMIC_RELAXED) &
+			     c->tx_armed_bit, 0) &&
+	    clanq_ap_flush_armed(&c->tx, 0, 2 * sizeof(__u64)) == -ENXIO)
+		clanq_conn_on_revoked(c);	/* the loss is reported by the next call */
+	return 0;
+}
+
+static int __attribute__((noinline))
+clanq_send_slow(struct clanq_conn *c, const void *buf, size_t len, unsigned int flags)
 {
 	struct iovec iov = { (void *)buf, len };
 
 	return clanq_sendv(c, &iov, 1, flags);
+}
+
+int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
+	       unsigned int flags)
+{
+	if (__builtin_expect(c->state == CLANQ_CONN_OPEN && c->tx.base && len &&
+			     len < c->rdma_threshold && !c->tx_rdma_tail &&
+			     !c->fin_seen && !c->peer_gone &&
+			     !(flags & ~CLANQ_MSG_DONTWAIT), 1) &&
+	    !clanq_send_pio_fast(c, buf, len))
+		return 0;
+	return clanq_send_slow(c, buf, len, flags);
 }
 
 /*

@@ -65,7 +65,11 @@ struct clanq_conn {
 	char *rx_ring;
 	__u64 rx_key;
 	__u64 rx_cap, rx_head, rx_returned, want_seen;
+	__u64 rx_pos;			/**< rx_head % rx_cap, kept: no division */
+	__u64 rx_tail_seen;		/**< the peer's tail as last loaded and checked */
 	__u64 peek_size;		/**< record bytes of the peeked message */
+	__u32 peek_len;			/**< its payload bytes */
+	__u32 idle_polls;		/**< empty non-blocking receives: news every 16th */
 	bool armed, hot, fin_seen;
 	bool peer_gone;			/**< its ring was revoked: closed or died */
 	bool accepted;			/**< in net->acc_head */
@@ -73,6 +77,10 @@ struct clanq_conn {
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
 	__u64 tx_cap, tx_tail, tx_want;
+	__u64 tx_pos;			/**< tx_tail % tx_cap */
+	__u64 tx_limit;			/**< credit + tx_cap as last loaded: write below it */
+	const __u32 *tx_armed;		/**< the armed word of the peer's ring header */
+	__u32 tx_armed_bit;		/**< and its bit ([F]: is the peer blocked?) */
 	__u64 tx_rdma_tail;		/**< tail of our last RDMA send, till seen */
 	__u32 rdma_threshold;
 	struct clanq_region stage;	/**< RDMA source, mirrors the peer's ring */
@@ -86,6 +94,27 @@ struct clanq_conn {
 
 /* Shared between the library's files, not part of its ABI. */
 #pragma GCC visibility push(hidden)
+
+/* What tx_armed points at when the aperture has no armed bitmap. */
+extern const __u32 clanq_conn_never_armed;
+
+/*
+ * The send side's state once c->tx (the aperture onto the peer's ring,
+ * mapped or not) is set up: the ring is empty, all of it is credit, and
+ * the word of the region's armed bitmap that says whether the peer
+ * sleeps on its ring's header (block 0 of the window) is found once.
+ */
+static inline void clanq_conn_tx_init(struct clanq_conn *c, __u64 cap)
+{
+	__u64 b = c->tx.region_off >> CLANQ_TW_BLOCK_SHIFT;
+
+	c->tx_cap = cap;
+	c->tx_tail = 0;
+	c->tx_pos = 0;
+	c->tx_limit = cap;
+	c->tx_armed = c->tx.armed ? &c->tx.armed[b / 32] : &clanq_conn_never_armed;
+	c->tx_armed_bit = 1u << (b % 32);
+}
 
 /* The cookie of a revocation notice: slot and generation. */
 static inline __u64 clanq_conn_notice_cookie(const struct clanq_net *net, __u32 slot)

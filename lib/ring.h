@@ -89,17 +89,23 @@ static inline int clanq_ring_cap_ok(__u64 cap)
 }
 
 /*
- * Where a record of rec bytes goes when the ring's tail is at total
- * `tail`: returns the bytes it costs (rec, plus the PAD before it if it
- * does not fit before the end), and the pad bytes in *pad.
+ * Where a record of rec bytes goes when the ring's tail is at position
+ * pos (its total % cap): returns the bytes it costs (rec, plus the PAD
+ * before it if it does not fit before the end), and the pad bytes in
+ * *pad. The library keeps pos beside the total, so that no division is
+ * on its path; clanq_ring_cost() is the same from the total.
  */
+static inline __u64 clanq_ring_cost_at(__u64 cap, __u64 pos, __u64 rec,
+				       __u64 *pad)
+{
+	*pad = pos + rec > cap ? cap - pos : 0;
+	return *pad + rec;
+}
+
 static inline __u64 clanq_ring_cost(__u64 cap, __u64 tail, __u64 rec,
 				    __u64 *pad)
 {
-	__u64 pos = tail % cap;
-
-	*pad = pos + rec > cap ? cap - pos : 0;
-	return *pad + rec;
+	return clanq_ring_cost_at(cap, tail % cap, rec, pad);
 }
 
 /*
@@ -123,20 +129,22 @@ enum clanq_rec_verdict {
 };
 
 /*
- * Check the record header h found at total `head` of a ring whose
- * peer-written tail is `tail` (both untrusted but tail acquire-loaded):
- * is it whole, inside the ring, of a known type, no longer than allowed?
- * *size gets the bytes it takes (a PAD: to the end of the ring).
+ * Check the record header h found at total `head` (position pos, which
+ * is head % cap) of a ring whose peer-written tail is `tail` (both
+ * untrusted but tail acquire-loaded): is it whole, inside the ring, of a
+ * known type, no longer than allowed? *size gets the bytes it takes (a
+ * PAD: to the end of the ring). clanq_ring_check() is the same from the
+ * total alone.
  */
 static inline enum clanq_rec_verdict
-clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
-		 __u64 *size)
+clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
+		    struct clanq_rec h, __u64 *size)
 {
-	__u64 pos = head % cap, avail, n;
+	__u64 avail, n;
 
 	if (tail == head)
 		return CLANQ_REC_NONE;
-	if (tail < head || tail - head > cap || head % 8)
+	if (tail < head || tail - head > cap || pos % 8 || pos >= cap)
 		return CLANQ_REC_BAD;
 	avail = tail - head;
 	if (h.reserved)
@@ -165,6 +173,13 @@ clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 		return CLANQ_REC_BAD;
 	*size = n;
 	return CLANQ_REC_OK;
+}
+
+static inline enum clanq_rec_verdict
+clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
+		 __u64 *size)
+{
+	return clanq_ring_check_at(cap, head, head % cap, tail, h, size);
 }
 
 /*

@@ -185,7 +185,7 @@ static void nat_conn_init(struct nat_conn *n, struct nat_pair *p, int s)
 	c->tx.map = peer->ring;
 	c->tx.base = peer->ring;
 	c->tx.armed = peer->armed;
-	c->tx_cap = p->cap;
+	clanq_conn_tx_init(c, p->cap);
 	c->rdma_threshold = CLANQ_CONN_RDMA_DEFAULT;
 }
 
