@@ -304,7 +304,7 @@ install-dkms:
 	install -m 644 $(KERNEL_HDRS) $(DESTDIR)$(DKMSDIR)/include/clanq/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
 
-.PHONY: tools install-dkms deb print-version
+.PHONY: tools install-dkms deb print-version print-soversion abi-check
 
 # Debian packages (debian/) built from a copy of the tracked tree:
 # build/deb/*.deb; scripts/deb.sh says how.
@@ -314,6 +314,14 @@ deb: deps
 # for scripts (deb.sh, tests/pkg)
 print-version:
 	@echo $(VERSION)
+
+print-soversion:
+	@echo $(SOVERSION)
+
+# make test's ABI check: the library's exports and the structs they take
+# against tests/abi/libclanq.so.$(SOVERSION).dump (tests/abi/abi-check.sh).
+abi-check: $(LIB_SO)
+	@CLANQ_ABI_SO=$(LIB_SO) tests/run-host.sh tests/abi/abi-check.sh
 
 clean:
 	rm -rf $(B)

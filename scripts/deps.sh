@@ -14,7 +14,8 @@
 #
 # make deb and tests/pkg: debhelper with dh-dkms, dkms (builds the
 # packaged module for each kernel whose headers are installed), lintian,
-# and man-db to check the installed man pages.
+# and man-db to check the installed man pages. abi-dumper and
+# abi-compliance-checker: make test's check of the library's ABI.
 set -euo pipefail
 
 PKGS=(
@@ -24,7 +25,7 @@ PKGS=(
 	libcmocka-dev sparse perl
 	linux-source-6.12
 	ucx-utils libfabric-bin perftest ibverbs-providers iproute2
-	gnuplot-nox
+	gnuplot-nox abi-dumper abi-compliance-checker
 	debhelper dh-dkms dkms lintian fakeroot dpkg-dev adduser groff-base man-db
 )
 

@@ -3,6 +3,7 @@
 #   1. make check   host tests (cmocka under ASan+UBSan and TSan, bench smoke)
 #      native-smoke clanq-bench native -q: the library's data path on this
 #                   machine's CPUs beside raw shm, UCX, libfabric (no VM)
+#      abi-check    the library's ABI against tests/abi/ (abi-compliance-checker)
 #   2. make lint    checkpatch --strict, sparse, W=1 -Werror module builds
 #   3. tests/pkg    make deb, lintian, the packages installed on this machine:
 #                   DKMS builds for each kernel's headers, the library as
@@ -39,6 +40,7 @@ stage() {
 
 stage check	make --no-print-directory check
 stage native	make --no-print-directory native-smoke
+stage abi	make --no-print-directory abi-check
 stage lint	make --no-print-directory lint
 stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
