@@ -628,10 +628,13 @@ int native_insns_child(const char *impl, size_t len, unsigned long long n)
 	nat_pair_map(&p, NAT_LAT_RING);
 	nat_conn_init(a, &p, 0);
 	nat_conn_init(b, &p, 1);
-	for (unsigned long long i = 0; i < n; i++)
+	for (unsigned long long i = 0; i < n; i++) {
+		out[i % len] = (unsigned char)i;	/* every message checked */
 		if (clanq_send(&a->c, out, len, CLANQ_MSG_DONTWAIT) ||
-		    clanq_recv(&b->c, in, sizeof(in), CLANQ_MSG_DONTWAIT) != (ssize_t)len)
+		    clanq_recv(&b->c, in, sizeof(in), CLANQ_MSG_DONTWAIT) != (ssize_t)len ||
+		    memcmp(in, out, len))
 			return CB_FAIL;
+	}
 	return 0;
 }
 
