@@ -85,6 +85,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "bench_stats.h"
 

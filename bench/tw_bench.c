@@ -93,6 +93,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "bench_stats.h"
 
@@ -410,6 +411,7 @@ static void cost_one(int c, uint64_t n, int efd)
 {
 	struct clanq_ioc_tw_wait w;
 	struct clanq_ioc_query q;
+	struct clanq_nic_info info;
 	uint64_t x = 1;
 	__u64 sink = 0;
 
@@ -436,7 +438,7 @@ static void cost_one(int c, uint64_t n, int efd)
 		break;
 	case C_QUERY:
 		for (uint64_t i = 0; i < n; i++)
-			check(clanq_query(&p.d1, &q), "clanq_query");
+			check(clanq_query(&p.d1, &info), "clanq_query");
 		break;
 	case C_FLUSH_FIRE:
 		for (uint64_t i = 0; i < n; i++)
@@ -753,9 +755,9 @@ static void side_send(struct side *s, uint64_t val)
 	case K_EFD_IOCTL:
 	case K_EFD_VFS:
 		if (s->mode->kind == K_EFD_IOCTL) {
-			struct clanq_ioc_query q;
+			struct clanq_nic_info info;
 
-			check(clanq_query(&s->dev, &q), "clanq_query");
+			check(clanq_query(&s->dev, &info), "clanq_query");
 		} else if (s->mode->kind == K_EFD_VFS) {
 			struct clanq_ioc_query q;
 

@@ -15,6 +15,8 @@
 #include <getopt.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
+#include <clanq/net.h>
 
 #include "example.h"
 #include "../bench/bench_stats.h"
@@ -22,8 +24,8 @@
 #define MAX_SIZES	16
 
 struct client {
-	struct clanq_net net;
-	struct clanq_conn *conns;
+	struct clanq_net *net;
+	struct clanq_conn **conns;
 	unsigned int nr;
 	unsigned int flags;	/* CLANQ_MSG_DONTWAIT when polling */
 	__u8 *out, *in;
@@ -114,7 +116,7 @@ int main(int argc, char **argv)
 	unsigned int nic = 0, node = 0, service = 7, conns = 1, nr_sizes = 1;
 	struct clanq_conn_opts co = { 0 };
 	struct clanq_net_attr attr = { 0 };
-	struct clanq_conn *idle_conns = NULL;
+	struct clanq_conn **idle_conns = NULL;
 	struct client cl = { .flags = CLANQ_MSG_DONTWAIT };
 	struct clanq_dev dev;
 	size_t max_size = 0;
@@ -152,7 +154,7 @@ int main(int argc, char **argv)
 	attr.max_conns = (unsigned int)(conns + idle);
 	ex_open_net(&dev, &cl.net, nic, &attr);
 	if (!cl.flags)
-		cl.net.spin_ns = 0;	/* --block: every answer through the driver */
+		clanq_net_set_spin(cl.net, 0);	/* --block: every answer through the driver */
 	cl.conns = calloc(conns, sizeof(*cl.conns));
 	idle_conns = calloc(idle ? idle : 1, sizeof(*idle_conns));
 	cl.out = malloc(max_size);
@@ -162,14 +164,14 @@ int main(int argc, char **argv)
 		ex_fail("memory", -ENOMEM);
 
 	for (unsigned int i = 0; i < conns; i++) {
-		err = ex_connect(&cl.net, &cl.conns[i], node, service, &co);
+		err = ex_connect(cl.net, &cl.conns[i], node, service, &co);
 		if (err)
 			ex_fail(err == -ECONNREFUSED ? "connect: refused (is the server there?)" :
 				"connect", err);
-		if (clanq_conn_max_msg(&cl.conns[i]) < max_size) {
+		if (clanq_conn_max_msg(cl.conns[i]) < max_size) {
 			fprintf(stderr, "%s: %zu bytes do not fit the ring (at most %zu: "
 				"--ring %zu or more)\n", ex_prog, max_size,
-				clanq_conn_max_msg(&cl.conns[i]), 2 * max_size + 64);
+				clanq_conn_max_msg(cl.conns[i]), 2 * max_size + 64);
 			return EX_USAGE;
 		}
 	}
@@ -180,7 +182,7 @@ int main(int argc, char **argv)
 		__u64 t0 = clanq_now_ns();
 
 		for (unsigned long long i = 0; i < idle; i++) {
-			err = ex_connect(&cl.net, &idle_conns[i], node, service, &io);
+			err = ex_connect(cl.net, &idle_conns[i], node, service, &io);
 			if (err) {
 				fprintf(stderr, "%s: idle connection %llu of %llu: %s\n",
 					ex_prog, i + 1, idle, strerror(-err));
@@ -214,12 +216,12 @@ int main(int argc, char **argv)
 
 		for (unsigned long long i = 0; i < warm; i++) {
 			fill(cl.out, len, i);
-			round_trip(&cl, &cl.conns[i % conns], len);
+			round_trip(&cl, cl.conns[i % conns], len);
 		}
 		(void)clanq_ctx_entries(&dev, &e0);
 		for (unsigned long long i = 0; i < msgs; i++) {
 			fill(cl.out, len, i + warm);
-			v[i] = (double)round_trip(&cl, &cl.conns[i % conns], len) / 1000.0;
+			v[i] = (double)round_trip(&cl, cl.conns[i % conns], len) / 1000.0;
 		}
 		(void)clanq_ctx_entries(&dev, &e1);
 		l = lat_stats(v, (unsigned int)msgs);
@@ -231,8 +233,8 @@ int main(int argc, char **argv)
 	}
 
 	for (unsigned int i = 0; i < conns; i++)
-		clanq_conn_close(&cl.conns[i]);
-	clanq_net_close(&cl.net);	/* and the idle ones */
+		clanq_conn_close(cl.conns[i]);
+	clanq_net_close(cl.net);	/* and the idle ones */
 	clanq_close(&dev);
 	free(v);
 	free(cl.in);

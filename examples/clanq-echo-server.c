@@ -21,20 +21,23 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
+#include <clanq/net.h>
 
 #include "example.h"
 
 struct echo_conn {
-	struct clanq_conn c;
+	struct clanq_conn *c;	/* NULL while free */
 	unsigned int id;	/* accept order */
 	bool stalled;		/* an answer waits for credit */
 	struct echo_conn *next_free;
 };
 
 struct server {
-	struct clanq_net net;
-	struct clanq_listener l;
-	struct echo_conn *pool, *free;
+	struct clanq_net *net;
+	struct clanq_listener *l;
+	struct echo_conn *pool, *free;	/* max_conns of them */
+	unsigned int max_conns;
 	unsigned int open, accepted, closed, reset, verbose;
 	__u64 msgs, bytes, stalls, rdma, waits;
 	/* totals of the connections that are gone */
@@ -69,25 +72,31 @@ static void usage(void)
 
 static void print_conn(const char *state, const struct echo_conn *e)
 {
-	const struct clanq_conn *c = &e->c;
+	struct clanq_addr peer = clanq_conn_peer(e->c);
+	struct clanq_conn_stats st;
 
+	clanq_conn_stats(e->c, &st);
 	printf("  conn %-6u %-7s peer %u:%-5u in %-9llu out %-9llu bytes %-12llu "
-	       "rdma %-6llu credit-waits %llu\n", e->id, state, c->peer.node,
-	       c->peer.id, (unsigned long long)c->msgs_in,
-	       (unsigned long long)c->msgs_out, (unsigned long long)c->bytes_in,
-	       (unsigned long long)c->rdma_sends,
-	       (unsigned long long)c->credit_waits);
+	       "rdma %-6llu credit-waits %llu\n", e->id, state, peer.node,
+	       peer.id, (unsigned long long)st.msgs_in,
+	       (unsigned long long)st.msgs_out, (unsigned long long)st.bytes_in,
+	       (unsigned long long)st.rdma_sends,
+	       (unsigned long long)st.credit_waits);
 }
 
 static void conn_gone(struct server *s, struct echo_conn *e, const char *why)
 {
+	struct clanq_conn_stats st;
+
 	if (s->verbose)
 		print_conn(why, e);
-	s->gone_in += e->c.msgs_in;
-	s->gone_out += e->c.msgs_out;
-	s->gone_bytes += e->c.bytes_in;
-	s->rdma += e->c.rdma_sends;
-	clanq_conn_close(&e->c);
+	clanq_conn_stats(e->c, &st);
+	s->gone_in += st.msgs_in;
+	s->gone_out += st.msgs_out;
+	s->gone_bytes += st.bytes_in;
+	s->rdma += st.rdma_sends;
+	clanq_conn_close(e->c);
+	e->c = NULL;
 	e->next_free = s->free;
 	s->free = e;
 	s->open--;
@@ -103,7 +112,7 @@ static void do_accept(struct server *s)
 		e = s->free;
 		if (!e)
 			return;	/* at max_conns: they wait in the backlog */
-		err = clanq_accept(&s->l, &e->c, NULL, 0);
+		err = clanq_accept(s->l, &e->c, NULL, 0);
 		if (err == -EAGAIN)
 			return;
 		if (err) {
@@ -113,7 +122,7 @@ static void do_accept(struct server *s)
 		s->free = e->next_free;
 		e->id = s->accepted++;
 		e->stalled = false;
-		e->c.cookie = (__u64)(uintptr_t)e;
+		clanq_conn_set_cookie(e->c, (__u64)(uintptr_t)e);
 		s->open++;
 	}
 }
@@ -126,7 +135,7 @@ static void do_echo(struct server *s, struct echo_conn *e)
 	int err;
 
 	for (;;) {
-		n = clanq_recv_peek(&e->c, &data, CLANQ_MSG_DONTWAIT);
+		n = clanq_recv_peek(e->c, &data, CLANQ_MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0) {
@@ -141,7 +150,7 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			conn_gone(s, e, "reset");
 			return;
 		}
-		err = clanq_send(&e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
+		err = clanq_send(e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
 			/* keep it peeked; CLANQ_NET_OUT says when to retry */
 			if (!e->stalled)
@@ -150,7 +159,7 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			return;
 		}
 		e->stalled = false;
-		clanq_recv_done(&e->c);
+		clanq_recv_done(e->c);
 		if (err) {
 			s->reset++;
 			conn_gone(s, e, "reset");
@@ -163,6 +172,9 @@ static void do_echo(struct server *s, struct echo_conn *e)
 
 static void report(struct server *s, double secs, __u64 entries)
 {
+	struct clanq_addr where = clanq_listener_addr(s->l);
+	struct clanq_listener_stats ls;
+	struct clanq_net_stats ns;
 	struct rusage ru;
 	double cpu_us;
 	__u64 in = s->gone_in, out = s->gone_out, bytes = s->gone_bytes;
@@ -171,20 +183,25 @@ static void report(struct server *s, double secs, __u64 entries)
 	getrusage(RUSAGE_SELF, &ru);
 	cpu_us = (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec +
 		 (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+	clanq_net_stats(s->net, &ns);
+	clanq_listener_stats(s->l, &ls);
 	printf("# clanq-echo-server on node %u service %u: %.1f s\n",
-	       s->net.dev->node, s->l.service, secs);
+	       where.node, where.id, secs);
 	if (s->open)
 		printf("# open connections%s:\n", s->open > 20 ? " (first 20)" : "");
-	for (__u32 i = 0; i < s->net.max_conns; i++) {
-		struct clanq_conn *c = s->net.conns[i];
+	/* the pool holds every connection the server has open (all accepted) */
+	for (__u32 i = 0; i < s->max_conns; i++) {
+		struct echo_conn *e = &s->pool[i];
+		struct clanq_conn_stats st;
 
-		if (!c || c->state == CLANQ_CONN_CONNECTING)
+		if (!e->c || clanq_conn_state(e->c) == CLANQ_CONN_CONNECTING)
 			continue;
-		in += c->msgs_in;
-		out += c->msgs_out;
-		bytes += c->bytes_in;
+		clanq_conn_stats(e->c, &st);
+		in += st.msgs_in;
+		out += st.msgs_out;
+		bytes += st.bytes_in;
 		if (shown++ < 20 || s->verbose)
-			print_conn("open", (struct echo_conn *)(uintptr_t)c->cookie);
+			print_conn("open", e);
 	}
 	printf("total: %u accepted, %u open, %u closed (%u reset), %llu messages in, "
 	       "%llu echoed, %llu bytes, %llu answers waited for credit\n",
@@ -193,10 +210,10 @@ static void report(struct server *s, double secs, __u64 entries)
 	       (unsigned long long)s->stalls);
 	printf("net: %llu tripwires armed, %llu blocks, %llu OOB messages ignored "
 	       "(duplicates, stale, forged), "
-	       "%llu refused\n", (unsigned long long)s->net.stats.arms,
-	       (unsigned long long)s->net.stats.blocks,
-	       (unsigned long long)(s->net.stats.ignored + s->l.ignored),
-	       (unsigned long long)(s->net.stats.refused + s->l.refused));
+	       "%llu refused\n", (unsigned long long)ns.arms,
+	       (unsigned long long)ns.blocks,
+	       (unsigned long long)(ns.ignored + ls.ignored),
+	       (unsigned long long)(ns.refused + ls.refused));
 	if (s->msgs)
 		printf("per message: %.3f system calls (%llu driver entries, accepts "
 		       "and closes included, for %llu messages); server CPU %.2f s "
@@ -253,10 +270,11 @@ int main(int argc, char **argv)
 
 	attr.max_conns = max_conns;
 	ex_open_net(&dev, &s.net, nic, &attr);
-	s.net.spin_ns = spin_us * 1000;
-	err = clanq_listen(&s.net, &s.l, service, backlog);
+	clanq_net_set_spin(s.net, spin_us * 1000);
+	err = clanq_listen(s.net, &s.l, service, backlog);
 	if (err)
 		ex_fail(err == -EADDRINUSE ? "listen: service taken" : "listen", err);
+	s.max_conns = max_conns;
 	s.pool = calloc(max_conns, sizeof(*s.pool));
 	if (!s.pool)
 		ex_fail("connection table", -ENOMEM);
@@ -277,7 +295,7 @@ int main(int argc, char **argv)
 
 		if (now >= deadline)
 			break;
-		n = clanq_net_wait(&s.net, evs, 64,
+		n = clanq_net_wait(s.net, evs, 64,
 				   deadline == ~0ull ? -1 : (int64_t)(deadline - now));
 		if (n == -EINTR || n == -ETIMEDOUT)
 			continue;
@@ -292,7 +310,7 @@ int main(int argc, char **argv)
 			}
 			if (!evs[i].conn)
 				continue;
-			e = (struct echo_conn *)(uintptr_t)evs[i].conn->cookie;
+			e = (struct echo_conn *)(uintptr_t)clanq_conn_get_cookie(evs[i].conn);
 			if (e->stalled && !(evs[i].what & (CLANQ_NET_OUT | CLANQ_NET_HUP)))
 				continue;	/* its answer still waits for credit */
 			if (evs[i].what & (CLANQ_NET_IN | CLANQ_NET_OUT | CLANQ_NET_HUP))
@@ -304,7 +322,7 @@ int main(int argc, char **argv)
 	report(&s, (double)(clanq_now_ns() - t0) / 1e9, e1 - e0 - 1);
 	fflush(stdout);
 	/* closes the open connections too: each peer reads end of stream */
-	clanq_net_close(&s.net);
+	clanq_net_close(s.net);
 	clanq_close(&dev);
 	free(s.pool);
 	return 0;

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #define DEBUGFS		"/sys/kernel/debug/clanq"
 #define SYSFS		"/sys/class/misc"

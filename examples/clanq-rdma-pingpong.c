@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "example.h"
 

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
+#include <clanq/net.h>
 
 #include "example.h"
 
@@ -78,31 +80,31 @@ static __u64 checksum(const __u8 *p, size_t len)
 	return a ^ (b << 1) ^ len;
 }
 
-static int receiver(struct clanq_net *net, unsigned int service,
-		    unsigned long long streams)
+static int receiver(struct clanq_dev *dev, struct clanq_net *net,
+		    unsigned int service, unsigned long long streams)
 {
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	int err, bad = 0;
 
 	err = clanq_listen(net, &l, service, 4);
 	if (err)
 		ex_fail(err == -EADDRINUSE ? "listen: service taken" : "listen", err);
-	printf("# clanq-stream: receiving on node %u service %u\n", net->dev->node, service);
+	printf("# clanq-stream: receiving on node %u service %u\n", dev->node, service);
 	fflush(stdout);
 	for (unsigned long long s = 0; s < streams; s++) {
 		__u64 seq = 0, bytes = 0, sums = 0, t0 = 0, t1, e0, e1;
 		struct stream_hdr h;
-		struct clanq_conn c;
+		struct clanq_conn *c;
 		const __u8 *data;
 		bool ended = false;
 		ssize_t n;
 
-		err = clanq_accept(&l, &c, NULL, -1);
+		err = clanq_accept(l, &c, NULL, -1);
 		if (err)
 			ex_fail("accept", err);
-		(void)clanq_ctx_entries(net->dev, &e0);
+		(void)clanq_ctx_entries(dev, &e0);
 		for (;;) {
-			n = clanq_recv_peek(&c, (const void **)&data, 0);
+			n = clanq_recv_peek(c, (const void **)&data, 0);
 			if (n <= 0)
 				break;
 			if (!t0)
@@ -122,7 +124,7 @@ static int receiver(struct clanq_net *net, unsigned int service,
 						(unsigned long long)bytes);
 					bad = 1;
 				}
-				clanq_recv_done(&c);
+				clanq_recv_done(c);
 				continue;	/* then end of stream */
 			}
 			if (h.seq != seq) {
@@ -143,10 +145,10 @@ static int receiver(struct clanq_net *net, unsigned int service,
 			}
 			bytes += (__u64)n - HDR;
 			seq++;
-			clanq_recv_done(&c);
+			clanq_recv_done(c);
 		}
 		t1 = clanq_now_ns();
-		(void)clanq_ctx_entries(net->dev, &e1);
+		(void)clanq_ctx_entries(dev, &e1);
 		if (n < 0) {
 			fprintf(stderr, "%s: receive: %s\n", ex_prog, strerror((int)-n));
 			bad = 1;
@@ -167,23 +169,24 @@ static int receiver(struct clanq_net *net, unsigned int service,
 			       sums ? "some checksummed" : "sequence checked");
 		}
 		fflush(stdout);
-		clanq_conn_close(&c);
+		clanq_conn_close(c);
 		if (bad)
 			break;
 	}
-	clanq_listener_close(&l);
+	clanq_listener_close(l);
 	return bad ? EX_FAIL : 0;
 }
 
-static int sender(struct clanq_net *net, unsigned int node, unsigned int service,
-		  size_t size, unsigned long long total, unsigned long long seconds,
-		  struct clanq_conn_opts *co)
+static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int node,
+		  unsigned int service, size_t size, unsigned long long total,
+		  unsigned long long seconds, struct clanq_conn_opts *co)
 {
 	size_t payload = size - HDR;
 	__u8 *pattern = malloc(PATTERN + payload);
 	__u64 seq = 0, bytes = 0, t0, t1, e0, e1, deadline, x = 88172645463325252ull;
 	struct stream_hdr h;
-	struct clanq_conn c;
+	struct clanq_conn_stats st;
+	struct clanq_conn *c;
 	struct iovec iov[2] = { { &h, HDR }, { NULL, payload } };
 	int err;
 
@@ -201,12 +204,12 @@ static int sender(struct clanq_net *net, unsigned int node, unsigned int service
 	if (err)
 		ex_fail(err == -ECONNREFUSED ? "connect: refused (is the receiver there?)" :
 			"connect", err);
-	if (clanq_conn_max_msg(&c) < size) {
+	if (clanq_conn_max_msg(c) < size) {
 		fprintf(stderr, "%s: %zu-byte messages do not fit the receiver's ring "
-			"(at most %zu)\n", ex_prog, size, clanq_conn_max_msg(&c));
+			"(at most %zu)\n", ex_prog, size, clanq_conn_max_msg(c));
 		return EX_USAGE;
 	}
-	(void)clanq_ctx_entries(net->dev, &e0);
+	(void)clanq_ctx_entries(dev, &e0);
 	t0 = clanq_now_ns();
 	deadline = seconds ? t0 + seconds * 1000000000ull : ~0ull;
 	while (seconds ? clanq_now_ns() < deadline : bytes < total) {
@@ -214,7 +217,7 @@ static int sender(struct clanq_net *net, unsigned int node, unsigned int service
 		h.seq = seq;
 		h.flags = no_check ? HDR_NO_SUM : 0;
 		h.sum = no_check ? 0 : checksum(iov[1].iov_base, payload);
-		err = clanq_sendv(&c, iov, 2, 0);
+		err = clanq_sendv(c, iov, 2, 0);
 		if (err)
 			ex_fail("send", err);
 		seq++;
@@ -223,19 +226,20 @@ static int sender(struct clanq_net *net, unsigned int node, unsigned int service
 	h.seq = SEQ_END;
 	h.flags = 0;
 	h.sum = bytes;
-	err = clanq_send(&c, &h, HDR, 0);
+	err = clanq_send(c, &h, HDR, 0);
 	if (err)
 		ex_fail("send", err);
 	t1 = clanq_now_ns();
-	(void)clanq_ctx_entries(net->dev, &e1);
+	(void)clanq_ctx_entries(dev, &e1);
+	clanq_conn_stats(c, &st);
 	printf("sent: %llu messages of %zu bytes, %.1f MiB in %.3f s: %.1f MiB/s, "
 	       "%.4f system calls/msg, %llu waits for credit, %llu by RDMA\n",
 	       (unsigned long long)seq, size, (double)bytes / 1048576.0,
 	       (double)(t1 - t0) / 1e9,
 	       (double)bytes / 1048576.0 / ((double)(t1 - t0) / 1e9),
 	       (double)(e1 - e0 - 1) / (double)(seq + 1),
-	       (unsigned long long)c.credit_waits, (unsigned long long)c.rdma_sends);
-	clanq_conn_close(&c);
+	       (unsigned long long)st.credit_waits, (unsigned long long)st.rdma_sends);
+	clanq_conn_close(c);
 	free(pattern);
 	return 0;
 }
@@ -262,7 +266,7 @@ int main(int argc, char **argv)
 	unsigned int nic = 0, service = 9, node = 0;
 	struct clanq_conn_opts co = { 0 };
 	bool listen = false, to = false;
-	struct clanq_net net;
+	struct clanq_net *net;
 	struct clanq_dev dev;
 	int opt, rc;
 
@@ -295,10 +299,10 @@ int main(int argc, char **argv)
 
 	ex_open_net(&dev, &net, nic, NULL);
 	if (listen)
-		rc = receiver(&net, service, streams);
+		rc = receiver(&dev, net, service, streams);
 	else
-		rc = sender(&net, node, service, (size_t)size, total, seconds, &co);
-	clanq_net_close(&net);
+		rc = sender(&dev, net, node, service, (size_t)size, total, seconds, &co);
+	clanq_net_close(net);
 	clanq_close(&dev);
 	return rc;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #define NR_EPS	16
 #define ROUNDS	8

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/net.h>
 
 #define EX_FAIL		1
 #define EX_USAGE	2
@@ -132,7 +133,6 @@ static inline unsigned long long ex_meminfo_kib(const char *key)
 	return v;
 }
 
-/* Open /dev/clanq<nic> and a net on it, or exit saying why not. */
 /* /dev/clanqN, or exit saying why it cannot be opened. */
 static inline void ex_open_dev(struct clanq_dev *dev, unsigned int nic)
 {
@@ -146,7 +146,8 @@ static inline void ex_open_dev(struct clanq_dev *dev, unsigned int nic)
 	}
 }
 
-static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
+/* Open /dev/clanq<nic> and a net on it (*net), or exit saying why not. */
+static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net **net,
 			       unsigned int nic, const struct clanq_net_attr *attr)
 {
 	int err;
@@ -158,7 +159,7 @@ static inline void ex_open_net(struct clanq_dev *dev, struct clanq_net *net,
 }
 
 /* clanq_connect(), a refusal retried for 5 s: the peer may be starting. */
-static inline int ex_connect(struct clanq_net *net, struct clanq_conn *c,
+static inline int ex_connect(struct clanq_net *net, struct clanq_conn **c,
 			     unsigned int node, unsigned int service,
 			     const struct clanq_conn_opts *o)
 {

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "clanqctl.h"
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #define SYSFS	"/sys/class/misc"
 #define MAX_NICS 64

@@ -7,8 +7,8 @@
  * measuring side is this process on cb.nic_a (node 1): two nodes of one
  * soft NIC, as two hosts would be. The server is the paper's: one
  * thread, every connection on one event queue (clanq_net_wait()), each
- * message echoed in place (clanq_recv_peek()), spinning net.spin_ns
- * after the last message before it blocks; for the polled latency rows
+ * message echoed in place (clanq_recv_peek()), spinning the net's spin
+ * time (clanq_net_set_spin()) after the last message before it blocks; for the polled latency rows
  * it polls its one connection directly instead (srv_direct()), the
  * shape of the raw shared-memory echo they are compared with. Its
  * knobs and its counters live in shared memory (struct srv): the
@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
+#include <clanq/net.h>
 
 #include "cb.h"
 
@@ -34,7 +36,7 @@ struct srv {
 	uint32_t ready;			/* listening */
 	uint32_t stop;
 	uint32_t snap_req, snap_ack;	/* a snapshot of the counters below */
-	uint64_t spin_ns;		/* the server's net.spin_ns, live */
+	uint64_t spin_ns;		/* the server's net's spin, live */
 	uint32_t max_conns;
 	uint32_t conn_flags;		/* accept options (CLANQ_CONN_RDMA_ONLY) */
 	uint32_t ring;			/* rx/tx ring bytes, 0: default */
@@ -50,7 +52,7 @@ struct srv {
 };
 
 struct echo_conn {
-	struct clanq_conn c;
+	struct clanq_conn *c;
 	struct echo_conn *next_free;
 	bool stalled;
 };
@@ -83,9 +85,9 @@ static bool srv_serve(struct srv *s, struct echo_conn *e, uint64_t *msgs,
 
 	for (;;) {
 		if (s->sink)
-			n = clanq_recv(&e->c, sink_buf, 4u << 20, CLANQ_MSG_DONTWAIT);
+			n = clanq_recv(e->c, sink_buf, 4u << 20, CLANQ_MSG_DONTWAIT);
 		else
-			n = clanq_recv_peek(&e->c, &data, CLANQ_MSG_DONTWAIT);
+			n = clanq_recv_peek(e->c, &data, CLANQ_MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return true;
 		if (n <= 0)
@@ -98,13 +100,13 @@ static bool srv_serve(struct srv *s, struct echo_conn *e, uint64_t *msgs,
 			*bytes += (uint64_t)n;
 			continue;
 		}
-		err = clanq_send(&e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
+		err = clanq_send(e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
 			e->stalled = true;	/* CLANQ_NET_OUT: try again */
 			return true;
 		}
 		e->stalled = false;
-		clanq_recv_done(&e->c);
+		clanq_recv_done(e->c);
 		if (err)
 			return false;
 		(*msgs)++;
@@ -121,7 +123,7 @@ static bool srv_serve(struct srv *s, struct echo_conn *e, uint64_t *msgs,
 static int srv_direct(struct srv *s, struct clanq_dev *dev, struct clanq_listener *l,
 		      const struct clanq_conn_opts *co)
 {
-	struct clanq_conn c;
+	struct clanq_conn *c;
 	uint64_t msgs = 0, bytes = 0;
 	const void *data;
 	ssize_t n;
@@ -137,22 +139,22 @@ static int srv_direct(struct srv *s, struct clanq_dev *dev, struct clanq_listene
 	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 		if (__atomic_load_n(&s->snap_req, __ATOMIC_ACQUIRE) != s->snap_ack)
 			srv_snapshot(s, dev, msgs, bytes);
-		n = clanq_recv_peek(&c, &data, CLANQ_MSG_DONTWAIT);
+		n = clanq_recv_peek(c, &data, CLANQ_MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			continue;
 		if (n <= 0)
 			break;
 		do {
-			err = clanq_send(&c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
+			err = clanq_send(c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		} while (err == -EAGAIN);
-		clanq_recv_done(&c);
+		clanq_recv_done(c);
 		if (err)
 			return err;
 		msgs++;
 		bytes += (uint64_t)n;
 	}
 	srv_snapshot(s, dev, msgs, bytes);
-	clanq_conn_close(&c);
+	clanq_conn_close(c);
 	return 0;
 }
 
@@ -165,9 +167,9 @@ static int srv_main(void *arg)
 	struct echo_conn *pool, *free_list = NULL;
 	struct clanq_net_event evs[64];
 	uint64_t msgs = 0, bytes = 0;
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
+	struct clanq_net *net;
 	int err;
 
 	sink_buf = malloc(4u << 20);
@@ -185,7 +187,7 @@ static int srv_main(void *arg)
 	if (!err)
 		err = clanq_net_open(&net, &dev, &attr);
 	if (!err)
-		err = clanq_listen(&net, &l, SERVICE, 1024);
+		err = clanq_listen(net, &l, SERVICE, 1024);
 	if (err) {
 		s->error = err;
 		__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
@@ -193,20 +195,20 @@ static int srv_main(void *arg)
 	}
 	__atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
 	if (s->direct) {
-		err = srv_direct(s, &dev, &l, &co);
+		err = srv_direct(s, &dev, l, &co);
 		s->error = err;
-		clanq_net_close(&net);
+		clanq_net_close(net);
 		clanq_close(&dev);
 		return err ? CB_FAIL : 0;
 	}
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		int n;
 
-		net.spin_ns = __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED);
+		clanq_net_set_spin(net, __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED));
 		if (__atomic_load_n(&s->snap_req, __ATOMIC_ACQUIRE) != s->snap_ack)
 			srv_snapshot(s, &dev, msgs, bytes);
 		/* a timeout, so that a snapshot or stop request is seen */
-		n = clanq_net_wait(&net, evs, 64, 20 * 1000 * 1000);
+		n = clanq_net_wait(net, evs, 64, 20 * 1000 * 1000);
 		if (n == -ETIMEDOUT || n == -EINTR)
 			continue;
 		if (n < 0) {
@@ -217,19 +219,21 @@ static int srv_main(void *arg)
 			struct echo_conn *e;
 
 			if (evs[i].what & CLANQ_NET_ACCEPT) {
-				while (free_list && !clanq_accept(&l, &free_list->c, &co, 0)) {
-					free_list->c.cookie = (__u64)(uintptr_t)free_list;
+				while (free_list && !clanq_accept(l, &free_list->c, &co, 0)) {
+					clanq_conn_set_cookie(free_list->c,
+							      (__u64)(uintptr_t)free_list);
 					free_list = free_list->next_free;
 				}
 				continue;
 			}
 			if (!evs[i].conn)
 				continue;
-			e = (struct echo_conn *)(uintptr_t)evs[i].conn->cookie;
+			e = (struct echo_conn *)(uintptr_t)clanq_conn_get_cookie(evs[i].conn);
 			if (e->stalled && !(evs[i].what & (CLANQ_NET_OUT | CLANQ_NET_HUP)))
 				continue;
 			if (!srv_serve(s, e, &msgs, &bytes)) {
-				clanq_conn_close(&e->c);
+				clanq_conn_close(e->c);
+				e->c = NULL;
 				e->stalled = false;
 				e->next_free = free_list;
 				free_list = e;
@@ -237,7 +241,7 @@ static int srv_main(void *arg)
 		}
 	}
 	srv_snapshot(s, &dev, msgs, bytes);
-	clanq_net_close(&net);
+	clanq_net_close(net);
 	clanq_close(&dev);
 	return 0;
 }
@@ -295,7 +299,7 @@ static int server_stop(struct server *sv)
 /* The measuring side's net, on cb.nic_a. */
 struct client {
 	struct clanq_dev dev;
-	struct clanq_net net;
+	struct clanq_net *net;
 };
 
 static int client_open(struct client *c, unsigned int max_conns, uint64_t spin_ns)
@@ -313,20 +317,20 @@ static int client_open(struct client *c, unsigned int max_conns, uint64_t spin_n
 		clanq_close(&c->dev);
 		return err;
 	}
-	c->net.spin_ns = spin_ns;
+	clanq_net_set_spin(c->net, spin_ns);
 	return 0;
 }
 
 static void client_close(struct client *c)
 {
-	clanq_net_close(&c->net);
+	clanq_net_close(c->net);
 	clanq_close(&c->dev);
 }
 
-static int client_connect(struct client *c, struct clanq_conn *conn,
+static int client_connect(struct client *c, struct clanq_conn **conn,
 			  const struct clanq_conn_opts *co)
 {
-	int err = clanq_connect(&c->net, conn, 0, SERVICE, co);
+	int err = clanq_connect(c->net, conn, 0, SERVICE, co);
 
 	if (err)
 		fprintf(stderr, "clanq-bench: connect to node 0 service %u: %s\n", SERVICE,
@@ -473,7 +477,7 @@ static int conn_lat(const struct lat_mode *m, const unsigned long long *sizes,
 	/* rings of 16 KiB: a 4 KiB message does not fit the one-page default */
 	struct clanq_conn_opts co = { .flags = m->conn_flags, .rx_ring = LAT_RING,
 				      .tx_ring = LAT_RING };
-	struct clanq_conn conn;
+	struct clanq_conn *conn;
 	struct server sv;
 	struct client cl;
 	int err;
@@ -491,7 +495,7 @@ static int conn_lat(const struct lat_mode *m, const unsigned long long *sizes,
 
 			cb_progress("lat clanq/%s %llu B", m->name, sizes[s]);
 			cb_row_init(&r, "lat", "clanq", m->name, sizes[s]);
-			err = measure_rt(&sv, &cl, &conn, sizes[s],
+			err = measure_rt(&sv, &cl, conn, sizes[s],
 					 m->block ? 0 : CLANQ_MSG_DONTWAIT, v, &r);
 			if (!err)
 				cb_emit(&r);
@@ -752,7 +756,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 		uint32_t ring = len * 4 + 256 < 4096 ? 0 : (uint32_t)(len * 4 + 256);
 		struct clanq_conn_opts co = { .flags = conn_flags, .rx_ring = ring,
 					      .tx_ring = ring };
-		struct clanq_conn conn;
+		struct clanq_conn *conn;
 		uint64_t e0, e1, n = 0, t0;
 		struct server sv;
 		struct client cl;
@@ -776,7 +780,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 			t0 = cb_now_ns();
 			do {
 				for (unsigned int i = 0; i < 64 && !err; i++, n++)
-					err = clanq_send(&conn, buf, len, 0);
+					err = clanq_send(conn, buf, len, 0);
 			} while (!err && (double)(cb_now_ns() - t0) < cb.seconds * 1e9);
 			e1 = entries(&cl.dev);
 			/* the receiver's count: wait until it has them all */
@@ -802,7 +806,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 			if (err)
 				fprintf(stderr, "clanq-bench: bw %s %zu B: %s\n", mode, len,
 					strerror(-err));
-			clanq_conn_close(&conn);
+			clanq_conn_close(conn);
 		}
 		client_close(&cl);
 		if (server_stop(&sv) && !err)
@@ -964,7 +968,7 @@ int clanq_idle(void)
 	unsigned long long counts[8];
 	unsigned int nr = cb_idle_counts(counts);
 	unsigned long long max = counts[nr - 1];
-	struct clanq_conn *conns;
+	struct clanq_conn **conns;
 	struct server sv;
 	struct client cl;
 	unsigned long long open = 0;
@@ -1002,7 +1006,7 @@ int clanq_idle(void)
 				    counts[k]);
 			cb_row_init(&r, "idle", "clanq", m ? "block" : "spin", 8);
 			r.param = counts[k];
-			err = measure_rt(&sv, &cl, &conns[0], 8, CLANQ_MSG_DONTWAIT, v, &r);
+			err = measure_rt(&sv, &cl, conns[0], 8, CLANQ_MSG_DONTWAIT, v, &r);
 			if (!err)
 				cb_emit(&r);
 		}
@@ -1029,7 +1033,7 @@ static int load_client_main(void *arg)
 {
 	struct load_client *lc = arg;
 	unsigned char out[8], in[8];
-	struct clanq_conn conn;
+	struct clanq_conn *conn;
 	struct client cl;
 	uint64_t e0;
 	int err;
@@ -1047,7 +1051,7 @@ static int load_client_main(void *arg)
 	e0 = entries(&cl.dev);
 	while (!__atomic_load_n(lc->stop, __ATOMIC_RELAXED)) {
 		fill(out, 8, lc->msgs);
-		double t = round_trip(&conn, out, in, 8, 0);
+		double t = round_trip(conn, out, in, 8, 0);
 
 		if (t < 0) {
 			lc->error = (int)t;

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #define MAX_NICS 16
 
@@ -179,7 +180,7 @@ static void many_contexts_open_and_close_independently(void **state)
 {
 	enum { N = 200 };
 	static struct clanq_dev devs[N];
-	struct clanq_ioc_query q;
+	struct clanq_nic_info q;
 	int i;
 
 	(void)state;
@@ -199,7 +200,7 @@ static void many_contexts_open_and_close_independently(void **state)
 static void a_forked_child_shares_the_context(void **state)
 {
 	struct clanq_dev dev;
-	struct clanq_ioc_query q;
+	struct clanq_nic_info q;
 	int status;
 	pid_t pid;
 

@@ -21,6 +21,9 @@
 
 #include <cmocka.h>
 
+#include <clanq/admin.h>
+#include <clanq/net.h>
+
 #include "itest.h"
 
 #define SERVICE		4242
@@ -37,21 +40,21 @@ static void test_refused(void **state)
 {
 	struct clanq_conn_opts o = { .timeout_ns = 2 * ITEST_NS_PER_S };
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 t0;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	t0 = clanq_now_ns();
-	assert_int_equal(clanq_connect(&net, &c, 1, SERVICE, &o), -ECONNREFUSED);
+	assert_int_equal(clanq_connect(net, &c, 1, SERVICE, &o), -ECONNREFUSED);
 	/* at once, not after the timeout */
 	assert_true(clanq_now_ns() - t0 < ITEST_NS_PER_S);
-	assert_int_equal(clanq_connect(&net, &c, 77, SERVICE, &o), -EHOSTUNREACH);
-	assert_int_equal(clanq_connect(&net, &c, 1, 0, &o), -EINVAL);
-	assert_int_equal(net.nr_conns, 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_connect(net, &c, 77, SERVICE, &o), -EHOSTUNREACH);
+	assert_int_equal(clanq_connect(net, &c, 1, 0, &o), -EINVAL);
+	assert_int_equal(clanq_net_nr_conns(net), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -59,26 +62,29 @@ static void test_refused(void **state)
 static void test_never_accepts(void **state)
 {
 	struct clanq_conn_opts o = { .timeout_ns = 300 * ITEST_NS_PER_MS };
+	struct clanq_net_stats st;
 	struct clanq_dev d0, d1;
-	struct clanq_net n0, n1;
-	struct clanq_listener l;
-	struct clanq_conn c;
+	struct clanq_net *n0, *n1;
+	struct clanq_listener *l;
+	struct clanq_conn *c;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&d0, 0), 0);
 	assert_int_equal(clanq_open_nic(&d1, 1), 0);
 	assert_int_equal(clanq_net_open(&n0, &d0, NULL), 0);
 	assert_int_equal(clanq_net_open(&n1, &d1, NULL), 0);
-	assert_int_equal(clanq_listen(&n1, &l, SERVICE, 4), 0);
-	assert_int_equal(clanq_connect(&n0, &c, 1, SERVICE, &o), -ETIMEDOUT);
+	assert_int_equal(clanq_listen(n1, &l, SERVICE, 4), 0);
+	assert_int_equal(clanq_connect(n0, &c, 1, SERVICE, &o), -ETIMEDOUT);
 	/* retransmitted, and every copy after the first ignored as a duplicate */
-	assert_true(n0.stats.connects_sent >= 2);
-	clanq_net_progress(&n1);
-	assert_true(n1.stats.ignored >= 1);
+	clanq_net_stats(n0, &st);
+	assert_true(st.connects_sent >= 2);
+	clanq_net_progress(n1);
+	clanq_net_stats(n1, &st);
+	assert_true(st.ignored >= 1);
 	/* the client's ring is gone: a late accept skips it */
-	assert_int_equal(clanq_accept(&l, &c, NULL, 0), -EAGAIN);
-	clanq_net_close(&n1);
-	clanq_net_close(&n0);
+	assert_int_equal(clanq_accept(l, &c, NULL, 0), -EAGAIN);
+	clanq_net_close(n1);
+	clanq_net_close(n0);
 	clanq_close(&d1);
 	clanq_close(&d0);
 }
@@ -95,9 +101,10 @@ static void echo_client(void *p)
 	const struct echo_arg *a = p;
 	unsigned int flags = a->poll ? CLANQ_MSG_DONTWAIT : 0;
 	static __u8 out[8192], in[8192];
+	struct clanq_conn_stats st;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	size_t max, len;
 	__u64 e0, e1;
 	ssize_t n;
@@ -106,38 +113,39 @@ static void echo_client(void *p)
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	do {
-		err = clanq_connect(&net, &c, 0, SERVICE, &a->opts);
+		err = clanq_connect(net, &c, 0, SERVICE, &a->opts);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
-	max = clanq_conn_max_msg(&c);
+	max = clanq_conn_max_msg(c);
 	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e0), 0);
 	for (unsigned int i = 0; i < a->msgs; i++) {
 		len = 1 + (i * 97) % max;
 		fill(out, len, i);
 		do {
-			err = clanq_send(&c, out, len, flags);
+			err = clanq_send(c, out, len, flags);
 		} while (err == -EAGAIN);
 		CHILD_CHECK_INT(err, 0);
 		do {
-			n = clanq_recv(&c, in, sizeof(in), flags);
+			n = clanq_recv(c, in, sizeof(in), flags);
 		} while (n == -EAGAIN);
 		CHILD_CHECK_INT(n, (ssize_t)len);
 		CHILD_CHECK(!memcmp(in, out, len));
 	}
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e1), 0);
+	clanq_conn_stats(c, &st);
 	/* both sides poll: not one system call per message, none at all */
 	printf("echo %s%s: %llu driver entries for %u round trips, %llu by RDMA\n",
 	       a->poll ? "polled" : "blocking",
 	       a->opts.flags & CLANQ_CONN_RDMA_ONLY ? ", RDMA only" :
 	       a->opts.rdma_threshold ? ", RDMA from 512 B" : "",
-	       e1 - e0 - 1, a->msgs, c.rdma_sends);
+	       e1 - e0 - 1, a->msgs, st.rdma_sends);
 	if (a->opts.rdma_threshold || (a->opts.flags & CLANQ_CONN_RDMA_ONLY))
-		CHILD_CHECK(c.rdma_sends > 0);
+		CHILD_CHECK(st.rdma_sends > 0);
 	if (a->poll && !a->opts.rdma_threshold && !a->opts.flags)
 		CHILD_CHECK_INT(e1 - e0 - 1, 0);
-	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -147,10 +155,10 @@ static void run_echo(bool poll, __u32 rdma_threshold, __u32 conn_flags)
 			      { .rdma_threshold = rdma_threshold, .flags = conn_flags } };
 	unsigned int flags = poll ? CLANQ_MSG_DONTWAIT : 0;
 	static __u8 buf[8192];
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	unsigned int msgs = 0;
 	ssize_t n;
 	pid_t pid;
@@ -158,30 +166,30 @@ static void run_echo(bool poll, __u32 rdma_threshold, __u32 conn_flags)
 
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SERVICE, 8), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
 	pid = itest_fork(echo_client, &a);
-	assert_int_equal(clanq_accept(&l, &c, &a.opts, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(l, &c, &a.opts, 10 * ITEST_NS_PER_S), 0);
 	for (;;) {
-		n = clanq_recv(&c, buf, sizeof(buf), flags);
+		n = clanq_recv(c, buf, sizeof(buf), flags);
 		if (n == -EAGAIN)
 			continue;
 		if (n <= 0)
 			break;
 		msgs++;
 		do {
-			err = clanq_send(&c, buf, (size_t)n, flags);
+			err = clanq_send(c, buf, (size_t)n, flags);
 		} while (err == -EAGAIN);
 		assert_int_equal(err, 0);
 	}
 	/* orderly close: end of stream, again and again */
 	assert_int_equal(n, 0);
-	assert_int_equal(clanq_recv(&c, buf, sizeof(buf), 0), 0);
-	assert_int_equal(clanq_send(&c, buf, 1, 0), -EPIPE);
+	assert_int_equal(clanq_recv(c, buf, sizeof(buf), 0), 0);
+	assert_int_equal(clanq_send(c, buf, 1, 0), -EPIPE);
 	assert_int_equal(msgs, ECHO_MSGS);
 	assert_true(itest_status_ok(itest_wait(pid, 60 * ITEST_NS_PER_S), "client"));
-	assert_int_equal(clanq_conn_close(&c), 0);
-	assert_int_equal(clanq_listener_close(&l), 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -218,30 +226,30 @@ static void killed_sender(void *p)
 {
 	static __u8 out[512];
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	int err;
 
 	(void)p;
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	do {
-		err = clanq_connect(&net, &c, 0, SERVICE, NULL);
+		err = clanq_connect(net, &c, 0, SERVICE, NULL);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
 	for (__u32 i = 0; ; i++) {
 		fill(out, sizeof(out), i);
-		CHILD_CHECK_INT(clanq_send(&c, out, sizeof(out), 0), 0);
+		CHILD_CHECK_INT(clanq_send(c, out, sizeof(out), 0), 0);
 	}
 }
 
 static void test_peer_killed(void **state)
 {
 	static __u8 buf[8192];
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	unsigned int got = 0;
 	ssize_t n;
 	pid_t pid;
@@ -249,11 +257,11 @@ static void test_peer_killed(void **state)
 	(void)state;
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SERVICE, 8), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
 	pid = itest_fork(killed_sender, NULL);
-	assert_int_equal(clanq_accept(&l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
 	while (got < 50) {
-		n = clanq_recv(&c, buf, sizeof(buf), 0);
+		n = clanq_recv(c, buf, sizeof(buf), 0);
 		assert_int_equal(n, 512);
 		got++;
 	}
@@ -261,13 +269,13 @@ static void test_peer_killed(void **state)
 	itest_wait(pid, 10 * ITEST_NS_PER_S);
 	/* what was in the ring comes first; then the reset, not a hang */
 	do {
-		n = clanq_recv(&c, buf, sizeof(buf), 0);
+		n = clanq_recv(c, buf, sizeof(buf), 0);
 	} while (n == 512);
 	assert_int_equal(n, -ECONNRESET);
-	assert_int_equal(clanq_recv(&c, buf, sizeof(buf), 0), -ECONNRESET);
-	assert_int_equal(clanq_send(&c, buf, 8, 0), -ECONNRESET);
-	assert_int_equal(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_recv(c, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(clanq_send(c, buf, 8, 0), -ECONNRESET);
+	assert_int_equal(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 

@@ -37,8 +37,13 @@
 
 #include <cmocka.h>
 
+#include <clanq/admin.h>
+#include <clanq/net.h>
+
 #include "itest.h"
 #include "../../lib/handshake.h"
+/* white box: a ring's capacity, the endpoints of a listener and a net */
+#include "../../lib/net_internal.h"
 
 #define SVC_STORM	4301
 #define SVC_STREAM	4302
@@ -56,6 +61,31 @@
 
 #define KIB		1024ul
 #define MIB		(1024ul * 1024)
+
+/* The counters, now: read where the test reads them. */
+static struct clanq_conn_stats cstats(const struct clanq_conn *c)
+{
+	struct clanq_conn_stats st;
+
+	clanq_conn_stats(c, &st);
+	return st;
+}
+
+static struct clanq_net_stats nstats(const struct clanq_net *net)
+{
+	struct clanq_net_stats st;
+
+	clanq_net_stats(net, &st);
+	return st;
+}
+
+static struct clanq_listener_stats lstats(const struct clanq_listener *l)
+{
+	struct clanq_listener_stats st;
+
+	clanq_listener_stats(l, &st);
+	return st;
+}
 
 /*
  * Checksums and payloads.
@@ -265,7 +295,7 @@ static void procmem_take(struct procmem *p)
  * Connecting, from a child: retried while the listener is not there
  * yet or its backlog is full.
  */
-static int connect_retry(struct clanq_net *net, struct clanq_conn *c,
+static int connect_retry(struct clanq_net *net, struct clanq_conn **c,
 			 __u32 node, unsigned int service,
 			 const struct clanq_conn_opts *opts, unsigned int *refused)
 {
@@ -342,9 +372,9 @@ static void kids_wait(struct kids *k)
  */
 struct srv {
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_listener l;
-	struct clanq_conn *conns;
+	struct clanq_net *net;
+	struct clanq_listener *l;
+	struct clanq_conn **conns;	/* NULL where !used */
 	bool *used;
 	__u32 *ident;		/* per pool slot: client connection + 1 */
 	__u8 *seen;		/* per client connection: first messages */
@@ -376,13 +406,13 @@ static void srv_open(struct srv *s, unsigned int service, unsigned int backlog,
 	assert_non_null(s->seen);
 	assert_int_equal(clanq_open_nic(&s->dev, 0), 0);
 	assert_int_equal(clanq_net_open(&s->net, &s->dev, &attr), 0);
-	assert_int_equal(clanq_listen(&s->net, &s->l, service, backlog), 0);
+	assert_int_equal(clanq_listen(s->net, &s->l, service, backlog), 0);
 }
 
 static void srv_close(struct srv *s)
 {
-	assert_int_equal(clanq_listener_close(&s->l), 0);
-	clanq_net_close(&s->net);
+	assert_int_equal(clanq_listener_close(s->l), 0);
+	clanq_net_close(s->net);
 	clanq_close(&s->dev);
 	free(s->conns);
 	free(s->used);
@@ -400,12 +430,14 @@ static void srv_accept(struct srv *s)
 			s->next_free = (s->next_free + 1) % s->cap;
 		if (s->used[s->next_free])
 			fail_msg("server: more than %u connections", s->cap);
-		err = clanq_accept(&s->l, &s->conns[s->next_free], &s->opts, 0);
+		err = clanq_accept(s->l, &s->conns[s->next_free], &s->opts, 0);
 		if (err == -EAGAIN)
 			return;
 		if (err)
 			fail_msg("server: accept number %u: %s", s->accepted + 1,
 				 strerror(-err));
+		/* the slot's index: which slot an event is for */
+		clanq_conn_set_cookie(s->conns[s->next_free], s->next_free);
 		s->used[s->next_free] = true;
 		s->accepted++;
 		if (s->progress && s->accepted % s->progress == 0) {
@@ -424,14 +456,15 @@ static void srv_accept(struct srv *s)
 
 static void srv_conn_gone(struct srv *s, unsigned int i)
 {
-	assert_int_equal(clanq_conn_close(&s->conns[i]), 0);
+	assert_int_equal(clanq_conn_close(s->conns[i]), 0);
+	s->conns[i] = NULL;
 	s->used[i] = false;
 	s->ident[i] = 0;
 }
 
 static void srv_msg(struct srv *s, unsigned int i, const __u8 *buf, size_t n)
 {
-	struct clanq_conn *c = &s->conns[i];
+	struct clanq_conn *c = s->conns[i];
 	const char *why;
 	struct emsg e;
 	__u32 id;
@@ -466,12 +499,14 @@ static void srv_msg(struct srv *s, unsigned int i, const __u8 *buf, size_t n)
 static void srv_conn_event(struct srv *s, const struct clanq_net_event *e)
 {
 	static __u8 buf[EMSG_MAX + 64];
-	unsigned int i = (unsigned int)(e->conn - s->conns);
+	/* an event names a connection open when clanq_net_wait() returned */
+	unsigned int i = (unsigned int)clanq_conn_get_cookie(e->conn);
 	ssize_t n;
 
 	assert_true(i < s->cap);
 	if (!s->used[i])
 		return;
+	assert_ptr_equal(e->conn, s->conns[i]);
 	for (;;) {
 		n = clanq_recv(e->conn, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);
 		if (n == -EAGAIN)
@@ -502,7 +537,7 @@ static void srv_until(struct srv *s, struct kids *k, unsigned int accepted,
 	int n;
 
 	while (s->accepted < accepted || s->closed < closed || s->echoed < echoed) {
-		n = clanq_net_wait(&s->net, evs, ARRAY_SIZE(evs), 2 * ITEST_NS_PER_S);
+		n = clanq_net_wait(s->net, evs, ARRAY_SIZE(evs), 2 * ITEST_NS_PER_S);
 		if (n == -ETIMEDOUT || n == -EINTR) {
 			if (k)
 				kids_check(k);
@@ -530,7 +565,7 @@ static void srv_until(struct srv *s, struct kids *k, unsigned int accepted,
 /* Nothing left: every connection accepted once, closed, forgotten. */
 static void srv_check_empty(struct srv *s, unsigned int want)
 {
-	struct clanq_conn extra;
+	struct clanq_conn *extra;
 
 	assert_int_equal(s->accepted, want);
 	assert_int_equal(s->closed, want);
@@ -539,12 +574,12 @@ static void srv_check_empty(struct srv *s, unsigned int want)
 		if (!s->seen[i])
 			fail_msg("server: client connection %u never said anything", i);
 	/* nothing pending: a second accept of one would show here */
-	clanq_net_progress(&s->net);
-	assert_int_equal(clanq_accept(&s->l, &extra, NULL, 0), -EAGAIN);
-	assert_int_equal(s->net.nr_conns, 0);
-	assert_int_equal(s->net.stats.conns_opened, want);
-	assert_int_equal(s->net.stats.conns_closed, want);
-	assert_int_equal(s->l.refused, 0);
+	clanq_net_progress(s->net);
+	assert_int_equal(clanq_accept(s->l, &extra, NULL, 0), -EAGAIN);
+	assert_int_equal(clanq_net_nr_conns(s->net), 0);
+	assert_int_equal(nstats(s->net).conns_opened, want);
+	assert_int_equal(nstats(s->net).conns_closed, want);
+	assert_int_equal(lstats(s->l).refused, 0);
 }
 
 /*
@@ -591,12 +626,12 @@ static void cli_main(void *p)
 {
 	struct cli_arg *a = p;
 	struct clanq_net_attr attr = { .max_conns = a->nconns };
-	struct clanq_conn *conns = calloc(a->nconns, sizeof(*conns));
+	struct clanq_conn **conns = calloc(a->nconns, sizeof(*conns));
 	static __u8 out[EMSG_MAX], in[EMSG_MAX + 64];
 	size_t *lens = calloc(a->nconns, sizeof(*lens));
 	struct cli_report rep = { 0 };
 	struct clanq_dev dev;
-	struct clanq_net net;
+	struct clanq_net *net;
 	__u64 rng = 0x1234567 + a->id * 7777, t0;
 	const char *why;
 	struct emsg e;
@@ -615,13 +650,13 @@ static void cli_main(void *p)
 	}
 	t0 = clanq_now_ns();
 	for (unsigned int i = 0; i < a->nconns; i++) {
-		err = connect_retry(&net, &conns[i], 0, a->service, NULL, &rep.refused);
+		err = connect_retry(net, &conns[i], 0, a->service, NULL, &rep.refused);
 		if (err)
 			CHILD_FAIL("client %u (node %u): connection %u of %u: %s",
 				   a->id, a->node, i, a->nconns, strerror(-err));
 	}
 	rep.connect_ns = clanq_now_ns() - t0;
-	CHILD_CHECK_INT(net.nr_conns, a->nconns);
+	CHILD_CHECK_INT(clanq_net_nr_conns(net), a->nconns);
 	if (a->go_fd >= 0) {
 		char go;
 
@@ -631,10 +666,10 @@ static void cli_main(void *p)
 		for (unsigned int i = 0; i < a->nconns; i++) {
 			lens[i] = EMSG_MIN + itest_rand(&rng) % (EMSG_MAX - EMSG_MIN + 1);
 			emsg_make(out, lens[i], a->id, i, r);
-			CHILD_CHECK_INT(clanq_send(&conns[i], out, lens[i], 0), 0);
+			CHILD_CHECK_INT(clanq_send(conns[i], out, lens[i], 0), 0);
 		}
 		for (unsigned int i = 0; i < a->nconns; i++) {
-			n = clanq_recv(&conns[i], in, sizeof(in), 0);
+			n = clanq_recv(conns[i], in, sizeof(in), 0);
 			if (n != (ssize_t)lens[i])
 				CHILD_FAIL("client %u conn %u round %u: recv %zd, want %zu",
 					   a->id, i, r, n, lens[i]);
@@ -655,16 +690,16 @@ static void cli_main(void *p)
 			if (cmd == CMD_CLOSE)
 				break;
 			CHILD_CHECK(cmd < a->nconns);
-			cli_ping(a, &conns[cmd], cmd, seq, &rng);
+			cli_ping(a, conns[cmd], cmd, seq, &rng);
 			CHILD_CHECK(itest_write_full(a->ack_fd, &cmd, sizeof(cmd)));
 		}
 	}
 	for (unsigned int i = 0; i < a->nconns; i++)
-		CHILD_CHECK_INT(clanq_conn_close(&conns[i]), 0);
-	CHILD_CHECK_INT(net.nr_conns, 0);
-	CHILD_CHECK_INT(net.stats.conns_opened, a->nconns);
-	CHILD_CHECK_INT(net.stats.conns_closed, a->nconns);
-	clanq_net_close(&net);
+		CHILD_CHECK_INT(clanq_conn_close(conns[i]), 0);
+	CHILD_CHECK_INT(clanq_net_nr_conns(net), 0);
+	CHILD_CHECK_INT(nstats(net).conns_opened, a->nconns);
+	CHILD_CHECK_INT(nstats(net).conns_closed, a->nconns);
+	clanq_net_close(net);
 	clanq_close(&dev);
 	free(conns);
 	free(lens);
@@ -701,7 +736,7 @@ static void test_storm(void **state)
 	close(go[0]);
 	/* all 500 up at once, then the messages, then the closes */
 	srv_until(&s, &k, STORM_PROCS * STORM_PER, 0, 0);
-	assert_int_equal(s.net.nr_conns, STORM_PROCS * STORM_PER);
+	assert_int_equal(clanq_net_nr_conns(s.net), STORM_PROCS * STORM_PER);
 	assert_true(itest_write_full(go[1], "gggggggggggggggggggg", STORM_PROCS));
 	close(go[1]);
 	srv_until(&s, &k, STORM_PROCS * STORM_PER, STORM_PROCS * STORM_PER,
@@ -710,7 +745,7 @@ static void test_storm(void **state)
 	printf("storm: %u connections from %u processes accepted, echoed, closed "
 	       "in %.1f s; at most %u open at once, %u wake-ups, %llu probes\n",
 	       s.accepted, STORM_PROCS, (clanq_now_ns() - t0) / 1e9, s.max_open,
-	       s.waits, (unsigned long long)s.net.stats.probes);
+	       s.waits, (unsigned long long)nstats(s.net).probes);
 	srv_check_empty(&s, STORM_PROCS * STORM_PER);
 	srv_close(&s);
 }
@@ -762,36 +797,36 @@ static void stream_sender(void *p)
 {
 	const struct stream_arg *a = p;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 spins = 0;
 	int err;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	CHILD_CHECK_INT(connect_retry(&net, &c, 0, SVC_STREAM, &a->opts, NULL), 0);
-	CHILD_CHECK(clanq_conn_max_msg(&c) >= STREAM_MAX_MSG);
+	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_STREAM, &a->opts, NULL), 0);
+	CHILD_CHECK(clanq_conn_max_msg(c) >= STREAM_MAX_MSG);
 	for (__u32 i = 0; i < stream_n; i++) {
 		smsg_make(stream_buf, stream_sizes[i], i, a->salt);
-		while ((err = clanq_send(&c, stream_buf, stream_sizes[i], a->flags)) ==
+		while ((err = clanq_send(c, stream_buf, stream_sizes[i], a->flags)) ==
 		       -EAGAIN)
 			spins++;
 		if (err)
 			CHILD_FAIL("send %u (%zu bytes): %s", i, stream_sizes[i],
 				   strerror(-err));
 	}
-	CHILD_CHECK_INT(c.msgs_out, stream_n);
+	CHILD_CHECK_INT(cstats(c).msgs_out, stream_n);
 	if (a->opts.flags & CLANQ_CONN_RDMA_ONLY)
-		CHILD_CHECK_INT(c.rdma_sends, stream_n);
+		CHILD_CHECK_INT(cstats(c).rdma_sends, stream_n);
 	else if (a->opts.rdma_threshold)
-		CHILD_CHECK(c.rdma_sends > 0 && c.rdma_sends < stream_n);
+		CHILD_CHECK(cstats(c).rdma_sends > 0 && cstats(c).rdma_sends < stream_n);
 	else
-		CHILD_CHECK_INT(c.rdma_sends, 0);
+		CHILD_CHECK_INT(cstats(c).rdma_sends, 0);
 	printf("  sender: %llu by RDMA, %llu credit waits, %llu -EAGAIN, %llu blocks\n",
-	       (unsigned long long)c.rdma_sends, (unsigned long long)c.credit_waits,
-	       (unsigned long long)spins, (unsigned long long)net.stats.blocks);
-	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	       (unsigned long long)cstats(c).rdma_sends, (unsigned long long)cstats(c).credit_waits,
+	       (unsigned long long)spins, (unsigned long long)nstats(net).blocks);
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -804,10 +839,10 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 			  .tx_ring = STREAM_RING, .rdma_threshold = rdma_threshold,
 			  .flags = conn_flags },
 	};
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 bytes = 0, t0, eagain = 0;
 	const char *why;
 	ssize_t n;
@@ -817,13 +852,13 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 	a.salt = itest_rand(&(__u64){ stream_n * 31ull + budget });
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SVC_STREAM, 4), 0);
+	assert_int_equal(clanq_listen(net, &l, SVC_STREAM, 4), 0);
 	pid = itest_fork(stream_sender, &a);
-	assert_int_equal(clanq_accept(&l, &c, &a.opts, CONNECT_TIMEOUT), 0);
-	assert_true(c.rx_cap >= 2 * STREAM_MAX_MSG);
+	assert_int_equal(clanq_accept(l, &c, &a.opts, CONNECT_TIMEOUT), 0);
+	assert_true(c->rx_cap >= 2 * STREAM_MAX_MSG);
 	t0 = clanq_now_ns();
 	for (__u32 i = 0; i < stream_n; i++) {
-		while ((n = clanq_recv(&c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
+		while ((n = clanq_recv(c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
 			eagain++;
 		if (n != (ssize_t)stream_sizes[i])
 			fail_msg("%s: message %u: received %zd, sent %zu bytes", name,
@@ -834,21 +869,21 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 		bytes += (__u64)n;
 	}
 	/* nothing more than was sent: the end of the stream, at once */
-	while ((n = clanq_recv(&c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
+	while ((n = clanq_recv(c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
 		;
 	assert_int_equal(n, 0);
-	assert_int_equal(c.msgs_in, stream_n);
-	assert_int_equal(c.bytes_in, bytes);
+	assert_int_equal(cstats(c).msgs_in, stream_n);
+	assert_int_equal(cstats(c).bytes_in, bytes);
 	printf("stream %s: %u messages, %.1f MiB in %.2f s (%.1f MiB/s), "
 	       "%llu -EAGAIN at the receiver\n", name, stream_n, bytes / (double)MIB,
 	       (clanq_now_ns() - t0) / 1e9,
 	       bytes / (double)MIB / ((clanq_now_ns() - t0) / 1e9),
 	       (unsigned long long)eagain);
 	assert_true(itest_status_ok(itest_wait(pid, CHILD_TIMEOUT), "sender"));
-	assert_int_equal(clanq_conn_close(&c), 0);
-	assert_int_equal(clanq_listener_close(&l), 0);
-	assert_int_equal(net.nr_conns, 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	assert_int_equal(clanq_net_nr_conns(net), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -890,8 +925,8 @@ static void slow_sender(void *p)
 	const struct slow_arg *a = p;
 	static __u8 buf[4096];
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 rng = 99, waits, eagain = 0;
 	size_t max, len;
 	__u32 seq = 0;
@@ -900,36 +935,36 @@ static void slow_sender(void *p)
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	CHILD_CHECK_INT(connect_retry(&net, &c, 0, SVC_SLOW, NULL, NULL), 0);
-	max = clanq_conn_max_msg(&c);		/* one page of ring */
+	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_SLOW, NULL, NULL), 0);
+	max = clanq_conn_max_msg(c);		/* one page of ring */
 	CHILD_CHECK(max >= 1000 && max < sizeof(buf));
 	for (; seq < SLOW_BLOCKING; seq++) {
 		len = max / 2 + itest_rand(&rng) % (max / 2 + 1);
 		smsg_make(buf, len, seq, 5);
-		CHILD_CHECK_INT(clanq_send(&c, buf, len, 0), 0);
+		CHILD_CHECK_INT(clanq_send(c, buf, len, 0), 0);
 	}
 	printf("slow receiver, blocking sender: %llu credit waits, %llu blocks\n",
-	       (unsigned long long)c.credit_waits,
-	       (unsigned long long)net.stats.blocks);
+	       (unsigned long long)cstats(c).credit_waits,
+	       (unsigned long long)nstats(net).blocks);
 	/* the ring is a few messages long: the sender had to wait */
-	CHILD_CHECK(c.credit_waits > 0);
-	CHILD_CHECK(net.stats.blocks > 0);
-	waits = c.credit_waits;
+	CHILD_CHECK(cstats(c).credit_waits > 0);
+	CHILD_CHECK(nstats(net).blocks > 0);
+	waits = cstats(c).credit_waits;
 	/* non-blocking: full, -EAGAIN, while the receiver does not read */
 	for (;; seq++) {
 		len = max / 2 + itest_rand(&rng) % (max / 2 + 1);
 		smsg_make(buf, len, seq, 5);
-		err = clanq_send(&c, buf, len, CLANQ_MSG_DONTWAIT);
+		err = clanq_send(c, buf, len, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN)
 			break;
 		CHILD_CHECK_INT(err, 0);
 		CHILD_CHECK(seq < SLOW_BLOCKING + 32);	/* a page holds a few */
 	}
-	CHILD_CHECK(c.credit_waits > waits);
+	CHILD_CHECK(cstats(c).credit_waits > waits);
 	CHILD_CHECK(itest_write_full(a->token_fd, &token, 1));
 	/* and through, later, as the receiver reads */
 	for (;;) {
-		err = clanq_send(&c, buf, len, CLANQ_MSG_DONTWAIT);
+		err = clanq_send(c, buf, len, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
 			eagain++;
 			itest_sleep_ns(200 * 1000);
@@ -944,19 +979,19 @@ static void slow_sender(void *p)
 	printf("slow receiver, non-blocking sender: %llu more -EAGAIN\n",
 	       (unsigned long long)eagain);
 	CHILD_CHECK(eagain > 0);
-	CHILD_CHECK_INT(c.msgs_out, SLOW_BLOCKING + SLOW_DONTWAIT);
-	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	CHILD_CHECK_INT(cstats(c).msgs_out, SLOW_BLOCKING + SLOW_DONTWAIT);
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
 static void test_slow_receiver(void **state)
 {
 	static __u8 buf[4096];
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	struct slow_arg a;
 	const char *why;
 	int pfd[2];
@@ -969,10 +1004,10 @@ static void test_slow_receiver(void **state)
 	a.token_fd = pfd[1];
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SVC_SLOW, 4), 0);
+	assert_int_equal(clanq_listen(net, &l, SVC_SLOW, 4), 0);
 	pid = itest_fork(slow_sender, &a);
 	close(pfd[1]);
-	assert_int_equal(clanq_accept(&l, &c, NULL, CONNECT_TIMEOUT), 0);
+	assert_int_equal(clanq_accept(l, &c, NULL, CONNECT_TIMEOUT), 0);
 	for (__u32 seq = 0; seq < SLOW_BLOCKING + SLOW_DONTWAIT; seq++) {
 		if (seq == SLOW_BLOCKING) {
 			/* the non-blocking sender found the ring full */
@@ -980,19 +1015,19 @@ static void test_slow_receiver(void **state)
 			itest_sleep_ns(20 * ITEST_NS_PER_MS);
 		}
 		itest_sleep_ns(2 * ITEST_NS_PER_MS);
-		n = clanq_recv(&c, buf, sizeof(buf), 0);
+		n = clanq_recv(c, buf, sizeof(buf), 0);
 		if (n <= 0)
 			fail_msg("message %u: recv %zd", seq, n);
 		why = smsg_check(buf, (size_t)n, seq);
 		if (why)
 			fail_msg("message %u: %s", seq, why);
 	}
-	assert_int_equal(clanq_recv(&c, buf, sizeof(buf), 0), 0);
+	assert_int_equal(clanq_recv(c, buf, sizeof(buf), 0), 0);
 	assert_true(itest_status_ok(itest_wait(pid, CHILD_TIMEOUT), "sender"));
 	close(pfd[0]);
-	assert_int_equal(clanq_conn_close(&c), 0);
-	assert_int_equal(clanq_listener_close(&l), 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -1177,18 +1212,18 @@ static void test_forged_oob(void **state)
 	__u64 l_in = 0, net_in = 0, ign0, lign0;
 	int rep[2], go[2];
 	struct kids k = { 0 };
-	struct clanq_conn spare;
+	struct clanq_conn *spare;
 	char g = 'g';
 	struct srv s;
 
 	(void)state;
 	srv_open(&s, SVC_FORGE, 256, 64, 0, 1, 1);
-	ign0 = s.net.stats.ignored;
-	lign0 = s.l.ignored;
+	ign0 = nstats(s.net).ignored;
+	lign0 = lstats(s.l).ignored;
 	for (__u32 node = 0; node < 2; node++) {
 		assert_int_equal(pipe(rep), 0);
 		assert_int_equal(pipe(go), 0);
-		fa = (struct forge_arg){ .node = 1 - node, .net_ep = s.net.ep.addr,
+		fa = (struct forge_arg){ .node = 1 - node, .net_ep = clanq_net_addr(s.net),
 					 .report_fd = rep[1], .go_fd = go[0],
 					 .seed = itest_seed("forged") + node };
 		kids_add(&k, itest_fork(forger, &fa));
@@ -1198,19 +1233,19 @@ static void test_forged_oob(void **state)
 			assert_true(itest_read_full(rep[0], &fc, sizeof(fc)));
 			l_in += fc.l_bad + fc.l_forged + fc.l_dup;
 			net_in += fc.net_msgs;
-			assert_true(itest_wait_arrivals(&s.l.ep, l_in));
-			assert_true(itest_wait_arrivals(&s.net.ep, net_in));
+			assert_true(itest_wait_arrivals(&s.l->ep, l_in));
+			assert_true(itest_wait_arrivals(&s.net->ep, net_in));
 			/* the server's own handling: intake, then accept */
-			clanq_net_progress(&s.net);
-			assert_int_equal(clanq_accept(&s.l, &spare, NULL, 0), -EAGAIN);
+			clanq_net_progress(s.net);
+			assert_int_equal(clanq_accept(s.l, &spare, NULL, 0), -EAGAIN);
 			tot.l_bad += fc.l_bad;
 			tot.l_forged += fc.l_forged;
 			tot.l_dup += fc.l_dup;
 			tot.net_msgs += fc.net_msgs;
 			/* not one dropped: so the counts below are exact */
-			assert_int_equal(clanq_ep_dropped(&s.l.ep), 0);
-			assert_int_equal(clanq_ep_dropped(&s.net.ep), 0);
-			assert_int_equal(s.l.ignored - lign0, tot.l_bad + tot.l_forged);
+			assert_int_equal(clanq_ep_dropped(&s.l->ep), 0);
+			assert_int_equal(clanq_ep_dropped(&s.net->ep), 0);
+			assert_int_equal(lstats(s.l).ignored - lign0, tot.l_bad + tot.l_forged);
 			/*
 			 * Every one of them ignored. Not asserted exact: one
 			 * debug-kernel run counted one message more than the
@@ -1218,17 +1253,17 @@ static void test_forged_oob(void **state)
 			 * 0x18e9defacc2), not yet explained: printed, so a run
 			 * that shows it again says by how much.
 			 */
-			if (s.net.stats.ignored - ign0 !=
+			if (nstats(s.net).ignored - ign0 !=
 			    tot.l_bad + tot.l_dup + tot.net_msgs)
 				printf("forged: round %d: the net ignored %llu, %llu sent\n",
-				       r, (unsigned long long)(s.net.stats.ignored - ign0),
+				       r, (unsigned long long)(nstats(s.net).ignored - ign0),
 				       (unsigned long long)(tot.l_bad + tot.l_dup +
 							    tot.net_msgs));
-			assert_true(s.net.stats.ignored - ign0 >=
+			assert_true(nstats(s.net).ignored - ign0 >=
 				    tot.l_bad + tot.l_dup + tot.net_msgs);
-			assert_int_equal(s.net.nr_conns, 0);
+			assert_int_equal(clanq_net_nr_conns(s.net), 0);
 			assert_int_equal(s.accepted, 0);
-			assert_int_equal(s.l.refused, 0);
+			assert_int_equal(lstats(s.l).refused, 0);
 			assert_true(itest_write_full(go[1], &g, 1));
 		}
 		close(rep[0]);
@@ -1239,8 +1274,8 @@ static void test_forged_oob(void **state)
 	       "for rings nobody has (+%u copies) at the listener, %u at the net "
 	       "endpoint: all ignored (listener %llu, net %llu)\n", tot.l_bad,
 	       tot.l_forged, tot.l_dup, tot.net_msgs,
-	       (unsigned long long)(s.l.ignored - lign0),
-	       (unsigned long long)(s.net.stats.ignored - ign0));
+	       (unsigned long long)(lstats(s.l).ignored - lign0),
+	       (unsigned long long)(nstats(s.net).ignored - ign0));
 	assert_true(tot.l_forged > 0 && tot.l_dup > 0 && tot.l_bad > 0 &&
 		    tot.net_msgs > 0);
 	/* and a real one still works */
@@ -1282,7 +1317,7 @@ static void test_many_clients(void **state)
 	close(go[0]);
 	/* the server holds all 1,000 before the first message */
 	srv_until(&s, &k, total, 0, 0);
-	assert_int_equal(s.net.nr_conns, total);
+	assert_int_equal(clanq_net_nr_conns(s.net), total);
 	assert_true(itest_write_full(go[1], "gggg", MANY_PROCS));
 	close(go[1]);
 	srv_until(&s, &k, total, total, total * MANY_ROUNDS);
@@ -1290,8 +1325,8 @@ static void test_many_clients(void **state)
 	printf("1000 clients: %u connections, %u echoes, %u returns from "
 	       "clanq_net_wait, %llu blocks, %llu tripwires armed, at most %u "
 	       "open, %.1f s\n", s.accepted, s.echoed, s.waits,
-	       (unsigned long long)s.net.stats.blocks,
-	       (unsigned long long)s.net.stats.arms, s.max_open,
+	       (unsigned long long)nstats(s.net).blocks,
+	       (unsigned long long)nstats(s.net).arms, s.max_open,
 	       (clanq_now_ns() - t0) / 1e9);
 	assert_int_equal(s.max_open, total);
 	assert_int_equal(s.echoed, total * MANY_ROUNDS);
@@ -1367,7 +1402,7 @@ static void test_idle_conns(void **state)
 		assert_true(itest_read_full(ack[i][0], &rep[i], sizeof(rep[i])));
 	memsnap_take(&m1);
 	procmem_take(&s1);
-	assert_int_equal(s.net.nr_conns, total);
+	assert_int_equal(clanq_net_nr_conns(s.net), total);
 	for (unsigned int i = 0; i < IDLE_PROCS; i++) {
 		cli_rss += rep[i].after.kb[0] - rep[i].before.kb[0];
 		cli_anon += rep[i].after.kb[1] - rep[i].before.kb[1];
@@ -1421,7 +1456,7 @@ static void test_idle_conns(void **state)
 	kids_wait(&k);
 	printf("idle: %u closed in %.1f s (%llu probes after dropped notices)\n",
 	       total, (clanq_now_ns() - t0) / 1e9,
-	       (unsigned long long)s.net.stats.probes);
+	       (unsigned long long)nstats(s.net).probes);
 	for (unsigned int i = 0; i < IDLE_PROCS; i++) {
 		close(cmd[i][1]);
 		close(ack[i][0]);
@@ -1461,8 +1496,8 @@ static void nosys_client(void *p)
 				     .rx_ring = 64 * KIB, .tx_ring = 64 * KIB };
 	static __u8 out[NOSYS_MAX], in[NOSYS_MAX];
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 rng = 4242, e0, e1, e2;
 	__u32 seq = 0;
 	size_t len;
@@ -1472,17 +1507,17 @@ static void nosys_client(void *p)
 	(void)p;
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	CHILD_CHECK_INT(connect_retry(&net, &c, 0, SVC_NOSYS, &o, NULL), 0);
-	CHILD_CHECK(clanq_conn_max_msg(&c) >= NOSYS_MAX);
+	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_NOSYS, &o, NULL), 0);
+	CHILD_CHECK(clanq_conn_max_msg(c) >= NOSYS_MAX);
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e0), 0);
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e1), 0);
 	for (; seq < NOSYS_ECHO; seq++) {
 		len = nosys_size(&rng);
 		smsg_make(out, len, seq, 9);
-		while ((err = clanq_send(&c, out, len, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+		while ((err = clanq_send(c, out, len, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 			;
 		CHILD_CHECK_INT(err, 0);
-		while ((n = clanq_recv(&c, in, sizeof(in), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+		while ((n = clanq_recv(c, in, sizeof(in), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 			;
 		CHILD_CHECK_INT(n, (ssize_t)len);
 		CHILD_CHECK(!memcmp(in, out, len));
@@ -1490,12 +1525,12 @@ static void nosys_client(void *p)
 	for (; seq < NOSYS_ECHO + NOSYS_BURST; seq++) {
 		len = nosys_size(&rng);
 		smsg_make(out, len, seq, 9);
-		while ((err = clanq_send(&c, out, len, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+		while ((err = clanq_send(c, out, len, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 			;
 		CHILD_CHECK_INT(err, 0);
 	}
 	/* the receiver says it has all of them */
-	while ((n = clanq_recv(&c, in, sizeof(in), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+	while ((n = clanq_recv(c, in, sizeof(in), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 		;
 	CHILD_CHECK_INT(n, 4);
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e2), 0);
@@ -1503,12 +1538,12 @@ static void nosys_client(void *p)
 	       "%u received, %llu credit waits\n",
 	       (unsigned long long)(e2 - e1 - (e1 - e0)),
 	       NOSYS_ECHO + NOSYS_BURST, NOSYS_ECHO + 1,
-	       (unsigned long long)c.credit_waits);
-	CHILD_CHECK_INT(c.rdma_sends, 0);
-	CHILD_CHECK(c.credit_waits > 0);	/* the burst did fill the ring */
+	       (unsigned long long)cstats(c).credit_waits);
+	CHILD_CHECK_INT(cstats(c).rdma_sends, 0);
+	CHILD_CHECK(cstats(c).credit_waits > 0);	/* the burst did fill the ring */
 	CHILD_CHECK_INT(e2 - e1 - (e1 - e0), 0);
-	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -1516,10 +1551,10 @@ static void test_no_syscall(void **state)
 {
 	struct clanq_conn_opts o = { .rx_ring = 64 * KIB };
 	static __u8 buf[NOSYS_MAX];
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	__u64 qc, e0, e1;
 	const char *why;
 	__u32 seq;
@@ -1530,13 +1565,13 @@ static void test_no_syscall(void **state)
 	(void)state;
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SVC_NOSYS, 4), 0);
+	assert_int_equal(clanq_listen(net, &l, SVC_NOSYS, 4), 0);
 	pid = itest_fork(nosys_client, NULL);
-	assert_int_equal(clanq_accept(&l, &c, &o, CONNECT_TIMEOUT), 0);
+	assert_int_equal(clanq_accept(l, &c, &o, CONNECT_TIMEOUT), 0);
 	qc = itest_query_cost(&dev);
 	e0 = itest_entries(&dev);
 	for (seq = 0; seq < NOSYS_ECHO + NOSYS_BURST; seq++) {
-		while ((n = clanq_recv(&c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+		while ((n = clanq_recv(c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 			;
 		if (n <= 0)
 			fail_msg("message %u: recv %zd", seq, n);
@@ -1544,13 +1579,13 @@ static void test_no_syscall(void **state)
 		if (why)
 			fail_msg("message %u: %s", seq, why);
 		if (seq < NOSYS_ECHO) {
-			while ((err = clanq_send(&c, buf, (size_t)n, CLANQ_MSG_DONTWAIT)) ==
+			while ((err = clanq_send(c, buf, (size_t)n, CLANQ_MSG_DONTWAIT)) ==
 			       -EAGAIN)
 				;
 			assert_int_equal(err, 0);
 		}
 	}
-	while ((err = clanq_send(&c, "done", 4, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
+	while ((err = clanq_send(c, "done", 4, CLANQ_MSG_DONTWAIT)) == -EAGAIN)
 		;
 	assert_int_equal(err, 0);
 	e1 = itest_entries(&dev);
@@ -1559,10 +1594,10 @@ static void test_no_syscall(void **state)
 	       NOSYS_ECHO + NOSYS_BURST, NOSYS_ECHO + 1);
 	assert_int_equal(e1 - e0 - qc, 0);
 	assert_true(itest_status_ok(itest_wait(pid, CHILD_TIMEOUT), "client"));
-	assert_int_equal(clanq_recv(&c, buf, sizeof(buf), 0), 0);
-	assert_int_equal(clanq_conn_close(&c), 0);
-	assert_int_equal(clanq_listener_close(&l), 0);
-	clanq_net_close(&net);
+	assert_int_equal(clanq_recv(c, buf, sizeof(buf), 0), 0);
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 

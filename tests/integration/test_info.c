@@ -24,7 +24,11 @@
 
 #include <cmocka.h>
 
+#include <clanq/net.h>
+
 #include "itest.h"
+/* white box: the ids of a connection's ring and aperture */
+#include "../../lib/net_internal.h"
 
 #define SERVICE		4343
 #define OBJECTS		"/sys/kernel/debug/clanq/clanq%u/objects"
@@ -206,27 +210,27 @@ static void info_client(void *p)
 	struct clanq_conn_opts o = { .timeout_ns = 10 * ITEST_NS_PER_S };
 	struct peer_info pi;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	char go;
 	int err;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	do {
-		err = clanq_connect(&net, &c, 0, SERVICE, &o);
+		err = clanq_connect(net, &c, 0, SERVICE, &o);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
 	memset(&pi, 0, sizeof(pi));
 	pi.pid = getpid();
-	pi.ep = net.ep.addr.id;
-	pi.rx = c.rx.addr.id;
-	pi.ap = c.tx.id;
+	pi.ep = clanq_net_addr(net).id;
+	pi.rx = c->rx.addr.id;
+	pi.ap = c->tx.id;
 	CHILD_CHECK(itest_write_full(a->info_fd, &pi, sizeof(pi)));
 	CHILD_CHECK(itest_read_full(a->go_fd, &go, 1));
 	/* the peer is gone by now: the close still succeeds */
-	CHILD_CHECK_INT(clanq_conn_close(&c), 0);
-	clanq_net_close(&net);
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
 	clanq_close(&dev);
 }
 
@@ -243,10 +247,10 @@ static void test_objects_of_a_connection(void **state)
 	int info[2], go[2];
 	struct client_arg a;
 	struct peer_info pi;
-	struct clanq_listener l;
+	struct clanq_listener *l;
 	struct clanq_dev dev;
-	struct clanq_net net;
-	struct clanq_conn c;
+	struct clanq_net *net;
+	struct clanq_conn *c;
 	char want[160], rights[8];
 	struct objs o0, o1;
 	__u32 my_ep, my_rx, my_ap;
@@ -266,14 +270,14 @@ static void test_objects_of_a_connection(void **state)
 	pid = itest_fork(info_client, &a);
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(&net, &l, SERVICE, 4), 0);
-	assert_int_equal(clanq_accept(&l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, 4), 0);
+	assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
 	assert_true(itest_read_full(info[0], &pi, sizeof(pi)));
 	assert_int_equal(pi.pid, pid);
-	/* closing zeroes some of these: our ids, kept */
-	my_ep = net.ep.addr.id;
-	my_rx = c.rx.addr.id;
-	my_ap = c.tx.id;
+	/* closing frees these: our ids, kept */
+	my_ep = clanq_net_addr(net).id;
+	my_rx = c->rx.addr.id;
+	my_ap = c->tx.id;
 	assert_true(my_ep && my_rx && my_ap);
 
 	/* node 0: ours */
@@ -292,7 +296,7 @@ static void test_objects_of_a_connection(void **state)
 	assert_true(field(ln, "oob_slots") >= 2);
 	ln = obj_of(&o0, ci, "ep", SERVICE);
 	assert_non_null(ln);
-	assert_int_equal(l.ep.addr.id, SERVICE);
+	assert_int_equal(clanq_listener_addr(l).id, SERVICE);
 	assert_int_equal(field(ln, "service"), 1);
 	assert_true(field(ln, "oob_delivered") >= 1);	/* the CONNECT */
 	assert_true(field(ln, "oob_queued") >= 0);
@@ -309,7 +313,7 @@ static void test_objects_of_a_connection(void **state)
 	assert_int_equal(field(ln, "sink"), 1);
 	assert_int_equal(field(ln, "notify_ep"), my_ep);
 	assert_int_equal(field(ln, "revoked"), 0);
-	assert_int_equal(field(ln, "len"), (long long)c.tx.len);
+	assert_int_equal(field(ln, "len"), (long long)c->tx.len);
 	assert_string_equal(field_str(ln, "rights", rights, sizeof(rights)), "rw");
 	/* the client's objects are not ours */
 	assert_null(obj_of(&o0, ci, "ep", pi.ep));
@@ -344,7 +348,7 @@ static void test_objects_of_a_connection(void **state)
 	assert_non_null(strstr(out, want));
 
 	/* our side closes: ring and aperture go; the client's is revoked */
-	assert_int_equal(clanq_conn_close(&c), 0);
+	assert_int_equal(clanq_conn_close(c), 0);
 	objs_read(&o0, 0);
 	ci = ctx_of(&o0, getpid());
 	assert_true(ci >= 0);
@@ -363,12 +367,12 @@ static void test_objects_of_a_connection(void **state)
 	objs_free(&o1);
 
 	/* the listener, then the net, then the context */
-	assert_int_equal(clanq_listener_close(&l), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
 	objs_read(&o0, 0);
 	assert_false(listed(&o0, "ep", SERVICE));
 	assert_true(listed(&o0, "ep", my_ep));
 	objs_free(&o0);
-	clanq_net_close(&net);
+	clanq_net_close(net);
 	clanq_close(&dev);
 	objs_read(&o0, 0);
 	assert_int_equal(ctx_of(&o0, getpid()), -1);

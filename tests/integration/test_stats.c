@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 
@@ -58,7 +59,7 @@ static unsigned long long sysfs_u64(unsigned int nic, const char *file)
 
 static void identity_is_the_devices(void **state)
 {
-	struct clanq_ioc_query q0, q1;
+	struct clanq_nic_info q0, q1;
 	struct clanq_dev d0, d1;
 	struct clanq_ep ep;
 	unsigned long long ctxs, eps;

@@ -43,6 +43,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 #include "tw_fixture.h"

@@ -61,6 +61,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 #include "rdma_fixture.h"

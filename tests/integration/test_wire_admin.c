@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 #include <clanq.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <clanq/admin.h>
+
 #include "../../tools/clanqctl.h"
 
 static void a_nic_is_named_three_ways(void **state)

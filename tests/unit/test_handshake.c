@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "../../lib/handshake.h"
+#include "../../lib/ring.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
