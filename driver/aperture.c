@@ -56,7 +56,7 @@ void clanq_kap_put(struct clanq_kap *ap)
 	if (ap)
 		kref_put(&ap->ref, clanq_kap_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_put);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kap_put);
 
 /* An open aperture of @ctx by id, referenced; NULL if there is none. */
 struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
@@ -70,7 +70,7 @@ struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
 	rcu_read_unlock();
 	return ap;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_lookup);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kap_lookup);
 
 /*
  * An aperture has two mappings, the PIO window and its region's armed
@@ -439,7 +439,7 @@ err_unlock:
 	clanq_kap_put(ap);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_import);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_ap_import);
 
 /*
  * Close: unpublish, mark closed (faults and the engine see it), leave the
@@ -482,4 +482,4 @@ int clanq_ioctl_ap_close(void *obj, void *arg)
 		clanq_uerr(ctx, "AP_CLOSE: no aperture %u in this context", c->id);
 	return ap ? 0 : -ENOENT;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_close);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_ap_close);

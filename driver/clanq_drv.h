@@ -79,6 +79,7 @@
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/xarray.h>
+#include <kunit/visibility.h>
 #include <clanq/queue.h>
 
 #define CLANQ_MAX_NICS	16
@@ -521,8 +522,6 @@ unsigned int clanq_nr_nics(void);
 struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc);
 struct clanq_nic *clanq_nic_by_node(u32 node);
 struct clanq_nic *clanq_nic_by_index(unsigned int index);
-int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
-void clanq_nic_fini(struct clanq_nic *nic);
 
 /* debugfs.c: clanq/clanqN/objects, every context's objects */
 extern const struct file_operations clanq_objects_fops;
@@ -535,7 +534,6 @@ int clanq_ioctl_ep_stats(void *obj, void *arg);
 
 /* context.c: contexts, their mappings, the device's file operations */
 extern const struct file_operations clanq_fops;
-struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
 void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 void clanq_ctx_count_entry(struct clanq_ctx *ctx);
@@ -589,10 +587,6 @@ long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg);
 
 /* endpoint.c */
-struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
-				   u32 service);
-void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id);
@@ -635,7 +629,6 @@ unsigned long clanq_kregion_tw_pages(const struct clanq_kregion *r);
 int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r);
 void clanq_kregion_tw_kill(struct clanq_kregion *r);
 unsigned int clanq_tw_fire(struct clanq_kregion *r, u64 off, u64 len);
-unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len);
 int clanq_ioctl_tw_create(void *obj, void *arg);
 int clanq_ioctl_tw_arm(void *obj, void *arg);
 int clanq_ioctl_tw_disarm(void *obj, void *arg);
@@ -647,31 +640,21 @@ int clanq_ioctl_ap_flush(void *obj, void *arg);
 void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 		     const struct clanq_queue_off *cq, u32 need_wakeup);
 bool clanq_rdma_pending(struct clanq_kep *ep);
-int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
-			struct clanq_rdma_xfer *x);
 int clanq_ioctl_rdma_kick(void *obj, void *arg);
 void clanq_engine_init(struct clanq_engine *eng);
 void clanq_engine_ctx_init(struct clanq_engine_ctx *ec);
 int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
-struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
-int clanq_engine_kick(struct clanq_kep *ep);
 void clanq_engine_write_done(struct clanq_kep *ep, int status);
 bool clanq_engine_write_done_now(struct clanq_kep *ep, int status);
 void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */
 struct clanq_kevq;
-struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
-				     struct clanq_ioc_evq_create *c);
-void clanq_kevq_destroy(struct clanq_kevq *evq);
 int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
 			   u64 cookie);
-int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
 void clanq_kevq_detach_ep(struct clanq_kep *ep);
 int clanq_ioctl_evq_create(void *obj, void *arg);
-/* for KUnit only: the shared segment, as the application would map it */
-void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
 
 /*
  * wire.c, wire_loop.c: how bytes travel between NICs (DESIGN section 1).
@@ -762,13 +745,6 @@ struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node);
 void clanq_peer_put(struct clanq_peer *peer);
 bool clanq_peer_known(struct clanq_nic *nic, u32 node);
 void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err);
-int clanq_peer_check(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		     const char **why);
-int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		   const char **why);
-int clanq_peer_del(struct clanq_nic *nic, u32 node);
-u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
-		    u32 count, u32 *total);
 int clanq_peers_show(struct clanq_nic *nic, char *buf, int len);
 ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf);
 int clanq_ioctl_wire_bind(void *obj, void *arg);
@@ -822,12 +798,47 @@ static inline u32 clanq_kregion_node(const struct clanq_kregion *r)
 })
 
 /*
- * Driver internals the KUnit module (tests/kunit) calls: exported into a
- * namespace of their own, which only that module imports.
+ * Driver internals the KUnit module (tests/kunit) calls are exported with
+ * EXPORT_SYMBOL_IF_KUNIT() (<kunit/visibility.h>): into the namespace
+ * EXPORTED_FOR_KUNIT_TESTING, and only when the kernel has KUnit. What a
+ * wire in a module of its own (clanq_verbs.ko) calls is exported always:
  */
-#define EXPORT_SYMBOL_CLANQ_KUNIT(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_KUNIT)
-/* ... and what a wire in a module of its own (clanq_verbs.ko) calls */
 #define EXPORT_SYMBOL_CLANQ_WIRE(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_WIRE)
+
+/*
+ * Called only from their own file and from the KUnit tests:
+ * VISIBLE_IF_KUNIT, static when the kernel has no KUnit.
+ */
+#if IS_ENABLED(CONFIG_KUNIT)
+/* nic.c */
+int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
+void clanq_nic_fini(struct clanq_nic *nic);
+/* context.c */
+struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
+/* endpoint.c */
+struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
+				   u32 service);
+void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
+/* rdma.c */
+int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
+			struct clanq_rdma_xfer *x);
+struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
+int clanq_engine_kick(struct clanq_kep *ep);
+/* evq.c */
+struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
+				     struct clanq_ioc_evq_create *c);
+void clanq_kevq_destroy(struct clanq_kevq *evq);
+int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
+/* for KUnit only: the shared segment, as the application would map it */
+void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
+/* peer.c */
+int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		   const char **why);
+int clanq_peer_del(struct clanq_nic *nic, u32 node);
+u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
+		    u32 count, u32 *total);
+#endif
 
 /* Reserved fields: every byte must be zero. */
 static inline bool clanq_zero(const void *p, size_t n)

@@ -66,6 +66,7 @@ void clanq_fs_exit(void)
 	kern_unmount(clanq_mnt);
 }
 
+VISIBLE_IF_KUNIT
 struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 {
 	struct clanq_ctx *ctx;
@@ -106,7 +107,7 @@ err_ctx:
 	kfree(ctx);
 	return NULL;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ctx_create);
 
 void clanq_ctx_get(struct clanq_ctx *ctx)
 {
@@ -157,7 +158,7 @@ void clanq_ctx_put(struct clanq_ctx *ctx)
 {
 	kref_put(&ctx->ref, clanq_ctx_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ctx_put);
 
 /*
  * Publish @map for mmap(). The xarray holds no reference: the owner
@@ -197,7 +198,7 @@ void clanq_map_vma_open(struct clanq_map *map)
 {
 	atomic_inc(&map->vmas);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_open);
+EXPORT_SYMBOL_IF_KUNIT(clanq_map_vma_open);
 
 /*
  * A VMA of @map went; the last one frees a retired key. Its file holds
@@ -216,7 +217,7 @@ void clanq_map_vma_close(struct clanq_map *map)
 		xa_erase(&ctx->mmaps, map->key);
 	mutex_unlock(&ctx->lock);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_close);
+EXPORT_SYMBOL_IF_KUNIT(clanq_map_vma_close);
 
 /*
  * Remove every page of @map's first @pages pages from every process

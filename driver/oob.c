@@ -211,4 +211,4 @@ int clanq_ioctl_oob_send(void *obj, void *arg)
 	clanq_kep_put(ep);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_oob_send);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_oob_send);

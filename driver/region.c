@@ -178,7 +178,7 @@ struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id)
 	}
 	return r;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_lookup_owned);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kregion_lookup_owned);
 
 /*
  * The owner's mapping of an allocated region holds the struct and the
@@ -403,7 +403,7 @@ err_unlock:
 	clanq_kregion_put(r);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_create);
 
 /*
  * Unpublish, revoke, drop the owner's reference. Peers no longer find it,
@@ -448,7 +448,7 @@ int clanq_ioctl_region_free(void *obj, void *arg)
 		clanq_uerr(ctx, "REGION_FREE: no region %u in this context", f->id);
 	return r ? 0 : -ENOENT;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_free);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_free);
 
 int clanq_ioctl_region_export(void *obj, void *arg)
 {
@@ -487,7 +487,7 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 			   err == -EBUSY ? "exported already" : "not in this context");
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_export);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_export);
 
 /*
  * Copy @len bytes from @src at @src_off to @dst at @dst_off, page by
@@ -635,7 +635,7 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 	up_read(&dst->revoke_sem);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_write);
+EXPORT_SYMBOL_IF_KUNIT(clanq_rx_write);
 
 /**
  * clanq_rx_written() - the receive path of a write another NIC placed

@@ -60,14 +60,13 @@ const struct clanq_wire_ops *clanq_wire_route(struct clanq_nic *src, u32 node)
 	rcu_read_unlock();
 	return ops;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_route);
+EXPORT_SYMBOL_IF_KUNIT(clanq_wire_route);
 
 void clanq_wire_put(const struct clanq_wire_ops *ops)
 {
 	if (ops)
 		module_put(ops->owner);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_put);
 
 /* Called with nic->peers.lock held (peer.c). */
 int clanq_wire_bind(struct clanq_nic *nic, const char *dev, u32 port,

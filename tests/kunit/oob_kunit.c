@@ -26,7 +26,7 @@
 #include "../driver/clanq_drv.h"
 #include "kunit_util.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define TEST_NIC_INDEX	7
 #define TEST_NODE	0x7e57u
