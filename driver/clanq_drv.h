@@ -657,7 +657,7 @@ void clanq_kevq_detach_ep(struct clanq_kep *ep);
 int clanq_ioctl_evq_create(void *obj, void *arg);
 
 /*
- * wire.c, wire_loop.c: how bytes travel between NICs (DESIGN section 1).
+ * wire.c, wire_loop.c: how bytes travel between NICs.
  *
  * The send side is per wire, a struct clanq_wire_ops, chosen by the
  * destination node (clanq_wire_route()). The receive path, clanq_rx_*,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Peers: the nodes on other hosts a NIC reaches, and the RDMA device its
- * traffic to them leaves through (DESIGN section 1, the verbs wire).
+ * traffic to them leaves through (on the verbs wire).
  *
  * The table is the NIC's, here in clanq.ko, so that naming a peer does
  * not need an RDMA stack: only carrying traffic does. The wire that
