@@ -537,7 +537,6 @@ extern const struct file_operations clanq_fops;
 void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 void clanq_ctx_count_entry(struct clanq_ctx *ctx);
-int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_map_vma_open(struct clanq_map *map);

@@ -230,7 +230,7 @@ void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
 			    (loff_t)pages << PAGE_SHIFT, 1);
 }
 
-int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
+static int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
 {
 	unsigned long key = vma->vm_pgoff >> CLANQ_MAP_SHIFT;
 	struct clanq_map *map = NULL;
