@@ -565,20 +565,48 @@ struct clanq_ioctl_desc {
 
 #define CLANQ_IOCTL_FLAGS_NONE	U16_MAX
 
-#define __CLANQ_IOCTL(CMD, handler, ok, flags_at, rsv_at)		\
+/*
+ * The dispatcher's copy of the argument, on its stack: the size of the
+ * largest struct clanq_ioc_*, which every command checks it fits.
+ */
+union clanq_ioctl_arg {
+	struct clanq_ioc_ep_create largest;
+};
+
+/*
+ * What the prologue relies on, checked as each command's entry is built:
+ * its struct ends with its reserved words and fits union
+ * clanq_ioctl_arg, and reserved words that start at reserved0 run on
+ * into reserved.
+ */
+#define __CLANQ_IOCTL_CHECK(type)					\
+	(BUILD_BUG_ON_ZERO(offsetofend(struct clanq_ioc_##type, reserved) !=	\
+			   sizeof(struct clanq_ioc_##type)) +		\
+	 BUILD_BUG_ON_ZERO(sizeof(struct clanq_ioc_##type) >		\
+			   sizeof(union clanq_ioctl_arg)))
+#define __CLANQ_IOCTL_RSV_reserved(type)	0
+#define __CLANQ_IOCTL_RSV_reserved0(type)				\
+	BUILD_BUG_ON_ZERO(offsetofend(struct clanq_ioc_##type, reserved0) !=	\
+			  offsetof(struct clanq_ioc_##type, reserved))
+
+#define __CLANQ_IOCTL(CMD, type, handler, ok, flags_at, rsv)		\
 	[_IOC_NR(CLANQ_IOC_##CMD)] = {					\
 		.cmd = CLANQ_IOC_##CMD, .name = #CMD, .fn = (handler),	\
 		.flags_ok = (ok), .flags_off = (flags_at),		\
-		.reserved_off = (rsv_at),				\
+		.reserved_off = offsetof(struct clanq_ioc_##type, rsv) +	\
+				__CLANQ_IOCTL_CHECK(type) +		\
+				__CLANQ_IOCTL_RSV_##rsv(type),		\
 	}
-/* CLANQ_IOC_<CMD> on struct clanq_ioc_<type>; reserved from field rsv on */
+/*
+ * A file's table of commands is the one list of them: each entry is
+ * CLANQ_IOC_<CMD> on struct clanq_ioc_<type>, reserved from field rsv
+ * ("reserved", or "reserved0" one word earlier) on.
+ */
 #define CLANQ_IOCTL(CMD, type, handler, ok, rsv)			\
-	__CLANQ_IOCTL(CMD, handler, ok,					\
-		      offsetof(struct clanq_ioc_##type, flags),		\
-		      offsetof(struct clanq_ioc_##type, rsv))
+	__CLANQ_IOCTL(CMD, type, handler, ok,				\
+		      offsetof(struct clanq_ioc_##type, flags), rsv)
 #define CLANQ_IOCTL_NO_FLAGS(CMD, type, handler, rsv)			\
-	__CLANQ_IOCTL(CMD, handler, 0, CLANQ_IOCTL_FLAGS_NONE,		\
-		      offsetof(struct clanq_ioc_##type, rsv))
+	__CLANQ_IOCTL(CMD, type, handler, 0, CLANQ_IOCTL_FLAGS_NONE, rsv)
 
 long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 			  void *obj, struct clanq_ctx *ctx, unsigned int cmd,
