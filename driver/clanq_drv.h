@@ -639,6 +639,9 @@ void clanq_kregion_mem_put(struct clanq_kregion *r);
 int clanq_ioctl_region_create(void *obj, void *arg);
 int clanq_ioctl_region_free(void *obj, void *arg);
 int clanq_ioctl_region_export(void *obj, void *arg);
+void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
+			       u32 node, u32 id, u64 len, u64 key, u32 rights,
+			       void (*release)(struct clanq_kregion *r));
 
 /* aperture.c: imports, PIO mappings, revocation */
 struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id);
@@ -781,7 +784,7 @@ int clanq_ioctl_peer_list(void *obj, void *arg);
 void clanq_wire_register(struct clanq_wire *wire);
 void clanq_wire_unregister(struct clanq_wire *wire);
 
-/* the receive path */
+/* rx.c: the rx seam, the receive path every wire delivers into */
 int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		 const struct clanq_oob_msg *msg);
 void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
@@ -791,9 +794,6 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
 		   const struct clanq_kap *via);
 int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len);
-void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
-			       u32 node, u32 id, u64 len, u64 key, u32 rights,
-			       void (*release)(struct clanq_kregion *r));
 
 /* The node a region lives on: its NIC's, or, imported, the exporter's. */
 static inline u32 clanq_kregion_node(const struct clanq_kregion *r)

@@ -32,7 +32,7 @@
  *
  * The copy. The engine does not touch memory itself: each chunk goes to
  * the wire that reaches the aperture's exporter (wire.c), and every wire
- * ends in clanq_rx_write() (region.c), the receive path, which checks
+ * ends in clanq_rx_write() (rx.c), the receive path, which checks
  * that source and destination are still live, copies, and checks
  * tripwires. Validation here checks only the request's fields.
  *

@@ -5,9 +5,9 @@
  * The application/driver interface never depends on the wire. Each wire
  * implements the send side (struct clanq_wire_ops: send an OOB message,
  * resolve an import, write one chunk of an RDMA request); every wire ends
- * in the same receive path (clanq_rx_oob() in oob.c, clanq_rx_write() in
- * region.c), where drops are counted, events raised and tripwires
- * checked, so a message or a write behaves the same whatever carried it.
+ * in the same receive path (rx.c: clanq_rx_oob(), clanq_rx_write()),
+ * where drops are counted, events raised and tripwires checked, so a
+ * message or a write behaves the same whatever carried it.
  *
  * The wire is chosen by the destination node: the loop wire for NICs of
  * this kernel, then every registered wire in registration order. An

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit tests for OOB delivery (driver/oob.c) and the endpoints it
- * delivers to (driver/endpoint.c), through the driver's own functions.
+ * KUnit tests for OOB delivery (driver/oob.c, driver/rx.c) and the
+ * endpoints it delivers to (driver/endpoint.c), through the driver's own
+ * functions.
  *
  * Every test gets a NIC of its own, with no device, and a context on it.
  * The test plays the application: it attaches to an endpoint's segment
