@@ -76,7 +76,7 @@ EXPORT_SYMBOL_IF_KUNIT(clanq_kap_lookup);
  * An aperture has two mappings, the PIO window and its region's armed
  * bitmap, each under an mmap key of its own. One set of VMA operations
  * serves both and tells them apart by the key in the VMA's page offset
- * (the key is the offset's high part, context.c; splits keep it).
+ * (the key is the offset's high part, mapkey.c; splits keep it).
  */
 static bool clanq_kap_vma_armed(struct vm_area_struct *vma)
 {
@@ -138,7 +138,7 @@ static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 	struct clanq_kap *ap = vma->vm_private_data;
 	struct clanq_kregion *r = ap->region;
 	bool armed = clanq_kap_vma_armed(vma);
-	/* the mapping starts at the object's first page (context.c) */
+	/* the mapping starts at the object's first page (mapkey.c) */
 	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
 	vm_fault_t ret = VM_FAULT_SIGBUS;
 	struct page *page;

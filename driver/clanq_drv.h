@@ -532,19 +532,22 @@ void clanq_kep_read_counters(struct clanq_kep *ep, struct clanq_ep_counters *c,
 			     u32 *oob_queued);
 int clanq_ioctl_ep_stats(void *obj, void *arg);
 
-/* context.c: contexts, their mappings, the device's file operations */
+/* context.c: contexts, their address space, the device's file operations */
 extern const struct file_operations clanq_fops;
 void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 void clanq_ctx_count_entry(struct clanq_ctx *ctx);
+int clanq_fs_init(void);
+void clanq_fs_exit(void);
+
+/* mapkey.c: the context's mmap keys, mmap() of the context fd */
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_map_vma_open(struct clanq_map *map);
 void clanq_map_vma_close(struct clanq_map *map);
 void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
 		   unsigned long pages);
-int clanq_fs_init(void);
-void clanq_fs_exit(void);
+int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 
 /* ioctl.c: the dispatcher, and the context fd's commands */
 

@@ -220,7 +220,7 @@ static int clanq_kregion_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 static int clanq_kregion_alloc_pages(struct clanq_ctx *ctx,
 				     struct clanq_kregion *r, unsigned long nr)
 {
-	/* the owner maps it whole: it must fit its offset range (context.c) */
+	/* the owner maps it whole: it must fit its offset range (mapkey.c) */
 	if (nr >= 1ul << CLANQ_MAP_SHIFT)
 		return -EINVAL;
 	r->budget = clanq_budget_charge(ctx, nr << PAGE_SHIFT);
