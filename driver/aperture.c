@@ -56,7 +56,7 @@ void clanq_kap_put(struct clanq_kap *ap)
 	if (ap)
 		kref_put(&ap->ref, clanq_kap_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_put);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kap_put);
 
 /* An open aperture of @ctx by id, referenced; NULL if there is none. */
 struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
@@ -70,13 +70,13 @@ struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id)
 	rcu_read_unlock();
 	return ap;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kap_lookup);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kap_lookup);
 
 /*
  * An aperture has two mappings, the PIO window and its region's armed
  * bitmap, each under an mmap key of its own. One set of VMA operations
  * serves both and tells them apart by the key in the VMA's page offset
- * (the key is the offset's high part, context.c; splits keep it).
+ * (the key is the offset's high part, mapkey.c; splits keep it).
  */
 static bool clanq_kap_vma_armed(struct vm_area_struct *vma)
 {
@@ -138,7 +138,7 @@ static vm_fault_t clanq_kap_fault(struct vm_fault *vmf)
 	struct clanq_kap *ap = vma->vm_private_data;
 	struct clanq_kregion *r = ap->region;
 	bool armed = clanq_kap_vma_armed(vma);
-	/* the mapping starts at the object's first page (context.c) */
+	/* the mapping starts at the object's first page (mapkey.c) */
 	unsigned long idx = vmf->pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1);
 	vm_fault_t ret = VM_FAULT_SIGBUS;
 	struct page *page;
@@ -439,7 +439,7 @@ err_unlock:
 	clanq_kap_put(ap);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_import);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_ap_import);
 
 /*
  * Close: unpublish, mark closed (faults and the engine see it), leave the
@@ -482,4 +482,4 @@ int clanq_ioctl_ap_close(void *obj, void *arg)
 		clanq_uerr(ctx, "AP_CLOSE: no aperture %u in this context", c->id);
 	return ap ? 0 : -ENOENT;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_close);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_ap_close);

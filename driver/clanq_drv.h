@@ -79,6 +79,7 @@
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/xarray.h>
+#include <kunit/visibility.h>
 #include <clanq/queue.h>
 
 #define CLANQ_MAX_NICS	16
@@ -521,8 +522,6 @@ unsigned int clanq_nr_nics(void);
 struct clanq_nic *clanq_nic_from_misc(struct miscdevice *misc);
 struct clanq_nic *clanq_nic_by_node(u32 node);
 struct clanq_nic *clanq_nic_by_index(unsigned int index);
-int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
-void clanq_nic_fini(struct clanq_nic *nic);
 
 /* debugfs.c: clanq/clanqN/objects, every context's objects */
 extern const struct file_operations clanq_objects_fops;
@@ -533,21 +532,22 @@ void clanq_kep_read_counters(struct clanq_kep *ep, struct clanq_ep_counters *c,
 			     u32 *oob_queued);
 int clanq_ioctl_ep_stats(void *obj, void *arg);
 
-/* context.c: contexts, their mappings, the device's file operations */
+/* context.c: contexts, their address space, the device's file operations */
 extern const struct file_operations clanq_fops;
-struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
 void clanq_ctx_get(struct clanq_ctx *ctx);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 void clanq_ctx_count_entry(struct clanq_ctx *ctx);
-int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
+int clanq_fs_init(void);
+void clanq_fs_exit(void);
+
+/* mapkey.c: the context's mmap keys, mmap() of the context fd */
 int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map);
 void clanq_map_vma_open(struct clanq_map *map);
 void clanq_map_vma_close(struct clanq_map *map);
 void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
 		   unsigned long pages);
-int clanq_fs_init(void);
-void clanq_fs_exit(void);
+int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma);
 
 /* ioctl.c: the dispatcher, and the context fd's commands */
 
@@ -568,20 +568,48 @@ struct clanq_ioctl_desc {
 
 #define CLANQ_IOCTL_FLAGS_NONE	U16_MAX
 
-#define __CLANQ_IOCTL(CMD, handler, ok, flags_at, rsv_at)		\
+/*
+ * The dispatcher's copy of the argument, on its stack: the size of the
+ * largest struct clanq_ioc_*, which every command checks it fits.
+ */
+union clanq_ioctl_arg {
+	struct clanq_ioc_ep_create largest;
+};
+
+/*
+ * What the prologue relies on, checked as each command's entry is built:
+ * its struct ends with its reserved words and fits union
+ * clanq_ioctl_arg, and reserved words that start at reserved0 run on
+ * into reserved.
+ */
+#define __CLANQ_IOCTL_CHECK(type)					\
+	(BUILD_BUG_ON_ZERO(offsetofend(struct clanq_ioc_##type, reserved) !=	\
+			   sizeof(struct clanq_ioc_##type)) +		\
+	 BUILD_BUG_ON_ZERO(sizeof(struct clanq_ioc_##type) >		\
+			   sizeof(union clanq_ioctl_arg)))
+#define __CLANQ_IOCTL_RSV_reserved(type)	0
+#define __CLANQ_IOCTL_RSV_reserved0(type)				\
+	BUILD_BUG_ON_ZERO(offsetofend(struct clanq_ioc_##type, reserved0) !=	\
+			  offsetof(struct clanq_ioc_##type, reserved))
+
+#define __CLANQ_IOCTL(CMD, type, handler, ok, flags_at, rsv)		\
 	[_IOC_NR(CLANQ_IOC_##CMD)] = {					\
 		.cmd = CLANQ_IOC_##CMD, .name = #CMD, .fn = (handler),	\
 		.flags_ok = (ok), .flags_off = (flags_at),		\
-		.reserved_off = (rsv_at),				\
+		.reserved_off = offsetof(struct clanq_ioc_##type, rsv) +	\
+				__CLANQ_IOCTL_CHECK(type) +		\
+				__CLANQ_IOCTL_RSV_##rsv(type),		\
 	}
-/* CLANQ_IOC_<CMD> on struct clanq_ioc_<type>; reserved from field rsv on */
+/*
+ * A file's table of commands is the one list of them: each entry is
+ * CLANQ_IOC_<CMD> on struct clanq_ioc_<type>, reserved from field rsv
+ * ("reserved", or "reserved0" one word earlier) on.
+ */
 #define CLANQ_IOCTL(CMD, type, handler, ok, rsv)			\
-	__CLANQ_IOCTL(CMD, handler, ok,					\
-		      offsetof(struct clanq_ioc_##type, flags),		\
-		      offsetof(struct clanq_ioc_##type, rsv))
+	__CLANQ_IOCTL(CMD, type, handler, ok,				\
+		      offsetof(struct clanq_ioc_##type, flags), rsv)
 #define CLANQ_IOCTL_NO_FLAGS(CMD, type, handler, rsv)			\
-	__CLANQ_IOCTL(CMD, handler, 0, CLANQ_IOCTL_FLAGS_NONE,		\
-		      offsetof(struct clanq_ioc_##type, rsv))
+	__CLANQ_IOCTL(CMD, type, handler, 0, CLANQ_IOCTL_FLAGS_NONE, rsv)
 
 long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 			  void *obj, struct clanq_ctx *ctx, unsigned int cmd,
@@ -589,10 +617,6 @@ long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg);
 
 /* endpoint.c */
-struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
-				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
-				   u32 service);
-void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id);
@@ -618,6 +642,9 @@ void clanq_kregion_mem_put(struct clanq_kregion *r);
 int clanq_ioctl_region_create(void *obj, void *arg);
 int clanq_ioctl_region_free(void *obj, void *arg);
 int clanq_ioctl_region_export(void *obj, void *arg);
+void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
+			       u32 node, u32 id, u64 len, u64 key, u32 rights,
+			       void (*release)(struct clanq_kregion *r));
 
 /* aperture.c: imports, PIO mappings, revocation */
 struct clanq_kap *clanq_kap_lookup(struct clanq_ctx *ctx, u32 id);
@@ -635,7 +662,6 @@ unsigned long clanq_kregion_tw_pages(const struct clanq_kregion *r);
 int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r);
 void clanq_kregion_tw_kill(struct clanq_kregion *r);
 unsigned int clanq_tw_fire(struct clanq_kregion *r, u64 off, u64 len);
-unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len);
 int clanq_ioctl_tw_create(void *obj, void *arg);
 int clanq_ioctl_tw_arm(void *obj, void *arg);
 int clanq_ioctl_tw_disarm(void *obj, void *arg);
@@ -647,34 +673,24 @@ int clanq_ioctl_ap_flush(void *obj, void *arg);
 void clanq_rdma_init(struct clanq_kep *ep, const struct clanq_queue_off *rq,
 		     const struct clanq_queue_off *cq, u32 need_wakeup);
 bool clanq_rdma_pending(struct clanq_kep *ep);
-int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
-			struct clanq_rdma_xfer *x);
 int clanq_ioctl_rdma_kick(void *obj, void *arg);
 void clanq_engine_init(struct clanq_engine *eng);
 void clanq_engine_ctx_init(struct clanq_engine_ctx *ec);
 int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
-struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
-int clanq_engine_kick(struct clanq_kep *ep);
 void clanq_engine_write_done(struct clanq_kep *ep, int status);
 bool clanq_engine_write_done_now(struct clanq_kep *ep, int status);
 void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */
 struct clanq_kevq;
-struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
-				     struct clanq_ioc_evq_create *c);
-void clanq_kevq_destroy(struct clanq_kevq *evq);
 int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
 			   u64 cookie);
-int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
 void clanq_kevq_detach_ep(struct clanq_kep *ep);
 int clanq_ioctl_evq_create(void *obj, void *arg);
-/* for KUnit only: the shared segment, as the application would map it */
-void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
 
 /*
- * wire.c, wire_loop.c: how bytes travel between NICs (DESIGN section 1).
+ * wire.c, wire_loop.c: how bytes travel between NICs.
  *
  * The send side is per wire, a struct clanq_wire_ops, chosen by the
  * destination node (clanq_wire_route()). The receive path, clanq_rx_*,
@@ -762,13 +778,6 @@ struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node);
 void clanq_peer_put(struct clanq_peer *peer);
 bool clanq_peer_known(struct clanq_nic *nic, u32 node);
 void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err);
-int clanq_peer_check(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		     const char **why);
-int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		   const char **why);
-int clanq_peer_del(struct clanq_nic *nic, u32 node);
-u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
-		    u32 count, u32 *total);
 int clanq_peers_show(struct clanq_nic *nic, char *buf, int len);
 ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf);
 int clanq_ioctl_wire_bind(void *obj, void *arg);
@@ -778,7 +787,7 @@ int clanq_ioctl_peer_list(void *obj, void *arg);
 void clanq_wire_register(struct clanq_wire *wire);
 void clanq_wire_unregister(struct clanq_wire *wire);
 
-/* the receive path */
+/* rx.c: the rx seam, the receive path every wire delivers into */
 int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		 const struct clanq_oob_msg *msg);
 void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
@@ -788,9 +797,6 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
 		   const struct clanq_kap *via);
 int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len);
-void clanq_kregion_remote_init(struct clanq_kregion *r, struct clanq_nic *nic,
-			       u32 node, u32 id, u64 len, u64 key, u32 rights,
-			       void (*release)(struct clanq_kregion *r));
 
 /* The node a region lives on: its NIC's, or, imported, the exporter's. */
 static inline u32 clanq_kregion_node(const struct clanq_kregion *r)
@@ -822,12 +828,47 @@ static inline u32 clanq_kregion_node(const struct clanq_kregion *r)
 })
 
 /*
- * Driver internals the KUnit module (tests/kunit) calls: exported into a
- * namespace of their own, which only that module imports.
+ * Driver internals the KUnit module (tests/kunit) calls are exported with
+ * EXPORT_SYMBOL_IF_KUNIT() (<kunit/visibility.h>): into the namespace
+ * EXPORTED_FOR_KUNIT_TESTING, and only when the kernel has KUnit. What a
+ * wire in a module of its own (clanq_verbs.ko) calls is exported always:
  */
-#define EXPORT_SYMBOL_CLANQ_KUNIT(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_KUNIT)
-/* ... and what a wire in a module of its own (clanq_verbs.ko) calls */
 #define EXPORT_SYMBOL_CLANQ_WIRE(sym)	EXPORT_SYMBOL_NS_GPL(sym, CLANQ_WIRE)
+
+/*
+ * Called only from their own file and from the KUnit tests:
+ * VISIBLE_IF_KUNIT, static when the kernel has no KUnit.
+ */
+#if IS_ENABLED(CONFIG_KUNIT)
+/* nic.c */
+int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node);
+void clanq_nic_fini(struct clanq_nic *nic);
+/* context.c */
+struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
+/* endpoint.c */
+struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
+				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
+				   u32 service);
+void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
+/* rdma.c */
+int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
+			struct clanq_rdma_xfer *x);
+struct clanq_kep *clanq_engine_step(struct clanq_nic *nic);
+int clanq_engine_kick(struct clanq_kep *ep);
+/* evq.c */
+struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
+				     struct clanq_ioc_evq_create *c);
+void clanq_kevq_destroy(struct clanq_kevq *evq);
+int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
+/* for KUnit only: the shared segment, as the application would map it */
+void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
+/* peer.c */
+int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		   const char **why);
+int clanq_peer_del(struct clanq_nic *nic, u32 node);
+u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
+		    u32 count, u32 *total);
+#endif
 
 /* Reserved fields: every byte must be zero. */
 static inline bool clanq_zero(const void *p, size_t n)

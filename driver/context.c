@@ -9,16 +9,13 @@
  * by which a process's objects are freed, so exit, kill and close all
  * take this one.
  *
- * Mappings: each mappable object (struct clanq_map) gets a key in the
- * context's xarray and owns the page offsets key << CLANQ_MAP_SHIFT
- * onwards; mmap() of the context fd there maps it. An offset that names
- * nothing is not found.
- *
  * Address space: every context has an inode of its own, from a small
  * pseudo filesystem, and the file's f_mapping points at it (as DRM does
- * with its anonymous inode). The VMAs of the context's mappings are then
- * in that inode's i_mmap tree, so revoking an aperture zaps exactly its
- * page range with unmap_mapping_range(), in whichever processes map it.
+ * with its anonymous inode), so that a mapping can be zapped in
+ * whichever processes map it (mapkey.c).
+ *
+ * The mmap keys of the context's objects, and mmap() of the context fd,
+ * are mapkey.c's.
  */
 #include <linux/fs.h>
 #include <linux/mm.h>
@@ -30,11 +27,6 @@
 
 #include "clanq_drv.h"
 
-#define CLANQ_MMAP_KEYS		XA_LIMIT(1, (1u << CLANQ_MAP_KEY_BITS) - 1)
-/* a 32-bit process names every object: mmap2 takes a 32-bit page offset */
-static_assert(CLANQ_MAP_SHIFT + CLANQ_MAP_KEY_BITS <= 32);
-/* an unpublished key, kept until its old object's last mapping goes */
-#define CLANQ_MAP_RETIRED(map)	xa_tag_pointer(map, 1)
 #define CLANQ_FS_MAGIC		0xc1a9c1a9
 
 static struct vfsmount *clanq_mnt;
@@ -66,6 +58,7 @@ void clanq_fs_exit(void)
 	kern_unmount(clanq_mnt);
 }
 
+VISIBLE_IF_KUNIT
 struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 {
 	struct clanq_ctx *ctx;
@@ -106,7 +99,7 @@ err_ctx:
 	kfree(ctx);
 	return NULL;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ctx_create);
 
 void clanq_ctx_get(struct clanq_ctx *ctx)
 {
@@ -157,100 +150,7 @@ void clanq_ctx_put(struct clanq_ctx *ctx)
 {
 	kref_put(&ctx->ref, clanq_ctx_release);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ctx_put);
-
-/*
- * Publish @map for mmap(). The xarray holds no reference: the owner
- * unpublishes it (under ctx->lock) before letting it go.
- */
-int clanq_ctx_mmap_add(struct clanq_ctx *ctx, struct clanq_map *map)
-{
-	int err;
-
-	lockdep_assert_held(&ctx->lock);
-	map->ctx = ctx;
-	err = xa_alloc_cyclic(&ctx->mmaps, &map->key, map, CLANQ_MMAP_KEYS,
-			      &ctx->next_mmap_key, GFP_KERNEL_ACCOUNT);
-	/* -EBUSY: every key is taken; -ENOMEM stays what it is */
-	return err == -EBUSY ? -ENOSPC : min(err, 0);
-}
-
-/*
- * Unpublish @map: mmap() finds it no more. Its key is freed at once if
- * nothing maps it, else retired until clanq_map_vma_close() sees the
- * last mapping go. No VMA can appear meanwhile: new mappings come from
- * mmap(), which holds ctx->lock, and copies (fork, split) from a VMA.
- */
-void clanq_ctx_mmap_del(struct clanq_ctx *ctx, struct clanq_map *map)
-{
-	lockdep_assert_held(&ctx->lock);
-	if (atomic_read(&map->vmas)) {
-		/* replacing an entry allocates nothing */
-		xa_store(&ctx->mmaps, map->key, CLANQ_MAP_RETIRED(map), GFP_KERNEL);
-	} else {
-		xa_erase(&ctx->mmaps, map->key);
-	}
-}
-
-/* A VMA of @map appeared (mmap, fork, split). */
-void clanq_map_vma_open(struct clanq_map *map)
-{
-	atomic_inc(&map->vmas);
-}
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_open);
-
-/*
- * A VMA of @map went; the last one frees a retired key. Its file holds
- * the context, so ctx is alive; mmap_lock -> ctx->lock is the usual
- * order. Call it before dropping the VMA's reference on the object.
- */
-void clanq_map_vma_close(struct clanq_map *map)
-{
-	struct clanq_ctx *ctx = map->ctx;
-
-	if (!atomic_dec_and_test(&map->vmas) || !ctx)
-		return;
-	mutex_lock(&ctx->lock);
-	/* retired by us: a key freed and handed out again holds another entry */
-	if (xa_load(&ctx->mmaps, map->key) == CLANQ_MAP_RETIRED(map))
-		xa_erase(&ctx->mmaps, map->key);
-	mutex_unlock(&ctx->lock);
-}
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_map_vma_close);
-
-/*
- * Remove every page of @map's first @pages pages from every process
- * mapping it: the next access faults, and the fault handler decides.
- */
-void clanq_ctx_zap(struct clanq_ctx *ctx, const struct clanq_map *map,
-		   unsigned long pages)
-{
-	unmap_mapping_range(ctx->inode->i_mapping, clanq_map_offset(map),
-			    (loff_t)pages << PAGE_SHIFT, 1);
-}
-
-int clanq_ctx_mmap(struct clanq_ctx *ctx, struct vm_area_struct *vma)
-{
-	unsigned long key = vma->vm_pgoff >> CLANQ_MAP_SHIFT;
-	struct clanq_map *map = NULL;
-	int err = -EINVAL;
-
-	/* the lock keeps the object from being unpublished and freed meanwhile */
-	mutex_lock(&ctx->lock);
-	/* a mapping starts at its object's first page */
-	if (!(vma->vm_pgoff & ((1ul << CLANQ_MAP_SHIFT) - 1)) && key <= U32_MAX)
-		map = xa_load(&ctx->mmaps, key);
-	if (xa_pointer_tag(map))	/* retired: names nothing now */
-		map = NULL;
-	if (map)
-		err = map->mmap(map, vma);
-	mutex_unlock(&ctx->lock);
-	if (err)
-		clanq_uerr(ctx, "mmap: offset %#lx length %lu: %s (%d)",
-			   vma->vm_pgoff << PAGE_SHIFT, vma->vm_end - vma->vm_start,
-			   map ? "refused" : "names nothing", err);
-	return err;
-}
+EXPORT_SYMBOL_IF_KUNIT(clanq_ctx_put);
 
 /* A driver entry: what the no-system-call tests count (CLANQ_IOC_QUERY). */
 void clanq_ctx_count_entry(struct clanq_ctx *ctx)

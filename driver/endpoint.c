@@ -49,6 +49,7 @@ static u32 clanq_kep_layout(struct clanq_ioc_ep_create *c, u32 oob_slots,
  * @service: the id asked for (1 .. CLANQ_SERVICE_MAX, checked by the
  * caller), or 0 for one the driver picks above them.
  */
+VISIBLE_IF_KUNIT
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
 				   u32 service)
@@ -119,7 +120,7 @@ err_free:
 	kfree(ep);
 	return ERR_PTR(err);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kep_create);
 
 static void clanq_kep_free_rcu(struct rcu_head *rcu)
 {
@@ -157,7 +158,7 @@ void clanq_kep_destroy(struct clanq_kep *ep)
 	ctx->nr_eps--;
 	clanq_kep_put(ep);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_destroy);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kep_destroy);
 
 /* Any endpoint of @nic, pinned; NULL if there is none by that id. */
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id)
@@ -171,7 +172,7 @@ struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id)
 	rcu_read_unlock();
 	return ep;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_lookup);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kep_lookup);
 
 /* An endpoint of @ctx itself: ids of other contexts read as absent. */
 struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id)
@@ -216,6 +217,7 @@ u32 clanq_kep_pending(struct clanq_kep *ep, u32 events)
 }
 
 /* What the application needs to map and use @ep. */
+VISIBLE_IF_KUNIT
 void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c)
 {
 	c->addr.node = ep->nic->node;
@@ -225,7 +227,7 @@ void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c)
 	clanq_kep_layout(c, ep->oob.q.mask + 1, ep->rdma.rq.mask + 1,
 			 ep->rdma.cq.mask + 1, ep->tw.slots);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kep_describe);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kep_describe);
 
 int clanq_ioctl_ep_create(void *obj, void *arg)
 {

@@ -262,8 +262,9 @@ int clanq_kevq_register_ep(struct clanq_kevq *evq, u32 ep_id, u32 events,
 	mutex_unlock(&ctx->lock);
 	return index;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_register_ep);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kevq_register_ep);
 
+VISIBLE_IF_KUNIT
 int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index)
 {
 	int err = -ENOENT;
@@ -276,7 +277,7 @@ int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index)
 	mutex_unlock(&evq->ctx->lock);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_unregister_index);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kevq_unregister_index);
 
 static int clanq_ioctl_evq_register(void *obj, void *arg)
 {
@@ -391,6 +392,7 @@ static void clanq_kevq_free(struct clanq_kevq *evq)
 }
 
 /* Unhook every registration, free the evq, drop its context reference. */
+VISIBLE_IF_KUNIT
 void clanq_kevq_destroy(struct clanq_kevq *evq)
 {
 	struct clanq_ctx *ctx = evq->ctx;
@@ -405,7 +407,7 @@ void clanq_kevq_destroy(struct clanq_kevq *evq)
 	atomic_dec(&ctx->nr_evqs);
 	clanq_ctx_put(ctx);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_destroy);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kevq_destroy);
 
 static int clanq_kevq_release(struct inode *inode, struct file *file)
 {
@@ -457,6 +459,7 @@ static u32 clanq_kevq_layout(struct clanq_queue_off *ring, u32 *pending,
  * An evq of @ctx for @max_regs registrations, with no file yet; @c gets
  * the layout. Holds a reference on @ctx until clanq_kevq_destroy().
  */
+VISIBLE_IF_KUNIT
 struct clanq_kevq *clanq_kevq_create(struct clanq_ctx *ctx, u32 max_regs,
 				     struct clanq_ioc_evq_create *c)
 {
@@ -499,14 +502,16 @@ err_free:
 	clanq_kevq_free(evq);
 	return ERR_PTR(err);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kevq_create);
 
+#if IS_ENABLED(CONFIG_KUNIT)
 /* For KUnit only: the shared segment, as the application would map it. */
 void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq)
 {
 	return evq->shm->vaddr;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kevq_seg_for_kunit);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kevq_seg_for_kunit);
+#endif
 
 int clanq_ioctl_evq_create(void *obj, void *arg)
 {

@@ -18,67 +18,6 @@
 
 #include "clanq_drv.h"
 
-/* Every ioctl argument struct, so one stack buffer fits them all. */
-union clanq_ioctl_arg {
-	struct clanq_ioc_query query;
-	struct clanq_ioc_ep_create ep_create;
-	struct clanq_ioc_ep_destroy ep_destroy;
-	struct clanq_ioc_oob_send oob_send;
-	struct clanq_ioc_evq_create evq_create;
-	struct clanq_ioc_evq_reg evq_reg;
-	struct clanq_ioc_evq_wait evq_wait;
-	struct clanq_ioc_region_create region_create;
-	struct clanq_ioc_region_free region_free;
-	struct clanq_ioc_region_export region_export;
-	struct clanq_ioc_ap_import ap_import;
-	struct clanq_ioc_ap_close ap_close;
-	struct clanq_ioc_rdma_kick rdma_kick;
-	struct clanq_ioc_tw_create tw_create;
-	struct clanq_ioc_tw_ctl tw_ctl;
-	struct clanq_ioc_tw_wait tw_wait;
-	struct clanq_ioc_ap_flush ap_flush;
-	struct clanq_ioc_ep_stats ep_stats;
-	struct clanq_ioc_wire_bind wire_bind;
-	struct clanq_ioc_peer peer;
-	struct clanq_ioc_peer_list peer_list;
-};
-
-/* The prologue relies on it: every clanq_ioc_* struct ends reserved. */
-#define CLANQ_IOC_ENDS_RESERVED(type)					\
-	static_assert(offsetofend(struct clanq_ioc_##type, reserved) ==	\
-		      sizeof(struct clanq_ioc_##type))
-CLANQ_IOC_ENDS_RESERVED(query);
-CLANQ_IOC_ENDS_RESERVED(ep_create);
-CLANQ_IOC_ENDS_RESERVED(ep_destroy);
-CLANQ_IOC_ENDS_RESERVED(oob_send);
-CLANQ_IOC_ENDS_RESERVED(evq_create);
-CLANQ_IOC_ENDS_RESERVED(evq_reg);
-CLANQ_IOC_ENDS_RESERVED(evq_wait);
-CLANQ_IOC_ENDS_RESERVED(region_create);
-CLANQ_IOC_ENDS_RESERVED(region_free);
-CLANQ_IOC_ENDS_RESERVED(region_export);
-CLANQ_IOC_ENDS_RESERVED(ap_import);
-CLANQ_IOC_ENDS_RESERVED(ap_close);
-CLANQ_IOC_ENDS_RESERVED(rdma_kick);
-CLANQ_IOC_ENDS_RESERVED(tw_create);
-CLANQ_IOC_ENDS_RESERVED(tw_ctl);
-CLANQ_IOC_ENDS_RESERVED(tw_wait);
-CLANQ_IOC_ENDS_RESERVED(ap_flush);
-CLANQ_IOC_ENDS_RESERVED(ep_stats);
-CLANQ_IOC_ENDS_RESERVED(wire_bind);
-CLANQ_IOC_ENDS_RESERVED(peer);
-CLANQ_IOC_ENDS_RESERVED(peer_list);
-/* these reserved words start one earlier, at reserved0 */
-#define CLANQ_IOC_RESERVED0(type)					\
-	static_assert(offsetofend(struct clanq_ioc_##type, reserved0) ==	\
-		      offsetof(struct clanq_ioc_##type, reserved))
-CLANQ_IOC_RESERVED0(evq_create);
-CLANQ_IOC_RESERVED0(tw_create);
-CLANQ_IOC_RESERVED0(ap_flush);
-CLANQ_IOC_RESERVED0(tw_wait);
-CLANQ_IOC_RESERVED0(ap_import);
-CLANQ_IOC_RESERVED0(peer_list);
-
 /* The prologue every command shares: flags it defines, reserved zero. */
 static int clanq_ioctl_check(const struct clanq_ioctl_desc *desc,
 			     struct clanq_ctx *ctx, const void *arg,

@@ -71,7 +71,7 @@ unsigned int clanq_rdma_max_xfer = 64u << 10;
 module_param_named(rdma_max_xfer, clanq_rdma_max_xfer, uint, 0644);
 MODULE_PARM_DESC(rdma_max_xfer, "Bytes the RDMA engine writes for one queue before it serves the next (bytes, at least 512; default 65536)");
 /* KUnit sets it to split transfers in a test, and restores it */
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_max_xfer);
+EXPORT_SYMBOL_IF_KUNIT(clanq_rdma_max_xfer);
 
 bool clanq_rdma_inline = true;
 module_param_named(rdma_inline, clanq_rdma_inline, bool, 0644);

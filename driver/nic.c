@@ -122,6 +122,7 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 DEFINE_SHOW_ATTRIBUTE(clanq_nic_stats);
 
 /* The NIC's state, without its device: what KUnit tests build on. */
+VISIBLE_IF_KUNIT
 int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
 {
 	memset(nic, 0, sizeof(*nic));
@@ -136,8 +137,9 @@ int clanq_nic_init(struct clanq_nic *nic, unsigned int index, u32 node)
 	clanq_peers_init(nic);
 	return 0;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_init);
+EXPORT_SYMBOL_IF_KUNIT(clanq_nic_init);
 
+VISIBLE_IF_KUNIT
 void clanq_nic_fini(struct clanq_nic *nic)
 {
 	WARN_ON(!xa_empty(&nic->eps));
@@ -148,7 +150,7 @@ void clanq_nic_fini(struct clanq_nic *nic)
 	mutex_destroy(&nic->ctx_lock);
 	clanq_peers_fini(nic);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_nic_fini);
+EXPORT_SYMBOL_IF_KUNIT(clanq_nic_fini);
 
 static struct clanq_nic *clanq_nic_create(unsigned int index, u32 node)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Peers: the nodes on other hosts a NIC reaches, and the RDMA device its
- * traffic to them leaves through (DESIGN section 1, the verbs wire).
+ * traffic to them leaves through (on the verbs wire).
  *
  * The table is the NIC's, here in clanq.ko, so that naming a peer does
  * not need an RDMA stack: only carrying traffic does. The wire that
@@ -117,10 +117,10 @@ static bool clanq_peer_addr_ok(__be32 ip)
 /*
  * clanq_peer_check() - is @p a peer that may be added to @nic?
  *
- * Return: 0, or -EINVAL with what was wrong in *@why. Exported for KUnit.
+ * Return: 0, or -EINVAL with what was wrong in *@why.
  */
-int clanq_peer_check(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		     const char **why)
+static int clanq_peer_check(struct clanq_nic *nic,
+			    const struct clanq_ioc_peer *p, const char **why)
 {
 	if (p->node == CLANQ_NODE_INVALID) {
 		*why = "node 0xffffffff names no node";
@@ -140,9 +140,9 @@ int clanq_peer_check(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 	}
 	return 0;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_peer_check);
 
 /* clanq_peer_add() - add @p to @nic's peers. Exported for KUnit. */
+VISIBLE_IF_KUNIT
 int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 		   const char **why)
 {
@@ -181,13 +181,14 @@ int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 		kfree(peer);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_peer_add);
+EXPORT_SYMBOL_IF_KUNIT(clanq_peer_add);
 
 /*
  * clanq_peer_del() - forget @node; its connection is closed first, so
  * nothing in flight outlives the entry without an error. Exported for
  * KUnit.
  */
+VISIBLE_IF_KUNIT
 int clanq_peer_del(struct clanq_nic *nic, u32 node)
 {
 	struct clanq_peer *peer;
@@ -205,7 +206,7 @@ int clanq_peer_del(struct clanq_nic *nic, u32 node)
 	clanq_peer_put(peer);
 	return 0;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_peer_del);
+EXPORT_SYMBOL_IF_KUNIT(clanq_peer_del);
 
 static void clanq_peer_stat(const struct clanq_peer *peer,
 			    struct clanq_peer_stat *st)
@@ -226,6 +227,7 @@ static void clanq_peer_stat(const struct clanq_peer *peer,
  * clanq_peer_list() - up to @count peers of @nic in node order into
  * @recs, their number in all in *@total. Exported for KUnit.
  */
+VISIBLE_IF_KUNIT
 u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
 		    u32 count, u32 *total)
 {
@@ -243,7 +245,7 @@ u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
 	mutex_unlock(&nic->peers.lock);
 	return n;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_peer_list);
+EXPORT_SYMBOL_IF_KUNIT(clanq_peer_list);
 
 /* sysfs "peers", after the loop wire's lines: "node verbs a.b.c.d:port state" */
 int clanq_peers_show(struct clanq_nic *nic, char *buf, int len)

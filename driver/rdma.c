@@ -32,8 +32,8 @@
  *
  * The copy. The engine does not touch memory itself: each chunk goes to
  * the wire that reaches the aperture's exporter (wire.c), and every wire
- * ends in clanq_rx_write() (region.c), the receive path, which checks
- * that source and destination are still live, copies, and will check
+ * ends in clanq_rx_write() (rx.c), the receive path, which checks
+ * that source and destination are still live, copies, and checks
  * tripwires. Validation here checks only the request's fields.
  *
  * The engine is a kernel thread per NIC, not a workqueue: it is one
@@ -145,6 +145,7 @@ static void clanq_rdma_xfer_put(struct clanq_rdma_xfer *x)
  *
  * Return: 0 or the status the request completes with.
  */
+VISIBLE_IF_KUNIT
 int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 			struct clanq_rdma_xfer *x)
 {
@@ -174,7 +175,7 @@ int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,
 		clanq_rdma_xfer_put(x);
 	return status;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rdma_validate);
+EXPORT_SYMBOL_IF_KUNIT(clanq_rdma_validate);
 
 /* Post a completion; the turn made sure there is room. */
 static void clanq_rdma_complete(struct clanq_kep *ep,
@@ -447,6 +448,7 @@ static struct clanq_kep *__clanq_engine_step(struct clanq_nic *nic, bool inline_
  * Return: the endpoint served (for its identity only: no reference), or
  * NULL if no queue was active.
  */
+VISIBLE_IF_KUNIT
 struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 {
 	struct clanq_kep *ep;
@@ -456,7 +458,7 @@ struct clanq_kep *clanq_engine_step(struct clanq_nic *nic)
 	mutex_unlock(&nic->engine.serve);
 	return ep;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_step);
+EXPORT_SYMBOL_IF_KUNIT(clanq_engine_step);
 
 static bool clanq_engine_idle(struct clanq_engine *eng)
 {
@@ -489,6 +491,7 @@ static bool clanq_engine_idle(struct clanq_engine *eng)
  * trip later) wakes the thread as before. The rule needs no constant:
  * it scales with the turn's own cost on this machine.
  */
+VISIBLE_IF_KUNIT
 int clanq_engine_kick(struct clanq_kep *ep)
 {
 	struct clanq_nic *nic = ep->nic;
@@ -528,7 +531,7 @@ int clanq_engine_kick(struct clanq_kep *ep)
 		wake_up(&eng->wq);
 	return 0;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_engine_kick);
+EXPORT_SYMBOL_IF_KUNIT(clanq_engine_kick);
 
 /* clanq_engine_write_done()'s work, with eng->serve held. */
 static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)

@@ -27,10 +27,6 @@
  * revocation nothing of theirs touches it, so an importer that never
  * closes its aperture cannot keep an exporter's pages pinned or its
  * budget spent.
- *
- * clanq_rx_write() is the receive path of an RDMA write, whatever wire
- * carried it (wire.c): the one place a write is checked against
- * revocation, and where it fires the tripwires it touched (tripwire.c).
  */
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -178,7 +174,7 @@ struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id)
 	}
 	return r;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_kregion_lookup_owned);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kregion_lookup_owned);
 
 /*
  * The owner's mapping of an allocated region holds the struct and the
@@ -224,7 +220,7 @@ static int clanq_kregion_mmap(struct clanq_map *map, struct vm_area_struct *vma)
 static int clanq_kregion_alloc_pages(struct clanq_ctx *ctx,
 				     struct clanq_kregion *r, unsigned long nr)
 {
-	/* the owner maps it whole: it must fit its offset range (context.c) */
+	/* the owner maps it whole: it must fit its offset range (mapkey.c) */
 	if (nr >= 1ul << CLANQ_MAP_SHIFT)
 		return -EINVAL;
 	r->budget = clanq_budget_charge(ctx, nr << PAGE_SHIFT);
@@ -403,7 +399,7 @@ err_unlock:
 	clanq_kregion_put(r);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_create);
 
 /*
  * Unpublish, revoke, drop the owner's reference. Peers no longer find it,
@@ -448,7 +444,7 @@ int clanq_ioctl_region_free(void *obj, void *arg)
 		clanq_uerr(ctx, "REGION_FREE: no region %u in this context", f->id);
 	return r ? 0 : -ENOENT;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_free);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_free);
 
 int clanq_ioctl_region_export(void *obj, void *arg)
 {
@@ -487,181 +483,4 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 			   err == -EBUSY ? "exported already" : "not in this context");
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_region_export);
-
-/*
- * Copy @len bytes from @src at @src_off to @dst at @dst_off, page by
- * page. Both ranges were checked by the caller.
- */
-static void clanq_kregion_copy(struct clanq_kregion *dst, u64 dst_off,
-			       struct clanq_kregion *src, u64 src_off, u64 len)
-{
-	while (len) {
-		u64 sa = src->first + src_off, da = dst->first + dst_off;
-		size_t so = offset_in_page(sa), doff = offset_in_page(da);
-		size_t n = min_t(u64, len, min(PAGE_SIZE - so, PAGE_SIZE - doff));
-		struct page *sp = src->pages[sa >> PAGE_SHIFT];
-		struct page *dp = dst->pages[da >> PAGE_SHIFT];
-		void *s = kmap_local_page(sp);
-		void *d = kmap_local_page(dp);
-
-		/*
-		 * A region may be written through its own aperture: the two
-		 * ranges can overlap only within one page. memmove() is
-		 * not the default: it is several times slower under TCG.
-		 */
-		if (sp == dp)
-			memmove(d + doff, s + so, n);
-		else
-			memcpy(d + doff, s + so, n);
-		kunmap_local(d);
-		kunmap_local(s);
-		flush_dcache_page(dp);
-		src_off += n;
-		dst_off += n;
-		len -= n;
-	}
-}
-
-/* Read @len bytes at @off of @r (checked by the caller) into @buf. */
-static void clanq_kregion_read(struct clanq_kregion *r, u64 off, void *buf,
-			       size_t len)
-{
-	while (len) {
-		u64 a = r->first + off;
-		size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(a));
-		void *p = kmap_local_page(r->pages[a >> PAGE_SHIFT]);
-
-		memcpy(buf, p + offset_in_page(a), n);
-		kunmap_local(p);
-		buf += n;
-		off += n;
-		len -= n;
-	}
-}
-
-/*
- * The copy of clanq_rx_write(), in the order the ABI promises (uapi
- * clanq.h, "What a receiver may rely on"): everything of earlier writes
- * first, then every byte but the final word (the last aligned 8 bytes
- * inside the destination range), then the final word in one store. A
- * memcpy() alone promises no order: the kernel's may store a short
- * copy's tail before its head, which is what a receiver polling the
- * last word of a 64-byte write used to see. The final word is read from
- * the source before the rest is copied, so an overlapping write (a
- * region written through its own aperture) reads what a copy would.
- */
-static void clanq_rx_copy(struct clanq_kregion *dst, u64 dst_off,
-			  struct clanq_kregion *src, u64 src_off, u64 len)
-{
-	u64 da = dst->first + dst_off;
-	u64 fw = round_down(da + len, 8);	/* the final word's end */
-	u64 head, word;
-	void *p;
-
-	/* pairs with the receiver's acquire of an earlier final word */
-	smp_wmb();
-	if (fw < da + 8) {
-		clanq_kregion_copy(dst, dst_off, src, src_off, len);
-		return;
-	}
-	fw -= 8;
-	head = fw - da;
-	clanq_kregion_read(src, src_off + head, &word, sizeof(word));
-	clanq_kregion_copy(dst, dst_off, src, src_off, head);
-	clanq_kregion_copy(dst, dst_off + head + 8, src, src_off + head + 8,
-			   len - head - 8);
-	/* the rest before the final word: its store is the release */
-	smp_wmb();
-	p = kmap_local_page(dst->pages[fw >> PAGE_SHIFT]);
-	WRITE_ONCE(*(u64 *)(p + offset_in_page(fw)), word);
-	kunmap_local(p);
-	flush_dcache_page(dst->pages[fw >> PAGE_SHIFT]);
-}
-
-/* After the bytes of a write landed in @dst: its tripwires. */
-static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len)
-{
-	/*
-	 * [F] of queue.h: the data, then the look at what is armed, against
-	 * a waiter's arm, then its look at the data.
-	 */
-	smp_mb();
-	if (READ_ONCE(dst->tw.nr_armed))
-		clanq_tw_fire(dst, dst_off, len);
-}
-
-/**
- * clanq_rx_write() - the receive path of an RDMA write
- * @dst: the destination region
- * @dst_off: into @dst
- * @src: the source region; the caller holds its memory
- *	 (clanq_kregion_mem_get())
- * @src_off: into @src
- * @len: bytes
- * @via: the importer's aperture when the wire is local, so that closing
- *	 it fences writes as freeing the region does
- *
- * The one liveness check of the RDMA path. The destination is checked
- * under its revoke_sem (read): while it is held neither REGION_FREE nor
- * AP_CLOSE completes, so a write that started is finished before they
- * return. The source is checked too, without its own revoke_sem (taking
- * two could deadlock two engines against two revocations), so after its
- * REGION_FREE at most the chunk in progress still reads it; its memory
- * stays held until then.
- *
- * Return: 0, -ERANGE outside either region, or -ENXIO if the destination
- * was revoked, the aperture closed or the source freed; on an error
- * nothing was written.
- */
-int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
-		   struct clanq_kregion *src, u64 src_off, u64 len,
-		   const struct clanq_kap *via)
-{
-	u64 dend, send;
-	int err = 0;
-
-	/* the engine validated the request; a wire's own bounds come here */
-	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len ||
-	    check_add_overflow(src_off, len, &send) || send > src->len)
-		return -ERANGE;
-	down_read(&dst->revoke_sem);
-	if (dst->revoked || (via && via->closed) || READ_ONCE(src->revoked)) {
-		err = -ENXIO;
-	} else if (len) {
-		clanq_rx_copy(dst, dst_off, src, src_off, len);
-		clanq_rx_fire(dst, dst_off, len);
-	}
-	up_read(&dst->revoke_sem);
-	return err;
-}
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_rx_write);
-
-/**
- * clanq_rx_written() - the receive path of a write another NIC placed
- * @dst: the destination region, exported
- * @dst_off: into @dst
- * @len: bytes
- *
- * A remote wire's NIC wrote the bytes into @dst's pages itself (an RDMA
- * WRITE, before the message that says so arrived): what is left of the
- * receive path is what clanq_rx_write() does after its copy.
- *
- * Return: 0, -ERANGE outside the region, -ENXIO if it was revoked.
- */
-int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len)
-{
-	u64 dend;
-	int err = 0;
-
-	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len)
-		return -ERANGE;
-	down_read(&dst->revoke_sem);
-	if (dst->revoked)
-		err = -ENXIO;
-	else if (len)
-		clanq_rx_fire(dst, dst_off, len);
-	up_read(&dst->revoke_sem);
-	return err;
-}
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_rx_written);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_region_export);

@@ -255,7 +255,7 @@ unsigned int clanq_tw_fire(struct clanq_kregion *r, u64 off, u64 len)
 {
 	return clanq_tw_walk(r, off, off + len - 1, false);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_tw_fire);
+EXPORT_SYMBOL_IF_KUNIT(clanq_tw_fire);
 
 /**
  * clanq_tw_flush() - fire what a PIO write touched (AP_FLUSH)
@@ -265,11 +265,10 @@ EXPORT_SYMBOL_CLANQ_KUNIT(clanq_tw_fire);
  *
  * Return: the tripwires fired; 0 is a spurious flush.
  */
-unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len)
+static unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len)
 {
 	return clanq_tw_walk(r, off, off + len - 1, true);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_tw_flush);
 
 /*
  * Kill @tw (under ctx->lock): nobody finds it, no write fires it, its
@@ -475,7 +474,7 @@ err_unlock:
 	clanq_ktw_put(tw);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_create);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_create);
 
 /* Arm or disarm: -ENOENT if the tripwire is gone meanwhile. */
 static int clanq_ktw_set_armed(struct clanq_ctx *ctx, u32 id, bool arm)
@@ -514,7 +513,7 @@ int clanq_ioctl_tw_arm(void *obj, void *arg)
 
 	return clanq_ktw_set_armed(obj, t->id, true);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_arm);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_arm);
 
 int clanq_ioctl_tw_disarm(void *obj, void *arg)
 {
@@ -522,7 +521,7 @@ int clanq_ioctl_tw_disarm(void *obj, void *arg)
 
 	return clanq_ktw_set_armed(obj, t->id, false);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_disarm);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_disarm);
 
 int clanq_ioctl_tw_destroy(void *obj, void *arg)
 {
@@ -540,7 +539,7 @@ int clanq_ioctl_tw_destroy(void *obj, void *arg)
 	mutex_unlock(&ctx->lock);
 	return tw ? 0 : -ENOENT;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_destroy);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_destroy);
 
 /*
  * AP_FLUSH, and TW_WAIT's flush before it waits: fire what [off, off +
@@ -705,7 +704,7 @@ out:
 	clanq_ktw_put(tw);
 	return err;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_tw_wait);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_wait);
 
 int clanq_ioctl_ap_flush(void *obj, void *arg)
 {
@@ -713,4 +712,4 @@ int clanq_ioctl_ap_flush(void *obj, void *arg)
 
 	return clanq_kap_flush(obj, f->ap, f->off, f->len, &f->fired, "AP_FLUSH");
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_ioctl_ap_flush);
+EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_ap_flush);

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Wires: how bytes travel between soft NICs (DESIGN section 1).
+ * Wires: how bytes travel between soft NICs.
  *
  * The application/driver interface never depends on the wire. Each wire
  * implements the send side (struct clanq_wire_ops: send an OOB message,
  * resolve an import, write one chunk of an RDMA request); every wire ends
- * in the same receive path (clanq_rx_oob() in oob.c, clanq_rx_write() in
- * region.c), where drops are counted, events raised and, later,
- * tripwires checked, so a message or a write behaves the same whatever
- * carried it.
+ * in the same receive path (rx.c: clanq_rx_oob(), clanq_rx_write()),
+ * where drops are counted, events raised and tripwires checked, so a
+ * message or a write behaves the same whatever carried it.
  *
  * The wire is chosen by the destination node: the loop wire for NICs of
  * this kernel, then every registered wire in registration order. An
@@ -60,14 +59,13 @@ const struct clanq_wire_ops *clanq_wire_route(struct clanq_nic *src, u32 node)
 	rcu_read_unlock();
 	return ops;
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_route);
+EXPORT_SYMBOL_IF_KUNIT(clanq_wire_route);
 
 void clanq_wire_put(const struct clanq_wire_ops *ops)
 {
 	if (ops)
 		module_put(ops->owner);
 }
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_put);
 
 /* Called with nic->peers.lock held (peer.c). */
 int clanq_wire_bind(struct clanq_nic *nic, const char *dev, u32 port,

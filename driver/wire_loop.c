@@ -63,4 +63,4 @@ const struct clanq_wire_ops clanq_wire_loop = {
 	.import		= clanq_loop_import,
 	.rdma_write	= clanq_loop_rdma_write,
 };
-EXPORT_SYMBOL_CLANQ_KUNIT(clanq_wire_loop);
+EXPORT_SYMBOL_IF_KUNIT(clanq_wire_loop);

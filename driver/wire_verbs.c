@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The verbs wire (clanq_verbs.ko): soft NICs on different hosts, over the
- * kernel's RDMA core (DESIGN section 1). We write no transport: a peer
- * node is reached through the in-kernel RDMA CM, on an RC queue pair,
- * on whatever RDMA device the NIC is bound to: a real RDMA NIC, or
- * rdma_rxe (RoCE over any Ethernet) or siw (iWARP over TCP).
+ * kernel's RDMA core, as NVMe-oF, RDS and NFS/RDMA ride on it. We write
+ * no transport: a peer node is reached through the in-kernel RDMA CM, on
+ * an RC queue pair, on whatever RDMA device the NIC is bound to: a real
+ * RDMA NIC, or rdma_rxe (RoCE over any Ethernet) or siw (iWARP over TCP).
  *
  * Connections. A NIC connects to a peer node on first use and keeps one
  * RC QP to it ("active"); the peer accepts it ("passive") and answers on

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit tests for a context's mmap keys (driver/context.c): a key whose
+ * KUnit tests for a context's mmap keys (driver/mapkey.c): a key whose
  * object is gone while a mapping of it lives is retired, not reused,
  * until that mapping goes; a new object given it would zap the stale
  * mapping when revoked.
@@ -16,7 +16,7 @@
 #include "../driver/clanq_drv.h"
 #include "kunit_util.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define CTX_NIC_INDEX	13
 #define CTX_NODE	0x3a20u

@@ -10,7 +10,7 @@
 #include "kunit_util.h"
 #include "evq_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define TEST_NIC_INDEX	8
 #define TEST_NODE	0x7e58u

@@ -22,7 +22,7 @@
 #include "kunit_util.h"
 #include "evq_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 /* Counts chosen for a KASAN + lockdep kernel under qemu TCG. */
 #define HOSTILE_REGS		4	/* a ring of 8 slots */

@@ -17,7 +17,7 @@
 #include "kunit_util.h"
 #include "evq_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 /*
  * Unregistering stops the events and gives back the endpoint's

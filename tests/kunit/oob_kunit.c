@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit tests for OOB delivery (driver/oob.c) and the endpoints it
- * delivers to (driver/endpoint.c), through the driver's own functions.
+ * KUnit tests for OOB delivery (driver/oob.c, driver/rx.c) and the
+ * endpoints it delivers to (driver/endpoint.c), through the driver's own
+ * functions.
  *
  * Every test gets a NIC of its own, with no device, and a context on it.
  * The test plays the application: it attaches to an endpoint's segment
@@ -26,7 +27,7 @@
 #include "../driver/clanq_drv.h"
 #include "kunit_util.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define TEST_NIC_INDEX	7
 #define TEST_NODE	0x7e57u

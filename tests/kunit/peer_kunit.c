@@ -12,7 +12,7 @@
 #include "../driver/clanq_drv.h"
 #include "kunit_util.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 MODULE_IMPORT_NS(CLANQ_WIRE);
 
 #define PT_INDEX	13

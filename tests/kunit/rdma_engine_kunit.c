@@ -19,7 +19,7 @@
 #include "kunit_util.h"
 #include "rdma_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 /* The engine's per-turn request cap (CLANQ_RDMA_TURN_REQS in rdma.c). */
 #define TURN_REQS	64

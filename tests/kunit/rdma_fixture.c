@@ -14,7 +14,7 @@
 #include "kunit_util.h"
 #include "rdma_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define TEST_NIC_INDEX	9
 #define TEST_NODE	0x7e59u

@@ -16,7 +16,7 @@
 #include "kunit_util.h"
 #include "rdma_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 /*
  * Validation.

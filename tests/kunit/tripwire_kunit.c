@@ -33,7 +33,7 @@
 #include "kunit_util.h"
 #include "rdma_fixture.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 
 #define REGION_LEN	(16u * 1024u)
 #define NR_BLOCKS	(REGION_LEN >> CLANQ_TW_BLOCK_SHIFT)

@@ -18,7 +18,7 @@
 #include "../driver/clanq_drv.h"
 #include "kunit_util.h"
 
-MODULE_IMPORT_NS(CLANQ_KUNIT);
+MODULE_IMPORT_NS(EXPORTED_FOR_KUNIT_TESTING);
 MODULE_IMPORT_NS(CLANQ_WIRE);
 
 #define LOCAL_INDEX	11
