@@ -731,7 +731,7 @@ static int ucx_lat_point(struct pair *p, struct ucx_arg *a, const char *mode, ch
 }
 
 /* tag_lat over shared memory, then (with_rxe) over Soft-RoCE if there is a device. */
-static int ucx_lat_run(bool with_rxe)
+static int ucx_lat(bool with_rxe)
 {
 	unsigned long long sizes[8];
 	unsigned int n = cb_lat_sizes(sizes);
@@ -772,16 +772,6 @@ static int ucx_lat_run(bool with_rxe)
 	}
 	pair_free(p);
 	return 0;
-}
-
-static int ucx_lat(void)
-{
-	return ucx_lat_run(true);
-}
-
-static int ucx_lat_shm(void)
-{
-	return ucx_lat_run(false);
 }
 
 static int fi_lat(void)
@@ -906,7 +896,8 @@ static int rxe_lat(void)
 	return err;
 }
 
-int peers_lat(void)
+/* with_rxe: perftest over Soft-RoCE too (in the VM; natively there is none) */
+static int peers_lat_on(bool with_rxe)
 {
 	int err = 0;
 
@@ -914,7 +905,7 @@ int peers_lat(void)
 		if (!have_tool("ucx_perftest"))
 			cb_skip("lat", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
 		else
-			err = ucx_lat();
+			err = ucx_lat(with_rxe);
 	}
 	if (!err && cb_wanted("libfabric")) {
 		if (!have_tool("fi_pingpong"))
@@ -922,7 +913,7 @@ int peers_lat(void)
 		else
 			err = fi_lat();
 	}
-	if (!err && cb_wanted("rxe")) {
+	if (!err && with_rxe && cb_wanted("rxe")) {
 		if (!have_tool("ib_write_lat"))
 			cb_skip("lat", "rxe", "ib_write_lat", "ib_write_lat not found (perftest)");
 		else
@@ -931,24 +922,14 @@ int peers_lat(void)
 	return err;
 }
 
-/* Natively: over shared memory only (no Soft-RoCE here). */
+int peers_lat(void)
+{
+	return peers_lat_on(true);
+}
+
 int peers_native_lat(void)
 {
-	int err = 0;
-
-	if (cb_wanted("ucx")) {
-		if (!have_tool("ucx_perftest"))
-			cb_skip("lat", "ucx", "tag-shm", "ucx_perftest not found (ucx-utils)");
-		else
-			err = ucx_lat_shm();
-	}
-	if (!err && cb_wanted("libfabric")) {
-		if (!have_tool("fi_pingpong"))
-			cb_skip("lat", "libfabric", "shm", "fi_pingpong not found (libfabric-bin)");
-		else
-			err = fi_lat();
-	}
-	return err;
+	return peers_lat_on(false);
 }
 
 /* ---- bandwidth ---- */
