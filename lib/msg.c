@@ -20,8 +20,6 @@
 
 #include "net_internal.h"
 
-const __u32 clanq_conn_never_armed;
-
 /*
  * memcpy() for the path's own sizes: a message of up to 16 bytes is two
  * overlapping loads and stores inline (libc's call, dispatch and tail

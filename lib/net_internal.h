@@ -95,8 +95,12 @@ struct clanq_conn {
 /* Shared between the library's files, not part of its ABI. */
 #pragma GCC visibility push(hidden)
 
-/* What tx_armed points at when the aperture has no armed bitmap. */
-extern const __u32 clanq_conn_never_armed;
+/*
+ * What tx_armed points at when the aperture has no armed bitmap: a word
+ * of each file's own (static: the native benchmark builds this header
+ * against the shared library too, which exports no internals).
+ */
+static const __u32 clanq_conn_never_armed;
 
 /*
  * The send side's state once c->tx (the aperture onto the peer's ring,
