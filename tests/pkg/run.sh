@@ -268,7 +268,7 @@ if [ "$(pkg-config --modversion libclanq 2>&1)" != "$version" ]; then
 elif ! cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/t" "$tmp/t.c" \
 	$(pkg-config --cflags --libs libclanq) >>"$log" 2>&1; then
 	why="does not build with pkg-config's flags"
-elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.1\]'; then
+elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.2\]'; then
 	why="no NEEDED libclanq.so.2"
 elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_open_nic\$"; then
 	why="clanq_open_nic not versioned LIBCLANQ_$version"
