@@ -300,7 +300,11 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 
 /**
  * \brief Handle what arrived on the net's endpoint (answers, notices)
- * without waiting. The blocking calls do it themselves.
+ * without waiting. The blocking calls and clanq_net_wait() do it
+ * themselves; sends and receives do it only when they cannot go on
+ * alone (out of credit, and every 16th non-blocking receive that finds
+ * its ring empty), so a loop that only polls its connections sees a
+ * peer's death within those 16 looks, or sooner if it calls this.
  */
 void clanq_net_progress(struct clanq_net *net);
 
