@@ -29,13 +29,10 @@ src=$(tests/vm/kernel.sh src) || exit 1
 kdir=$(tests/vm/kernel.sh debug) || exit 1
 
 # -- checkpatch --
-for f in driver/*.[ch] include/clanq/uapi.h include/clanq/queue.h lib/ring.h \
+for f in driver/*.[ch] include/clanq/*.h lib/ring.h \
 	 include/clanq.h tests/kunit/*.c; do
 	[ -f "$f" ] || continue
-	# checkpatch spares include/uapi/ its BIT() rule (BIT() is not
-	# exported to user space): the ABI header is include/clanq/uapi.h
 	ignore=SPDX_LICENSE_TAG
-	[ "$f" = include/clanq/uapi.h ] && ignore=$ignore,BIT_MACRO
 	out=$(perl "$src/scripts/checkpatch.pl" --strict --no-tree --terse \
 		--show-types --ignore "$ignore" -f "$f" 2>&1 |
 		grep -E '(ERROR|WARNING|CHECK):')

@@ -72,7 +72,6 @@ struct clanq_net_attr {
 	unsigned int oob_slots;	/**< its endpoint's OOB queue (default 256) */
 };
 
-
 /**
  * \brief Open a net on dev: an endpoint, an event queue, a connection
  * table; *netp gets it. dev stays open while the net is.
@@ -107,7 +106,6 @@ struct clanq_evq *clanq_net_evq(struct clanq_net *net);
 
 /** \brief The address of the net's endpoint (handshakes, notices). */
 struct clanq_addr clanq_net_addr(const struct clanq_net *net);
-
 
 /**
  * \brief Listen on service (1 .. CLANQ_SERVICE_MAX) of net's node, with
@@ -172,7 +170,6 @@ enum clanq_conn_state {
 	CLANQ_CONN_FIN,		/**< the peer closed: what is left, then 0 */
 	CLANQ_CONN_RESET,	/**< the peer died or broke the protocol */
 };
-
 
 /**
  * \brief Connect to service on node: a handshake over OOB messages

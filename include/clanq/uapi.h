@@ -162,7 +162,7 @@ struct clanq_ep_counters {
  * of them, as __u64 words at offset tw_fired): the driver only sets
  * bits, the application polls the words and clears bits itself.
  */
-#define CLANQ_EP_SERVICE	(1u << 0)	/* addr.id in: a service number */
+#define CLANQ_EP_SERVICE	0x1u	/* addr.id in: a service number */
 #define CLANQ_EP_FLAGS		CLANQ_EP_SERVICE
 /*
  * Service numbers: endpoint ids 1 .. CLANQ_SERVICE_MAX are never handed
@@ -226,9 +226,9 @@ struct clanq_ioc_oob_send {
  * bitmap. Its own fd: mmap (offset 0, exactly mmap_size), poll, and the
  * REGISTER/UNREGISTER/WAIT ioctls.
  */
-#define CLANQ_EV_OOB		(1u << 0)	/* OOB message arrived */
-#define CLANQ_EV_RDMA		(1u << 1)	/* RDMA completion posted */
-#define CLANQ_EV_TRIPWIRE	(1u << 2)	/* one of its tripwires fired */
+#define CLANQ_EV_OOB		0x1u	/* OOB message arrived */
+#define CLANQ_EV_RDMA		0x2u	/* RDMA completion posted */
+#define CLANQ_EV_TRIPWIRE	0x4u	/* one of its tripwires fired */
 #define CLANQ_EV_ALL		(CLANQ_EV_OOB | CLANQ_EV_RDMA | CLANQ_EV_TRIPWIRE)
 
 struct clanq_event {
@@ -288,7 +288,7 @@ struct clanq_ioc_evq_wait {
  * mappings of it are zapped (a later access is SIGBUS). The memory
  * itself goes only when nothing refers to it any more.
  */
-#define CLANQ_REGION_REGISTER	(1u << 0)
+#define CLANQ_REGION_REGISTER	0x1u
 
 struct clanq_ioc_region_create {
 	__u64 addr;		/* in: REGISTER: the memory; else 0 */
@@ -308,8 +308,8 @@ struct clanq_ioc_region_free {
 };
 
 /* Rights an export grants and an import asks for. */
-#define CLANQ_RIGHT_READ	(1u << 0)	/* map it (PIO needs it) */
-#define CLANQ_RIGHT_WRITE	(1u << 1)	/* RDMA or PIO writes */
+#define CLANQ_RIGHT_READ	0x1u	/* map it (PIO needs it) */
+#define CLANQ_RIGHT_WRITE	0x2u	/* RDMA or PIO writes */
 #define CLANQ_RIGHTS_ALL	(CLANQ_RIGHT_READ | CLANQ_RIGHT_WRITE)
 
 /*
@@ -355,7 +355,7 @@ struct clanq_ioc_region_export {
  * went away. For libraries that learn of the revocation by a notice and
  * must not be killed by a store that raced with it.
  */
-#define CLANQ_AP_SINK		(1u << 0)
+#define CLANQ_AP_SINK		0x1u
 #define CLANQ_AP_FLAGS		CLANQ_AP_SINK
 
 struct clanq_ioc_ap_import {
@@ -405,8 +405,8 @@ struct clanq_ioc_ap_close {
  *  A request shorter than 8 bytes, or with no aligned word inside it,
  *  has no final word: its bytes land in no defined order.
  */
-#define CLANQ_RDMA_LAST		(1u << 0)	/* last of a logical message */
-#define CLANQ_RDMA_SIGNAL	(1u << 1)	/* complete even on success */
+#define CLANQ_RDMA_LAST		0x1u	/* last of a logical message */
+#define CLANQ_RDMA_SIGNAL	0x2u	/* complete even on success */
 #define CLANQ_RDMA_FLAGS	(CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL)
 
 struct clanq_rdma_req {
@@ -468,8 +468,8 @@ struct clanq_ioc_rdma_kick {
  * barrier, then re-reading the watched word: TW_ARM ends with that
  * barrier, and TW_WAIT does all three (include/clanq/queue.h, [F]).
  */
-#define CLANQ_TW_PERSISTENT	(1u << 0)	/* stays armed when it fires */
-#define CLANQ_TW_ARMED		(1u << 1)	/* TW_CREATE: armed at once */
+#define CLANQ_TW_PERSISTENT	0x1u	/* stays armed when it fires */
+#define CLANQ_TW_ARMED		0x2u	/* TW_CREATE: armed at once */
 #define CLANQ_TW_FLAGS		(CLANQ_TW_PERSISTENT | CLANQ_TW_ARMED)
 #define CLANQ_TW_MIN_LEN	8
 #define CLANQ_TW_BLOCK_SHIFT	6		/* armed bitmap: 64 bytes a bit */
@@ -507,12 +507,12 @@ struct clanq_ioc_tw_ctl {
  * its error without waiting if it fails: a request and the wait for its
  * reply in one system call.
  */
-#define CLANQ_TW_WAIT_FLUSH	(1u << 0)
+#define CLANQ_TW_WAIT_FLUSH	0x1u
 /*
  * CLANQ_TW_WAIT_OOB: also return (0) while the tripwire's endpoint has
  * an OOB message queued, so one blocked receive sees a notice too.
  */
-#define CLANQ_TW_WAIT_OOB	(1u << 1)
+#define CLANQ_TW_WAIT_OOB	0x2u
 #define CLANQ_TW_WAIT_FLAGS	(CLANQ_TW_WAIT_FLUSH | CLANQ_TW_WAIT_OOB)
 
 struct clanq_ioc_tw_wait {
