@@ -350,10 +350,10 @@ clanq_recv_slow(struct clanq_conn *c, void *buf, size_t len, unsigned int flags)
 
 /*
  * The common receive, alone: an open connection, and a whole message at
- * our head that fits buf. The peer's tail is loaded (and checked) only
- * when what it said last is used up; the record is checked as
- * clanq_ring_check_at() would pass it. Anything else, empty included,
- * is the general path's.
+ * our head that fits buf. The peer's tail is loaded only when what it
+ * said last is used up; tail and record are checked by
+ * clanq_ring_check_at(), as the general path checks them. Anything
+ * else, empty included, is the general path's.
  */
 ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 		   unsigned int flags)
@@ -363,19 +363,13 @@ ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 
 	if (__builtin_expect(c->state != CLANQ_CONN_OPEN, 0))
 		return clanq_recv_slow(c, buf, len, flags);
-	if (head == c->rx_tail_seen) {
+	if (head == c->rx_tail_seen)
 		/* [G] of ring.h: the tail, then the records below it */
-		__u64 tail = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
-
-		if (tail <= head || tail - head > c->rx_cap)
-			return clanq_recv_slow(c, buf, len, flags);
-		c->rx_tail_seen = tail;
-	}
+		c->rx_tail_seen = __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE);
 	memcpy(&h, c->rx_ring + pos, sizeof(h));
-	n = clanq_rec_size(h.len);
-	if (__builtin_expect(h.type != CLANQ_REC_DATA || h.reserved || !h.len ||
-			     h.len > len || h.len > clanq_ring_max_msg(c->rx_cap) ||
-			     pos + n > c->rx_cap || n > c->rx_tail_seen - head, 0))
+	if (__builtin_expect(clanq_ring_check_at(c->rx_cap, head, pos, c->rx_tail_seen,
+						 h, &n) != CLANQ_REC_OK ||
+			     h.type != CLANQ_REC_DATA || h.len > len, 0))
 		return clanq_recv_slow(c, buf, len, flags);
 	clanq_copy(buf, c->rx_ring + pos + CLANQ_REC_HDR, h.len);
 	c->msgs_in++;
@@ -665,13 +659,14 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 static int clanq_send_pio_fast(struct clanq_conn *c, const void *buf, __u64 len)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
-	__u64 rec = clanq_rec_size(len), pos = c->tx_pos;
+	__u64 rec = clanq_rec_size(len), pos = c->tx_pos, pad;
 	__u64 new_tail = c->tx_tail + rec;
 	struct clanq_rec h = { (__u32)len, CLANQ_REC_DATA, 0 };
 	char *r;
 
-	if (pos + rec > c->tx_cap || len > clanq_ring_max_msg(c->tx_cap))
-		return 1;
+	if (len > clanq_ring_max_msg(c->tx_cap) ||
+	    clanq_ring_cost_at(c->tx_cap, pos, rec, &pad) != rec)
+		return 1;	/* too long, or a PAD first */
 	if (new_tail > c->tx_limit) {
 		__u64 credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
 

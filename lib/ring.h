@@ -93,19 +93,13 @@ static inline int clanq_ring_cap_ok(__u64 cap)
  * pos (its total % cap): returns the bytes it costs (rec, plus the PAD
  * before it if it does not fit before the end), and the pad bytes in
  * *pad. The library keeps pos beside the total, so that no division is
- * on its path; clanq_ring_cost() is the same from the total.
+ * on its path.
  */
 static inline __u64 clanq_ring_cost_at(__u64 cap, __u64 pos, __u64 rec,
 				       __u64 *pad)
 {
 	*pad = pos + rec > cap ? cap - pos : 0;
 	return *pad + rec;
-}
-
-static inline __u64 clanq_ring_cost(__u64 cap, __u64 tail, __u64 rec,
-				    __u64 *pad)
-{
-	return clanq_ring_cost_at(cap, tail % cap, rec, pad);
 }
 
 /*
@@ -121,7 +115,7 @@ static inline __s64 clanq_ring_space(__u64 cap, __u64 tail, __u64 credit)
 	return (__s64)(cap - (tail - credit));
 }
 
-/* What clanq_ring_check() makes of the record at the reader's head. */
+/* What clanq_ring_check_at() makes of the record at the reader's head. */
 enum clanq_rec_verdict {
 	CLANQ_REC_NONE = 0,	/* nothing there yet */
 	CLANQ_REC_OK = 1,	/* a whole record: *size bytes */
@@ -133,8 +127,7 @@ enum clanq_rec_verdict {
  * is head % cap) of a ring whose peer-written tail is `tail` (both
  * untrusted but tail acquire-loaded): is it whole, inside the ring, of a
  * known type, no longer than allowed? *size gets the bytes it takes (a
- * PAD: to the end of the ring). clanq_ring_check() is the same from the
- * total alone.
+ * PAD: to the end of the ring).
  */
 static inline enum clanq_rec_verdict
 clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
@@ -173,13 +166,6 @@ clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
 		return CLANQ_REC_BAD;
 	*size = n;
 	return CLANQ_REC_OK;
-}
-
-static inline enum clanq_rec_verdict
-clanq_ring_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
-		 __u64 *size)
-{
-	return clanq_ring_check_at(cap, head, head % cap, tail, h, size);
 }
 
 /*

@@ -235,7 +235,7 @@ static void check_cost(__u64 cap, __u64 tail, __u64 rec)
 {
 	__u64 pos = tail % cap, pad = 12345, cost;
 
-	cost = clanq_ring_cost(cap, tail, rec, &pad);
+	cost = clanq_ring_cost_at(cap, tail % cap, rec, &pad);
 	if (pos + rec <= cap) {
 		/* it fits before the end: no PAD */
 		check_eq(pad, 0);
@@ -409,7 +409,7 @@ static void check_against_ref(__u64 cap, __u64 head, __u64 tail,
 	u128 rsize = 0;
 	__u64 size = 0xdeadbeef;
 	int want = ref_check(cap, head, tail, h, &rsize);
-	int got = clanq_ring_check(cap, head, tail, h, &size);
+	int got = clanq_ring_check_at(cap, head, head % cap, tail, h, &size);
 
 	if (got != want || (want == CLANQ_REC_OK && size != rsize))
 		fail_msg("cap %llu head %llu tail %llu rec {len %u type %u reserved %u}: "
@@ -526,7 +526,7 @@ static void bad(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 	set_ctx("cap %llu head %llu tail %llu rec {len %u type %u reserved %u}: %s",
 		(unsigned long long)cap, (unsigned long long)head,
 		(unsigned long long)tail, h.len, h.type, h.reserved, what);
-	check_eq(clanq_ring_check(cap, head, tail, h, &size), CLANQ_REC_BAD);
+	check_eq(clanq_ring_check_at(cap, head, head % cap, tail, h, &size), CLANQ_REC_BAD);
 	check_eq(size, 0xdeadbeef);
 }
 
@@ -538,7 +538,7 @@ static void good(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 	set_ctx("cap %llu head %llu tail %llu rec {len %u type %u reserved %u}: %s",
 		(unsigned long long)cap, (unsigned long long)head,
 		(unsigned long long)tail, h.len, h.type, h.reserved, what);
-	check_eq(clanq_ring_check(cap, head, tail, h, &size), CLANQ_REC_OK);
+	check_eq(clanq_ring_check_at(cap, head, head % cap, tail, h, &size), CLANQ_REC_OK);
 	check_eq(size, want);
 }
 
@@ -568,7 +568,7 @@ static void test_check_refuses_hostile_headers(void **state)
 				h.reserved = 0xffff;
 				set_ctx("cap %llu head %llu: tail == head",
 					(unsigned long long)cap, (unsigned long long)head);
-				check_eq(clanq_ring_check(cap, head, head, h, &rec),
+				check_eq(clanq_ring_check_at(cap, head, head % cap, head, h, &rec),
 					 CLANQ_REC_NONE);
 
 				/*
@@ -708,8 +708,8 @@ static void test_wrapped_totals_are_refused(void **state)
 
 		set_ctx("cap %llu", (unsigned long long)cap);
 		/* the writer's tail went past 2^64 */
-		check_eq(clanq_ring_check(cap, head & ~7ull, 8,
-					  rec_hdr(CLANQ_REC_DATA, 0), &size),
+		check_eq(clanq_ring_check_at(cap, head & ~7ull, (head & ~7ull) % cap, 8,
+					     rec_hdr(CLANQ_REC_DATA, 0), &size),
 			 CLANQ_REC_BAD);
 		/* our tail went past 2^64, the peer's credit did not */
 		check_eq(clanq_ring_space(cap, 8, ~0ull - 15), -1);
@@ -1046,7 +1046,7 @@ static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
 
 	check(len <= m->max_len);
 	rec = clanq_rec_size(len);
-	cost = clanq_ring_cost(cap, m->tail, rec, &pad);
+	cost = clanq_ring_cost_at(cap, m->tail % cap, rec, &pad);
 	credit = seen(m, m->credits, m->ncredits, &m->credit_seen, fresh);
 	space = clanq_ring_space(cap, m->tail, credit);
 	/* an honest receiver's credit is always sane */
@@ -1097,7 +1097,7 @@ static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
 	unsigned int i;
 
 #define REFUSED(hd, tl, rh)						\
-	check_eq(clanq_ring_check(cap, hd, tl, rh, &size), CLANQ_REC_BAD)
+	check_eq(clanq_ring_check_at(cap, hd, hd % cap, tl, rh, &size), CLANQ_REC_BAD)
 
 	m->probes++;
 	/* the tail more than a ring ahead, behind us, or short of the record */
@@ -1160,7 +1160,7 @@ static int receive_one(struct model *m, bool fresh)
 
 	for (;;) {
 		h = get_hdr(m, m->head % m->cap);
-		v = clanq_ring_check(m->cap, m->head, tail, h, &size);
+		v = clanq_ring_check_at(m->cap, m->head, m->head % m->cap, tail, h, &size);
 		if (tail == m->head) {
 			check_eq(v, CLANQ_REC_NONE);
 			return_credit(m);
