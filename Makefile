@@ -88,7 +88,7 @@ help:
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
-	@echo 'make coverage   line/function coverage of driver/*.c by the VM tests (gcov)'
+	@echo 'make coverage   line/function coverage of driver/**/*.c by the VM tests (gcov)'
 	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
 	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
 	@echo 'make install-dkms  the module source and dkms.conf in DKMSDIR (/usr/src/clanq-$(VERSION))'
@@ -193,8 +193,9 @@ native-smoke: $(B)/bench/clanq-bench
 # build/mod/NAME/<basename of SRCDIR>.
 define kbuild
 	@set -e; d=$(CURDIR)/$(B)/mod/$(1)/$(notdir $(3)); mkdir -p $$d; \
-	find $$d -maxdepth 1 -type l -delete; \
-	for f in $(CURDIR)/$(3)/*; do ln -s $$f $$d/; done; \
+	find $$d -type l -delete; \
+	cd $(CURDIR)/$(3) && for f in $$(find . -type f); do \
+		mkdir -p $$d/$${f%/*}; ln -s $(CURDIR)/$(3)/$${f#./} $$d/$$f; done; \
 	$(MAKE) --no-print-directory -C $(2) M=$$d CLANQ_ROOT=$(CURDIR) \
 		CLANQ_WERROR=y CLANQ_GCOV=$(CLANQ_GCOV) W=1 $(4) modules
 endef
@@ -253,7 +254,7 @@ FUZZ_SECONDS ?= 600
 fuzz: deps
 	@CLANQ_FUZZ_SECONDS=$(FUZZ_SECONDS) tests/vm/vm.sh fuzz
 
-# Line and function coverage of driver/*.c by the VM tests (KUnit,
+# Line and function coverage of driver/**/*.c by the VM tests (KUnit,
 # integration tests, a fuzz pass), from a gcov-profiled module.
 coverage: deps
 	@tests/vm/vm.sh coverage; rc=$$?; scripts/coverage.sh build/mod/debug-gcov/driver && exit $$rc
@@ -302,8 +303,9 @@ uninstall:
 # dkms.conf, whose version comes from VERSION. Then, as root:
 # dkms install clanq/$(VERSION)
 install-dkms:
-	install -d $(DESTDIR)$(DKMSDIR)/driver $(DESTDIR)$(DKMSDIR)/include/clanq
+	install -d $(DESTDIR)$(DKMSDIR)/driver/verbs $(DESTDIR)$(DKMSDIR)/include/clanq
 	install -m 644 driver/Kbuild $(wildcard driver/*.[ch]) $(DESTDIR)$(DKMSDIR)/driver/
+	install -m 644 $(wildcard driver/verbs/*.[ch]) $(DESTDIR)$(DKMSDIR)/driver/verbs/
 	install -m 644 $(KERNEL_HDRS) $(DESTDIR)$(DKMSDIR)/include/clanq/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf > $(DESTDIR)$(DKMSDIR)/dkms.conf
 

@@ -5,7 +5,7 @@
  *
  * The table is the NIC's, here in clanq.ko, so that naming a peer does
  * not need an RDMA stack: only carrying traffic does. The wire that
- * carries it (clanq_verbs.ko, wire_verbs.c) registers a struct
+ * carries it (clanq_verbs.ko, driver/verbs/) registers a struct
  * clanq_wire with admin hooks; it keeps its connection in peer->conn and
  * reports its state and counts in the peer, which is what PEER_LIST and
  * sysfs show.

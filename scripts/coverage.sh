@@ -1,5 +1,5 @@
 #!/bin/bash
-# Line and function coverage of driver/*.c, from a gcov-profiled module's
+# Line and function coverage of driver/*.c and driver/verbs/*.c, from a gcov-profiled module's
 # build directory (default build/mod/debug-gcov/driver: `make coverage`
 # builds it with CLANQ_GCOV=y, runs the VM tests, and tests/vm/vm.sh puts
 # the .gcda files the VM sent back next to the .gcno files).
@@ -21,8 +21,11 @@ ls ./*.gcno >/dev/null 2>&1 ||
 ls ./*.gcda >/dev/null 2>&1 ||
 	{ echo "coverage.sh: no .gcda files in $dir (no VM run sent any back)" >&2; exit 1; }
 
+# the verbs wire's objects are in verbs/, their .gcda files (sent back
+# flat) here: their names are unique in the driver, so link them here
+for f in verbs/*.gcno; do [ -e "$f" ] && ln -sf "$f" .; done
 srcs=()
-for f in "$root"/driver/*.c; do
+for f in "$root"/driver/*.c "$root"/driver/verbs/*.c; do
 	b=$(basename "$f" .c)
 	[ -f "$b.gcno" ] && srcs+=("$b.c")
 done

@@ -29,7 +29,7 @@ src=$(tests/vm/kernel.sh src) || exit 1
 kdir=$(tests/vm/kernel.sh debug) || exit 1
 
 # -- checkpatch --
-for f in driver/*.[ch] include/clanq/*.h lib/ring.h \
+for f in driver/*.[ch] driver/verbs/*.[ch] include/clanq/*.h lib/ring.h \
 	 include/clanq.h tests/kunit/*.c; do
 	[ -f "$f" ] || continue
 	ignore=SPDX_LICENSE_TAG

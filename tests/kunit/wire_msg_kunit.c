@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * KUnit tests for what the verbs wire puts on the wire
- * (driver/wire_msg.h): every message it encodes decodes to the same
+ * (driver/verbs/wire_msg.h): every message it encodes decodes to the same
  * thing, and every byte string a peer could send instead is either
  * refused with an error or decodes to something within bounds. The
  * receive path only ever sees the decoded, checked struct.
@@ -11,7 +11,7 @@
 #include <linux/random.h>
 
 #include "../driver/clanq_drv.h"
-#include "../driver/wire_msg.h"
+#include "../driver/verbs/wire_msg.h"
 
 static void oob_msg_fill(struct clanq_oob_msg *m, u32 len)
 {

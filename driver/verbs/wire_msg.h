@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the verbs wire puts on the wire (wire_verbs.c): the hello a
+ * What the verbs wire puts on the wire (driver/verbs/): the hello a
  * connection request carries, and the messages SENDs carry. Little
  * endian, fixed layout, a version in every one.
  *

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The verbs wire's insides (clanq_verbs.ko), shared by its files:
+ *
+ *	verbs_main.c		the module, its parameters, the wire's operations
+ *			and administration, RDMA devices coming and going
+ *	verbs_conn.c		a connection's life: the RDMA CM, set-up, teardown
+ *	verbs_post.c		posting sends and receives, their completions, and
+ *			delivering what arrives
+ *	verbs_export.c	the exporter's side of a region: register, grant,
+ *			WROTE, revoke
+ *	verbs_import.c	the importer's side: ask, collect the grants, the
+ *			remote region an aperture holds
+ *	verbs_write.c		an RDMA write chunk: WRITEs then its WROTE
+ *	wire_msg.h	what goes on the wire, and its checks
+ *
+ * Files here include clanq_drv.h (the core, through ../) and this
+ * header; nothing in the core includes a header of this directory.
+ */
+#ifndef _CLANQ_VERBS_H
+#define _CLANQ_VERBS_H
+
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <rdma/rw.h>
+
+#include "../clanq_drv.h"
+#include "wire_msg.h"
+
+#define CLANQ_V_SLOTS		128	/* sends, and receives, per connection */
+/* send queue entries beside the SENDs: RDMA WRITEs, REG_MRs */
+#define CLANQ_V_WR_CREDITS	256
+#define CLANQ_V_MAX_SGE		32
+#define CLANQ_V_MR_PAGES	512	/* pages per registration, at most */
+#define CLANQ_V_RESOLVE_MS	2000
+#define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
+
+#define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
+
+struct clanq_vbuf {
+	struct ib_cqe cqe;
+	struct clanq_vconn *conn;
+	void *data;
+	u64 dma;
+	u32 idx;
+	/* a send: the entries posted ahead of it, given back with it */
+	u32 credits;
+	struct clanq_vwrite *write;	/* the chunk its WROTE ends */
+};
+
+/*
+ * One chunk of an RDMA write on its way (the importer's): a piece per
+ * registration of the destination it crosses, each an rdma_rw context
+ * over the source region's pages.
+ */
+struct clanq_vwrite_piece {
+	struct rdma_rw_ctx rw;
+	struct sg_table sgt;
+	bool rw_ready;
+	u64 raddr;	/* page-space offset at the exporter */
+	u32 rkey;
+};
+
+struct clanq_vwrite {
+	struct clanq_kep *ep;		/* referenced until the engine is told */
+	int status;
+	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
+	struct list_head orphan;	/* conn->orphans: half posted */
+	unsigned int nr_pieces;
+	struct clanq_vwrite_piece piece[] __counted_by(nr_pieces);
+};
+
+/*
+ * A region of a peer's node imported here: what the aperture holds, and
+ * where its bytes are on the exporter's device.
+ */
+struct clanq_vimport {
+	struct clanq_kregion region;
+	struct clanq_vconn *conn;	/* active, referenced: granted over it */
+	struct list_head node;		/* conn->imports, under conn->lock */
+	bool revoked;			/* under conn->lock */
+	u64 span;
+	u32 first;
+	u16 nr_mrs;
+	u32 rkeys[] __counted_by(nr_mrs);
+};
+
+/* An import asked for, its GRANTs (or REFUSE) coming in. */
+struct clanq_vpending {
+	struct list_head node;		/* conn->pending, under conn->lock */
+	u32 req, id;
+	struct completion done;
+	bool settled;
+	int err;
+	u16 got;
+	struct clanq_wmsg_rgn grant;	/* the first GRANT's geometry */
+	DECLARE_BITMAP(have, CLANQ_WMSG_MAX_MRS);
+	u32 rkeys[CLANQ_WMSG_MAX_MRS];
+};
+
+/* A registration of one span of an exported region. */
+struct clanq_vmr {
+	struct ib_mr *mr;
+	struct sg_table sgt;
+	bool mapped;
+};
+
+/* A region of this node granted to the peer of a passive connection. */
+struct clanq_vexport {
+	struct list_head node;		/* conn->exports, under conn->lock */
+	struct clanq_kregion *region;	/* referenced, its memory held */
+	u64 span;
+	u16 nr_mrs;
+	struct clanq_vmr mrs[] __counted_by(nr_mrs);
+};
+
+struct clanq_vconn {
+	struct kref ref;
+	struct clanq_nic *nic;		/* active: the sender's; passive: the one asked for */
+	struct clanq_peer *peer;	/* referenced */
+	bool active;
+	char dev[CLANQ_WIRE_DEV_MAX];	/* active: the binding when it began */
+	u32 port;
+
+	struct mutex cm_mutex;		/* setup in the CM handler vs teardown */
+	bool dead;			/* under cm_mutex: teardown began */
+	struct rdma_cm_id *cm_id;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	bool have_qp;
+	u32 max_sge;			/* a WRITE's, as the QP was made */
+	u8 *bufs;			/* rx[] then tx[] data, one mapping */
+	u64 bufs_dma;
+	bool mapped;
+
+	spinlock_t lock;		/* state, error, tx_free, the lists below */
+	u32 state;			/* CLANQ_PEER_* */
+	int error;
+	bool torn;			/* teardown queued */
+	u32 nr_tx_free;
+	u32 tx_free[CLANQ_V_SLOTS];
+	u32 nr_wr_free;			/* of CLANQ_V_WR_CREDITS */
+	struct ib_cqe wr_cqe;		/* WRITEs, REG_MRs: only errors complete */
+	int wr_error;			/* the first of them to fail */
+	u32 next_req;
+	struct list_head pending;	/* active: clanq_vpending */
+	struct list_head imports;	/* active: clanq_vimport */
+	struct list_head exports;	/* passive: clanq_vexport */
+	unsigned int exports_busy;	/* taken off exports, not yet freed */
+	struct list_head orphans;	/* clanq_vwrite half posted */
+	/* sends complete in order on an RC QP: when each in flight left */
+	u32 tx_posted, tx_acked;
+	unsigned long tx_when[CLANQ_V_SLOTS];
+	unsigned long tx_last_ack;	/* jiffies of the last send completion */
+	wait_queue_head_t wq;		/* state changes, free slots */
+	struct mutex post;		/* posting vs. teardown */
+
+	struct clanq_vbuf rx[CLANQ_V_SLOTS];
+	struct clanq_vbuf tx[CLANQ_V_SLOTS];
+	struct work_struct teardown;
+	struct list_head node;		/* clanq_v_conns */
+};
+
+/* verbs_main.c: the module's parameters and the state its files share */
+extern unsigned int clanq_v_connect_ms;
+extern unsigned int clanq_v_ack_ms;
+/* guards peer->conn and clanq_v_conns */
+extern spinlock_t clanq_v_lock;
+extern struct list_head clanq_v_conns;
+/* teardowns */
+extern struct workqueue_struct *clanq_v_wq;
+/* where finished chunks are told to the engine: never behind a teardown */
+extern struct workqueue_struct *clanq_v_done_wq;
+/*
+ * A grant (registering, posting) against a region's revocation, which
+ * must not free an export a grant is still posting from
+ */
+extern struct mutex clanq_v_export_mutex;
+
+/* verbs_conn.c */
+int clanq_vconn_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+const char *clanq_vconn_devname(const struct clanq_vconn *conn);
+struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
+				    struct clanq_peer *peer);
+void clanq_vconn_kill(struct clanq_vconn *conn, int err);
+void clanq_vconn_kill_where(bool (*match)(struct clanq_vconn *, const void *),
+			    const void *arg, int err);
+void clanq_vconn_put(struct clanq_vconn *conn);
+void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id);
+
+/* verbs_post.c */
+void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b);
+int clanq_vconn_post_locked(struct clanq_vconn *conn, struct clanq_vbuf *b,
+			    struct ib_send_wr *head,
+			    const struct ib_send_wr **bad);
+int clanq_vconn_post_recv(struct clanq_vconn *conn, struct clanq_vbuf *b);
+void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc);
+int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
+		     const struct clanq_addr *dst,
+		     const struct clanq_oob_msg *msg, bool wait);
+int clanq_vconn_send_region(struct clanq_vconn *conn, u8 type,
+			    const struct clanq_wmsg_rgn *r,
+			    struct ib_send_wr *ahead, bool wait);
+struct ib_send_wr *clanq_vconn_send_wr(struct clanq_vconn *conn,
+				       struct clanq_vbuf *b, size_t len,
+				       struct ib_send_wr *wr,
+				       struct ib_sge *sge);
+struct clanq_vbuf *clanq_vconn_take(struct clanq_vconn *conn,
+				    u32 credits, bool wait);
+void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc);
+void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc);
+
+/* verbs_export.c */
+void clanq_vexport_free_all(struct clanq_vconn *conn);
+void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *q);
+void clanq_vexport_region_gone(struct clanq_kregion *r);
+void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w);
+
+/* verbs_import.c */
+void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,
+			   const struct clanq_wmsg_rgn *g);
+struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
+					const struct clanq_addr *addr,
+					u64 key, int *err);
+void clanq_vimport_revoke(struct clanq_vconn *conn, bool one,
+			  u32 id);
+void clanq_vimport_settle(struct clanq_vpending *p, int err);
+
+/* verbs_write.c */
+int clanq_vwrite_chunk(struct clanq_nic *src,
+		       const struct clanq_wire_write *w);
+void clanq_vwrite_free_orphans(struct clanq_vconn *conn);
+void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn);
+
+#endif /* _CLANQ_VERBS_H */

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verbs wire's exporter: a peer's import of one of this node's
+ * regions.
+ *
+ * An importer asks over its connection (IMPORT, with the key); the
+ * exporter checks it as a local import would, holds the region's memory
+ * and registers it with fast registration work requests (REG_MR, one
+ * memory region per up to the device's max_fast_reg_page_list_len
+ * pages), posted on the QP the importer's writes arrive on, ahead of the
+ * GRANTs that carry the rkeys. A WROTE after the importer's WRITEs says
+ * which bytes changed, so that tripwires fire as on the loop wire.
+ * Freeing the region deregisters its memory regions before REGION_FREE
+ * returns (a write after that fails at the exporter's device, and the
+ * importer sees -ENXIO) and tells the importers (REVOKED).
+ */
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+
+#include "verbs.h"
+
+static void clanq_vexport_free(struct clanq_vexport *exp, struct ib_device *dev)
+{
+	struct clanq_vmr *m;
+	u16 i;
+
+	for (i = 0; i < exp->nr_mrs; i++) {
+		m = &exp->mrs[i];
+		/* synchronous: no remote write lands in the pages after this */
+		if (m->mr)
+			ib_dereg_mr(m->mr);
+		if (m->mapped)
+			ib_dma_unmap_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
+					DMA_BIDIRECTIONAL);
+		sg_free_table(&m->sgt);
+	}
+	clanq_kregion_mem_put(exp->region);
+	clanq_kregion_put(exp->region);
+	kfree(exp);
+}
+
+/* The QP is gone: free what was granted over it, once nobody else is. */
+void clanq_vexport_free_all(struct clanq_vconn *conn)
+{
+	struct clanq_vexport *exp, *next;
+	unsigned long flags;
+	LIST_HEAD(list);
+
+	for (;;) {
+		wait_event(conn->wq, !READ_ONCE(conn->exports_busy));
+		spin_lock_irqsave(&conn->lock, flags);
+		if (!conn->exports_busy) {
+			list_splice_init(&conn->exports, &list);
+			spin_unlock_irqrestore(&conn->lock, flags);
+			break;
+		}
+		spin_unlock_irqrestore(&conn->lock, flags);
+	}
+	list_for_each_entry_safe(exp, next, &list, node)
+		clanq_vexport_free(exp, conn->cm_id->device);
+}
+
+/*
+ * Register @r with @conn's device: its pages in spans of at most the
+ * device's fast registration list, each a memory region whose address is
+ * the page-space offset of its first byte (wire_msg.h). Not posted yet.
+ */
+static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
+					       struct clanq_kregion *r, int *err)
+{
+	struct ib_device *dev = conn->cm_id->device;
+	u32 per = min_t(u32, dev->attrs.max_fast_reg_page_list_len,
+			CLANQ_V_MR_PAGES);
+	u64 span = (u64)per << PAGE_SHIFT, end = r->first + r->len, lo, hi;
+	struct clanq_vexport *exp;
+	unsigned long page0, pages;
+	struct clanq_vmr *m;
+	int nents, n;
+	u16 i;
+
+	*err = -EOPNOTSUPP;
+	if (!per)
+		return NULL;
+	*err = -E2BIG;
+	if (DIV_ROUND_UP_ULL(end, span) > CLANQ_WMSG_MAX_MRS)
+		return NULL;
+	n = DIV_ROUND_UP_ULL(end, span);
+	*err = -ENOMEM;
+	exp = kzalloc(struct_size(exp, mrs, n), GFP_KERNEL);
+	if (!exp)
+		return NULL;
+	exp->nr_mrs = n;
+	exp->span = span;
+	*err = -ENOENT;
+	if (!clanq_kregion_mem_get(r)) {
+		kfree(exp);
+		return NULL;
+	}
+	kref_get(&r->ref);
+	exp->region = r;
+	for (i = 0; i < n; i++) {
+		m = &exp->mrs[i];
+		lo = max_t(u64, (u64)i * span, r->first);
+		hi = min_t(u64, (u64)(i + 1) * span, end);
+		page0 = lo >> PAGE_SHIFT;
+		pages = DIV_ROUND_UP_ULL(hi, PAGE_SIZE) - page0;
+		*err = sg_alloc_table_from_pages(&m->sgt, r->pages + page0, pages,
+						 offset_in_page(lo), hi - lo,
+						 GFP_KERNEL);
+		if (*err)
+			goto fail;
+		nents = ib_dma_map_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
+				      DMA_BIDIRECTIONAL);
+		*err = -ENOMEM;
+		if (!nents)
+			goto fail;
+		m->mapped = true;
+		m->mr = ib_alloc_mr(conn->pd, IB_MR_TYPE_MEM_REG, pages);
+		if (IS_ERR(m->mr)) {
+			*err = PTR_ERR(m->mr);
+			m->mr = NULL;
+			goto fail;
+		}
+		*err = -EINVAL;
+		if (ib_map_mr_sg(m->mr, m->sgt.sgl, nents, NULL, PAGE_SIZE) != nents)
+			goto fail;
+		/* the same offset in its page as the DMA address it replaces */
+		m->mr->iova = lo;
+	}
+	*err = 0;
+	return exp;
+fail:
+	clanq_vexport_free(exp, dev);
+	return NULL;
+}
+
+/* Tell the importer no, with @err (its request is @q). */
+static void clanq_vexport_refuse(struct clanq_vconn *conn,
+				 const struct clanq_wmsg_rgn *q, int err)
+{
+	struct clanq_wmsg_rgn no = { .id = q->id, .req = q->req, .err = err };
+
+	pr_notice_ratelimited("%s: %s: peer %u: import of region %u refused: %d\n",
+			      conn->nic->name, clanq_vconn_devname(conn),
+			      conn->peer->node, q->id, err);
+	clanq_vconn_send_region(conn, CLANQ_WMSG_REFUSE, &no, NULL, false);
+}
+
+/*
+ * The peer asks to write into region @q->id (CQ context, the QP alive):
+ * checked as a local import is, registered once per connection, and
+ * granted: each registration's REG_MR goes ahead of its GRANT, so the
+ * rkey works before the importer can know it.
+ */
+void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *q)
+{
+	struct clanq_kregion *r = clanq_kregion_lookup(conn->nic, q->id);
+	struct clanq_vexport *exp, *fresh = NULL;
+	struct clanq_wmsg_rgn g = { .id = q->id, .req = q->req };
+	u32 rkeys[CLANQ_WMSG_MAX_MRS];
+	struct ib_reg_wr reg;
+	unsigned long flags;
+	int err = -ENOENT;
+	u16 i, n = 0;
+
+	/* a wrong key, never exported, freed: all the same to a guesser */
+	if (!r || !smp_load_acquire(&r->exported) || r->key != q->key ||
+	    READ_ONCE(r->revoked))
+		goto refuse;
+	/* across hosts an aperture is only ever written through */
+	err = -EACCES;
+	if (!(r->rights & CLANQ_RIGHT_WRITE))
+		goto refuse;
+	mutex_lock(&clanq_v_export_mutex);
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (exp->region == r) {
+			n = exp->nr_mrs;
+			g.span = exp->span;
+			for (i = 0; i < n; i++)
+				rkeys[i] = exp->mrs[i].mr->rkey;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (!n) {
+		/*
+		 * Freed meanwhile? Its revocation ran before we took the
+		 * mutex (revoked is set first), or it waits for us and finds
+		 * ours on the list.
+		 */
+		err = -ENOENT;
+		if (READ_ONCE(r->revoked))
+			goto refuse_unlock;
+		fresh = clanq_vexport_new(conn, r, &err);
+		if (!fresh)
+			goto refuse_unlock;
+		spin_lock_irqsave(&conn->lock, flags);
+		list_add_tail(&fresh->node, &conn->exports);
+		spin_unlock_irqrestore(&conn->lock, flags);
+		n = fresh->nr_mrs;
+		g.span = fresh->span;
+		for (i = 0; i < n; i++)
+			rkeys[i] = fresh->mrs[i].mr->rkey;
+	}
+	g.len = r->len;
+	g.first = r->first;
+	g.rights = r->rights;
+	g.nr_mrs = n;
+	for (i = 0; i < n; i++) {
+		g.mr = i;
+		g.rkey = rkeys[i];
+		if (fresh) {
+			reg = (struct ib_reg_wr){
+				.wr.opcode	= IB_WR_REG_MR,
+				.wr.wr_cqe	= &conn->wr_cqe,
+				.mr		= fresh->mrs[i].mr,
+				.key		= rkeys[i],
+				.access		= IB_ACCESS_LOCAL_WRITE |
+						  IB_ACCESS_REMOTE_WRITE,
+			};
+		}
+		/* a full queue: the importer's wait for the rest times out */
+		if (clanq_vconn_send_region(conn, CLANQ_WMSG_GRANT, &g,
+					    fresh ? &reg.wr : NULL, false))
+			break;
+	}
+	mutex_unlock(&clanq_v_export_mutex);
+	clanq_kregion_put(r);
+	return;
+refuse_unlock:
+	mutex_unlock(&clanq_v_export_mutex);
+refuse:
+	clanq_kregion_put(r);
+	clanq_vexport_refuse(conn, q, err);
+}
+
+/* The peer wrote [off, off + len) of a region we granted it: tripwires. */
+void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w)
+{
+	struct clanq_kregion *r = NULL;
+	struct clanq_vexport *exp;
+	unsigned long flags;
+	int err = -ENOENT;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (exp->region->id == w->id) {
+			r = exp->region;
+			kref_get(&r->ref);
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (r) {
+		err = clanq_rx_written(r, w->off, w->len);
+		clanq_kregion_put(r);
+	}
+	/*
+	 * Revoked meanwhile (the WRITE landed before the deregistration, the
+	 * WROTE after) is no news; a region never granted fires nothing
+	 */
+	if (err && err != -ENXIO)
+		pr_debug_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
+				     conn->nic->name, clanq_vconn_devname(conn),
+				     conn->peer->node, w->off, w->len, w->id, err);
+}
+
+/* The next export of @r over any connection, taken off its list; or NULL. */
+static struct clanq_vexport *clanq_vexport_take(struct clanq_kregion *r,
+						struct clanq_vconn **connp)
+{
+	struct clanq_vexport *exp, *found = NULL;
+	struct clanq_vconn *conn;
+
+	spin_lock_irq(&clanq_v_lock);
+	list_for_each_entry(conn, &clanq_v_conns, node) {
+		if (conn->active || conn->nic != r->nic)
+			continue;
+		spin_lock(&conn->lock);
+		list_for_each_entry(exp, &conn->exports, node) {
+			if (exp->region == r) {
+				list_del_init(&exp->node);
+				conn->exports_busy++;
+				found = exp;
+				break;
+			}
+		}
+		spin_unlock(&conn->lock);
+		if (found) {
+			kref_get(&conn->ref);
+			*connp = conn;
+			break;
+		}
+	}
+	spin_unlock_irq(&clanq_v_lock);
+	return found;
+}
+
+/*
+ * Exported region @r is being freed (its owner's ctx->lock held): every
+ * registration of it goes (synchronously: no write lands after), then the
+ * importer hears REVOKED, if its connection can still carry it.
+ */
+void clanq_vexport_region_gone(struct clanq_kregion *r)
+{
+	struct clanq_wmsg_rgn rv = { .id = r->id };
+	struct clanq_vexport *exp;
+	struct clanq_vconn *conn;
+
+	mutex_lock(&clanq_v_export_mutex);
+	while ((exp = clanq_vexport_take(r, &conn))) {
+		clanq_vexport_free(exp, conn->cm_id->device);
+		spin_lock_irq(&conn->lock);
+		conn->exports_busy--;
+		spin_unlock_irq(&conn->lock);
+		wake_up_all(&conn->wq);
+		clanq_vconn_send_region(conn, CLANQ_WMSG_REVOKED, &rv, NULL, false);
+		clanq_vconn_put(conn);
+	}
+	mutex_unlock(&clanq_v_export_mutex);
+}

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verbs wire (clanq_verbs.ko): soft NICs on different hosts, over the
+ * kernel's RDMA core, as NVMe-oF, RDS and NFS/RDMA ride on it. We write
+ * no transport: a peer node is reached through the in-kernel RDMA CM, on
+ * an RC queue pair, on whatever RDMA device the NIC is bound to: a real
+ * RDMA NIC, or rdma_rxe (RoCE over any Ethernet) or siw (iWARP over TCP).
+ *
+ * This file is the module: its parameters, the listener, the wire's
+ * operations as the core calls them, what the wire does when the NIC's
+ * peers or binding change (called with nic->peers.lock held), and RDMA
+ * devices going away. verbs.h says which file holds what.
+ *
+ * Locking: clanq_v_lock (a spinlock) guards peer->conn and the list of
+ * connections; conn->lock its state and free send slots; conn->post
+ * (a mutex: siw's post_send sleeps) orders posting against teardown;
+ * conn->cm_mutex orders the CM handler's setup against teardown. All
+ * CM ids live in init_net.
+ */
+#include <linux/in.h>
+#include <linux/module.h>
+#include <linux/workqueue.h>
+
+#include "verbs.h"
+
+MODULE_IMPORT_NS(CLANQ_WIRE);
+
+unsigned int clanq_v_connect_ms = 5000;
+module_param_named(connect_ms, clanq_v_connect_ms, uint, 0644);
+MODULE_PARM_DESC(connect_ms, "How long a send waits for a connection to a peer to be made (milliseconds; default 5000)");
+
+unsigned int clanq_v_ack_ms = 3000;
+module_param_named(ack_ms, clanq_v_ack_ms, uint, 0644);
+MODULE_PARM_DESC(ack_ms, "How long sends may wait with not one of them acknowledged before the peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 3000)");
+
+DEFINE_SPINLOCK(clanq_v_lock);
+LIST_HEAD(clanq_v_conns);
+struct workqueue_struct *clanq_v_wq;
+/* where finished chunks are told to the engine: never behind a teardown */
+struct workqueue_struct *clanq_v_done_wq;
+/*
+ * A grant (registering, posting) against a region's revocation, which
+ * must not free an export a grant is still posting from
+ */
+DEFINE_MUTEX(clanq_v_export_mutex);
+static struct rdma_cm_id *clanq_v_listener;
+static bool clanq_v_unloading;	/* our exit: devices are not going away */
+
+static bool clanq_v_reaches(struct clanq_nic *src, u32 node)
+{
+	return clanq_peer_known(src, node);
+}
+
+static int clanq_v_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
+			    const struct clanq_oob_msg *msg)
+{
+	struct clanq_peer *peer = clanq_peer_get(src, dst->node);
+	struct clanq_vconn *conn;
+	int err;
+
+	if (!peer)
+		return -EHOSTUNREACH;
+	conn = clanq_vconn_get(src, peer);
+	if (IS_ERR(conn)) {
+		err = PTR_ERR(conn);
+		goto out;
+	}
+	err = clanq_vconn_send(conn, CLANQ_WMSG_OOB, dst, msg, true);
+	if (!err)
+		atomic64_inc(&peer->oob_sent);
+	clanq_vconn_put(conn);
+out:
+	clanq_peer_put(peer);
+	return err;
+}
+
+static const struct clanq_wire_ops clanq_v_ops = {
+	.name		= "verbs",
+	.owner		= THIS_MODULE,
+	.reaches	= clanq_v_reaches,
+	.send_oob	= clanq_v_send_oob,
+	.import		= clanq_vimport_new,
+	.rdma_write	= clanq_vwrite_chunk,
+};
+
+static bool clanq_v_of_nic(struct clanq_vconn *conn, const void *nic)
+{
+	return conn->nic == nic;
+}
+
+static bool clanq_v_of_peer(struct clanq_vconn *conn, const void *peer)
+{
+	return conn->peer == peer;
+}
+
+static bool clanq_v_on_device(struct clanq_vconn *conn, const void *dev)
+{
+	return conn->cm_id && conn->cm_id->device == dev;
+}
+
+static bool clanq_v_any(struct clanq_vconn *conn, const void *unused)
+{
+	return true;
+}
+
+/* The peer no longer holds its connection: the next use makes one. */
+static void clanq_v_forget(struct clanq_peer *peer)
+{
+	struct clanq_vconn *conn;
+	unsigned long flags;
+
+	spin_lock_irqsave(&clanq_v_lock, flags);
+	conn = peer->conn;
+	peer->conn = NULL;
+	spin_unlock_irqrestore(&clanq_v_lock, flags);
+	if (conn)
+		clanq_vconn_put(conn);
+}
+
+static void clanq_v_forget_nic(struct clanq_nic *nic, u32 state)
+{
+	struct clanq_peer *peer;
+	unsigned long node;
+
+	xa_for_each(&nic->peers.xa, node, peer) {
+		clanq_v_forget(peer);
+		WRITE_ONCE(peer->state, state);
+	}
+}
+
+static int clanq_v_bind(struct clanq_nic *nic, const char *dev, u32 port,
+			const char **why)
+{
+	struct ib_device *ibdev;
+
+	if (dev[0]) {
+		ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+		if (!ibdev) {
+			*why = "no RDMA device of that name";
+			return -ENODEV;
+		}
+		if (!rdma_is_port_valid(ibdev, port)) {
+			ib_device_put(ibdev);
+			*why = "the device has no such port";
+			return -EINVAL;
+		}
+		ib_device_put(ibdev);
+	}
+	/* a new binding: what went through the old one ends */
+	clanq_vconn_kill_where(clanq_v_of_nic, nic, -ECONNABORTED);
+	clanq_v_forget_nic(nic, CLANQ_PEER_IDLE);
+	return 0;
+}
+
+static void clanq_v_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer)
+{
+	clanq_vconn_kill_where(clanq_v_of_peer, peer, -ECONNABORTED);
+	clanq_v_forget(peer);
+}
+
+static const struct clanq_wire_admin clanq_v_admin = {
+	.bind		= clanq_v_bind,
+	.peer_gone	= clanq_v_peer_gone,
+	.region_gone	= clanq_vexport_region_gone,
+};
+
+static struct clanq_wire clanq_v_wire = {
+	.ops	= &clanq_v_ops,
+	.admin	= &clanq_v_admin,
+};
+
+static int clanq_v_add_one(struct ib_device *dev)
+{
+	return 0;
+}
+
+/*
+ * Clients are removed in the reverse order of registration, so this runs
+ * before the RDMA CM's own removal, which waits for every id on the
+ * device to be destroyed: ours are, here.
+ */
+static void clanq_v_remove_one(struct ib_device *dev, void *client_data)
+{
+	if (!READ_ONCE(clanq_v_unloading))
+		pr_info("clanq: %s is going away: closing the connections over it\n",
+			dev->name);
+	clanq_vconn_kill_where(clanq_v_on_device, dev, -ENODEV);
+}
+
+static struct ib_client clanq_v_client = {
+	.name	= "clanq",
+	.add	= clanq_v_add_one,
+	.remove	= clanq_v_remove_one,
+};
+
+static int clanq_v_listen(void)
+{
+	struct sockaddr_in any = {
+		.sin_family	= AF_INET,
+		.sin_port	= htons(READ_ONCE(clanq_verbs_port)),
+		.sin_addr.s_addr = htonl(INADDR_ANY),
+	};
+	struct rdma_cm_id *id;
+	int err;
+
+	id = rdma_create_id(&init_net, clanq_vconn_cm_handler, NULL, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	err = rdma_bind_addr(id, (struct sockaddr *)&any);
+	if (!err)
+		err = rdma_listen(id, 64);
+	if (err) {
+		pr_err("clanq_verbs: cannot listen on port %u: %d\n",
+		       clanq_verbs_port, err);
+		rdma_destroy_id(id);
+		return err;
+	}
+	clanq_v_listener = id;
+	return 0;
+}
+
+static int __init clanq_verbs_init(void)
+{
+	int err;
+
+	if (!clanq_verbs_port || clanq_verbs_port > 65535) {
+		pr_err("clanq_verbs: clanq's verbs_port=%u, must be 1..65535\n",
+		       clanq_verbs_port);
+		return -EINVAL;
+	}
+	clanq_v_wq = alloc_workqueue("clanq_verbs", WQ_UNBOUND, 0);
+	if (!clanq_v_wq)
+		return -ENOMEM;
+	clanq_v_done_wq = alloc_workqueue("clanq_verbs_done", WQ_UNBOUND, 0);
+	if (!clanq_v_done_wq) {
+		destroy_workqueue(clanq_v_wq);
+		return -ENOMEM;
+	}
+	err = ib_register_client(&clanq_v_client);
+	if (err)
+		goto err_wq;
+	err = clanq_v_listen();
+	if (err)
+		goto err_client;
+	clanq_wire_register(&clanq_v_wire);
+	return 0;
+
+err_client:
+	ib_unregister_client(&clanq_v_client);
+err_wq:
+	destroy_workqueue(clanq_v_done_wq);
+	destroy_workqueue(clanq_v_wq);
+	return err;
+}
+
+static void __exit clanq_verbs_exit(void)
+{
+	unsigned int i;
+	struct clanq_nic *nic;
+
+	/* nobody routes through us now (and nobody holds us: we are unloading) */
+	WRITE_ONCE(clanq_v_unloading, true);
+	clanq_wire_unregister(&clanq_v_wire);
+	rdma_destroy_id(clanq_v_listener);
+	clanq_vconn_kill_where(clanq_v_any, NULL, -ECONNABORTED);
+	for (i = 0; (nic = clanq_nic_by_index(i)); i++) {
+		mutex_lock(&nic->peers.lock);
+		clanq_v_forget_nic(nic, CLANQ_PEER_IDLE);
+		mutex_unlock(&nic->peers.lock);
+	}
+	ib_unregister_client(&clanq_v_client);
+	destroy_workqueue(clanq_v_wq);
+	/* the engine was told of every chunk: nothing holds us after */
+	destroy_workqueue(clanq_v_done_wq);
+	WARN_ON(!list_empty(&clanq_v_conns));
+}
+
+module_init(clanq_verbs_init);
+module_exit(clanq_verbs_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("clanq: the verbs wire (soft NICs on other hosts, over the kernel's RDMA core)");
+MODULE_AUTHOR("The clanq developers");

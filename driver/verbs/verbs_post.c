@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verbs wire's traffic on a connection: posting sends (with the
+ * WRITEs and REG_MRs that go ahead of them), their completions, and
+ * receives.
+ *
+ * OOB messages are SENDs into receives posted ahead (CLANQ_V_SLOTS of
+ * each per connection); every message is decoded and checked
+ * (wire_msg.h) before the shared receive path, clanq_rx_oob(), sees it,
+ * and its source node is the connection's, whatever it says. WRITEs and
+ * REG_MRs are unsignaled; they take send queue entries (credits) that
+ * come back with the SEND they went ahead of.
+ */
+#include <linux/slab.h>
+
+#include "verbs.h"
+
+int clanq_vconn_post_recv(struct clanq_vconn *conn, struct clanq_vbuf *b)
+{
+	struct ib_sge sge = {
+		.addr	= b->dma,
+		.length	= CLANQ_WMSG_MAX,
+		.lkey	= conn->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe		= &b->cqe,
+		.sg_list	= &sge,
+		.num_sge	= 1,
+	};
+
+	ib_dma_sync_single_for_device(conn->cm_id->device, b->dma,
+				      CLANQ_WMSG_MAX, DMA_BIDIRECTIONAL);
+	return ib_post_recv(conn->cm_id->qp, &wr, NULL);
+}
+
+static int clanq_vconn_wc_err(const struct ib_wc *wc)
+{
+	switch (wc->status) {
+	case IB_WC_RETRY_EXC_ERR:
+	case IB_WC_RNR_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case IB_WC_WR_FLUSH_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
+}
+
+/* A send slot and the entries that went ahead of it are free again. */
+void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&conn->lock, flags);
+	conn->tx_free[conn->nr_tx_free++] = b->idx;
+	conn->nr_wr_free += b->credits;
+	b->credits = 0;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	wake_up(&conn->wq);
+}
+
+void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct clanq_vbuf *b = container_of(wc->wr_cqe, struct clanq_vbuf, cqe);
+	struct clanq_vconn *conn = b->conn;
+	struct clanq_vwrite *wr = b->write;
+	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(wc);
+	unsigned long flags;
+
+	b->write = NULL;
+	spin_lock_irqsave(&conn->lock, flags);
+	conn->tx_acked++;
+	conn->tx_last_ack = jiffies;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	clanq_vconn_give_back(conn, b);
+	if (err) {
+		atomic64_inc(&conn->peer->send_errors);
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			clanq_vconn_kill(conn, err);
+	}
+	if (wr) {
+		/*
+		 * The WRITEs ahead of it failed first, if one did: say why.
+		 * Otherwise the connection ended under it (iWARP reports
+		 * a refused rkey by a TERMINATE, not on the WRITE), and the
+		 * import with it: -ENXIO, but for a peer that stopped
+		 * answering (-ETIMEDOUT).
+		 */
+		wr->status = !err ? 0 : READ_ONCE(conn->wr_error) ?:
+			     err == -ETIMEDOUT ? err : -ENXIO;
+		clanq_vwrite_unmap(wr, conn);
+		/* an idle engine hears now; a busy one from the work queue */
+		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
+			clanq_kep_put(wr->ep);
+			kfree(wr);
+		} else {
+			queue_work(clanq_v_done_wq, &wr->done);
+		}
+	}
+	clanq_vconn_put(conn);	/* the send's */
+}
+
+/*
+ * A WRITE or REG_MR failed (they are unsignaled: only errors complete).
+ * The QP is in error now and the rest is flushed: the connection ends,
+ * and the send that follows says this error, not the flush.
+ */
+void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct clanq_vconn *conn = container_of(wc->wr_cqe, struct clanq_vconn,
+						wr_cqe);
+	int err;
+
+	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
+		return;
+	/* the exporter's device refused the rkey: deregistered, revoked */
+	err = wc->status == IB_WC_REM_ACCESS_ERR ? -ENXIO : clanq_vconn_wc_err(wc);
+	cmpxchg(&conn->wr_error, 0, err);
+	pr_notice_ratelimited("%s: %s: peer %u: an RDMA write or memory registration failed: %s\n",
+			      conn->nic->name, clanq_vconn_devname(conn),
+			      conn->peer->node, ib_wc_status_msg(wc->status));
+	clanq_vconn_kill(conn, err);
+}
+
+/*
+ * Have sends been waiting for clanq_v_ack_ms with not one completing? (A long
+ * queue that drains slowly is progress, not a dead peer.) conn->lock held.
+ */
+static bool clanq_vconn_stalled(struct clanq_vconn *conn)
+{
+	unsigned int ms = READ_ONCE(clanq_v_ack_ms);
+	unsigned long since;
+
+	if (!ms || conn->tx_posted == conn->tx_acked)
+		return false;
+	since = conn->tx_when[conn->tx_acked % CLANQ_V_SLOTS];
+	if (time_after(conn->tx_last_ack, since))
+		since = conn->tx_last_ack;
+	return time_after(jiffies, since + msecs_to_jiffies(ms));
+}
+
+static bool clanq_vconn_can_take(struct clanq_vconn *conn, u32 credits)
+{
+	return (READ_ONCE(conn->nr_tx_free) &&
+		READ_ONCE(conn->nr_wr_free) >= credits) ||
+	       READ_ONCE(conn->state) != CLANQ_PEER_UP;
+}
+
+/*
+ * A send slot, and @credits send queue entries for what is posted ahead
+ * of its SEND (WRITEs, a REG_MR). With @wait, a caller in process context
+ * waits for them (clanq_v_connect_ms at most, and may be killed); without, a
+ * full queue is -ENOBUFS.
+ */
+struct clanq_vbuf *clanq_vconn_take(struct clanq_vconn *conn,
+				    u32 credits, bool wait)
+{
+	long left, timeout = msecs_to_jiffies(READ_ONCE(clanq_v_connect_ms));
+	struct clanq_vbuf *b;
+	unsigned long flags;
+	int err;
+
+	if (wait) {
+		left = wait_event_killable_timeout(conn->wq,
+						   clanq_vconn_can_take(conn, credits),
+						   timeout);
+		if (left < 0)
+			return ERR_PTR(left);
+		if (!left) {
+			/*
+			 * Every send of the queue unacknowledged for clanq_v_connect_ms:
+			 * the peer is gone (rxe re-arms its retransmit timer on
+			 * each new send, so a steady sender never sees retries
+			 * run out), and so is the connection.
+			 */
+			clanq_vconn_kill(conn, -ETIMEDOUT);
+			return ERR_PTR(-ETIMEDOUT);
+		}
+	}
+	spin_lock_irqsave(&conn->lock, flags);
+	if (conn->state != CLANQ_PEER_UP) {
+		err = conn->error ?: -ECONNRESET;
+		spin_unlock_irqrestore(&conn->lock, flags);
+		return ERR_PTR(err);
+	}
+	if (clanq_vconn_stalled(conn)) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		clanq_vconn_kill(conn, -ETIMEDOUT);
+		return ERR_PTR(-ETIMEDOUT);
+	}
+	if (!conn->nr_tx_free || conn->nr_wr_free < credits) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		return ERR_PTR(-ENOBUFS);
+	}
+	b = &conn->tx[conn->tx_free[--conn->nr_tx_free]];
+	conn->nr_wr_free -= credits;
+	b->credits = credits;
+	conn->tx_when[conn->tx_posted++ % CLANQ_V_SLOTS] = jiffies;
+	spin_unlock_irqrestore(&conn->lock, flags);
+	return b;
+}
+
+/* @b's SEND of the @len bytes in its buffer, after @ahead if any. */
+struct ib_send_wr *clanq_vconn_send_wr(struct clanq_vconn *conn,
+				       struct clanq_vbuf *b, size_t len,
+				       struct ib_send_wr *wr,
+				       struct ib_sge *sge)
+{
+	sge->addr = b->dma;
+	sge->length = len;
+	sge->lkey = conn->pd->local_dma_lkey;
+	ib_dma_sync_single_for_device(conn->cm_id->device, b->dma, len,
+				      DMA_BIDIRECTIONAL);
+	b->cqe.done = clanq_vconn_tx_done;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_cqe = &b->cqe;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = IB_WR_SEND;
+	wr->send_flags = IB_SEND_SIGNALED;
+	return wr;
+}
+
+/*
+ * Post @head, a chain that ends in @b's SEND, with conn->post held and
+ * the connection up. On an error nothing of it is posted, or the
+ * connection is killed (and what went is flushed); @b is given back.
+ */
+int clanq_vconn_post_locked(struct clanq_vconn *conn, struct clanq_vbuf *b,
+			    struct ib_send_wr *head,
+			    const struct ib_send_wr **bad)
+{
+	int err;
+
+	lockdep_assert_held(&conn->post);
+	*bad = head;
+	if (READ_ONCE(conn->state) != CLANQ_PEER_UP)
+		err = READ_ONCE(conn->error) ?: -ECONNRESET;
+	else
+		err = ib_post_send(conn->cm_id->qp, head, bad);
+	if (!err) {
+		kref_get(&conn->ref);	/* the send's, until it completes */
+		return 0;
+	}
+	b->write = NULL;
+	clanq_vconn_give_back(conn, b);
+	if (*bad != head || READ_ONCE(conn->state) == CLANQ_PEER_UP)
+		clanq_vconn_kill(conn, err);
+	return err;
+}
+
+/* Send the @len bytes in @b's buffer, after @ahead (or NULL). */
+static int clanq_vconn_post(struct clanq_vconn *conn, struct clanq_vbuf *b,
+			    size_t len, struct ib_send_wr *ahead)
+{
+	const struct ib_send_wr *bad;
+	struct ib_send_wr send;
+	struct ib_sge sge;
+	int err;
+
+	clanq_vconn_send_wr(conn, b, len, &send, &sge);
+	if (ahead)
+		ahead->next = &send;
+	mutex_lock(&conn->post);
+	err = clanq_vconn_post_locked(conn, b, ahead ?: &send, &bad);
+	mutex_unlock(&conn->post);
+	return err;
+}
+
+/*
+ * Post one message on @conn: an OOB message (@type CLANQ_WMSG_OOB) or one
+ * coming back (CLANQ_WMSG_UNREACHABLE). With @wait, a caller in process
+ * context waits for a free slot (and may be killed); without, a full
+ * send queue is -ENOBUFS.
+ */
+int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
+		     const struct clanq_addr *dst,
+		     const struct clanq_oob_msg *msg, bool wait)
+{
+	struct clanq_vbuf *b = clanq_vconn_take(conn, 0, wait);
+
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	return clanq_vconn_post(conn, b, clanq_wmsg_put_oob(b->data, type, dst, msg),
+				NULL);
+}
+
+/* Post a region message of @type to the peer, after @ahead (or NULL). */
+int clanq_vconn_send_region(struct clanq_vconn *conn, u8 type,
+			    const struct clanq_wmsg_rgn *r,
+			    struct ib_send_wr *ahead, bool wait)
+{
+	struct clanq_vbuf *b = clanq_vconn_take(conn, ahead ? 1 : 0, wait);
+
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	return clanq_vconn_post(conn, b,
+				clanq_wmsg_put_region(b->data, type, conn->nic->node,
+						      conn->peer->node, r),
+				ahead);
+}
+
+/* A message @conn received, decoded: where it goes, if anywhere. */
+static void clanq_vconn_deliver(struct clanq_vconn *conn, struct clanq_wmsg *m)
+{
+	struct clanq_peer *peer = conn->peer;
+	struct clanq_addr dst = { m->dst_node, m->dst_id };
+
+	switch (m->type) {
+	case CLANQ_WMSG_OOB:
+		/* the source is the connection's, not what the bytes say */
+		if (conn->active || m->src_node != peer->node ||
+		    m->dst_node != conn->nic->node)
+			break;
+		atomic64_inc(&peer->oob_received);
+		if (clanq_rx_oob(conn->nic, m->dst_id, &m->oob) == -ENOENT)
+			/* back on the same QP; dropped if it is full */
+			clanq_vconn_send(conn, CLANQ_WMSG_UNREACHABLE, &dst,
+					 &m->oob, false);
+		return;
+	case CLANQ_WMSG_UNREACHABLE:
+		/* one of ours, to this peer, came back */
+		if (!conn->active || m->dst_node != peer->node ||
+		    m->src_node != conn->nic->node)
+			break;
+		clanq_oob_unreachable(conn->nic, &dst, &m->oob);
+		return;
+	case CLANQ_WMSG_IMPORT:
+	case CLANQ_WMSG_WROTE:
+		/* the importer's, on the connection it made to us */
+		if (conn->active || m->src_node != peer->node ||
+		    m->dst_node != conn->nic->node)
+			break;
+		if (m->type == CLANQ_WMSG_IMPORT)
+			clanq_vexport_grant(conn, &m->rgn);
+		else
+			clanq_vexport_wrote(conn, &m->rgn);
+		return;
+	case CLANQ_WMSG_GRANT:
+	case CLANQ_WMSG_REFUSE:
+	case CLANQ_WMSG_REVOKED:
+		/* the exporter's, back on the connection we made */
+		if (!conn->active || m->src_node != peer->node ||
+		    m->dst_node != conn->nic->node)
+			break;
+		if (m->type == CLANQ_WMSG_REVOKED)
+			clanq_vimport_revoke(conn, true, m->rgn.id);
+		else
+			clanq_vimport_granted(conn, m->type, &m->rgn);
+		return;
+	}
+	pr_notice_ratelimited("%s: %s: peer %u: message type %u from node %u to %u: not this connection's; dropped\n",
+			      conn->nic->name, clanq_vconn_devname(conn), peer->node,
+			      m->type, m->src_node, m->dst_node);
+}
+
+void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct clanq_vbuf *b = container_of(wc->wr_cqe, struct clanq_vbuf, cqe);
+	struct clanq_vconn *conn = b->conn;
+	struct clanq_wmsg m;
+	int err;
+
+	if (wc->status != IB_WC_SUCCESS) {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
+		return;
+	}
+	/*
+	 * The peer sends once it is established, and its first message may
+	 * come before our CM hears the RTU: it is established here too, or
+	 * our answer (an import's grant) would find the connection not up.
+	 */
+	if (!conn->active && READ_ONCE(conn->state) == CLANQ_PEER_CONNECTING)
+		clanq_vconn_up(conn, conn->cm_id);
+	ib_dma_sync_single_for_cpu(conn->cm_id->device, b->dma, CLANQ_WMSG_MAX,
+				   DMA_BIDIRECTIONAL);
+	err = clanq_wmsg_get(b->data, wc->byte_len, &m);
+	if (err)
+		pr_notice_ratelimited("%s: %s: peer %u: malformed message of %u bytes (%d); dropped\n",
+				      conn->nic->name, clanq_vconn_devname(conn),
+				      conn->peer->node, wc->byte_len, err);
+	else
+		clanq_vconn_deliver(conn, &m);
+	if (READ_ONCE(conn->state) != CLANQ_PEER_DOWN) {
+		err = clanq_vconn_post_recv(conn, b);
+		if (err)
+			clanq_vconn_kill(conn, err);
+	}
+}
