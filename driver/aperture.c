@@ -332,10 +332,10 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		return -EINVAL;
 	}
 	wire = clanq_wire_route(ctx->nic, im->region.node);
-	r = wire ? wire->import(ctx->nic, &im->region, im->key, &err) : NULL;
-	if (!wire)
-		err = -EHOSTUNREACH;
-	if (!r) {
+	r = wire ? wire->import(ctx->nic, &im->region, im->key) :
+		   ERR_PTR(-EHOSTUNREACH);
+	if (IS_ERR(r)) {
+		err = PTR_ERR(r);
 		clanq_uerr(ctx, "AP_IMPORT: region %u:%u: %s (%d)", im->region.node,
 			   im->region.id, err == -EHOSTUNREACH ? "no such node" :
 			   err == -EOPNOTSUPP ? "its wire cannot import regions" :

@@ -59,8 +59,8 @@
  *	mmap_lock -> ctx->lock (mmap) and mmap_lock -> region->revoke_sem
  *	(read, faults): neither ctx->lock nor revoke_sem is held across
  *	anything that takes mmap_lock, so regions are pinned before
- *	ctx->lock. The OOB and evq spinlocks are taken irqsave: the verbs
- *	wire may deliver from a completion handler in softirq.
+ *	ctx->lock. The OOB and evq spinlocks are taken irqsave: a wire may
+ *	deliver from a completion handler in softirq (the verbs wire does).
  */
 #ifndef _CLANQ_DRV_H
 #define _CLANQ_DRV_H
@@ -102,13 +102,11 @@ extern unsigned int clanq_rdma_max_xfer;
 extern bool clanq_rdma_inline;
 extern unsigned int clanq_rdma_poll_us;
 extern unsigned int clanq_max_tripwires;
-extern unsigned int clanq_verbs_port;
 
 #define CLANQ_DEFAULT_OOB_SLOTS		64
 #define CLANQ_DEFAULT_RDMA_SLOTS	64
 #define CLANQ_DEFAULT_TW_SLOTS		64
 #define CLANQ_MAX_TW_SLOTS		BIT(20)
-#define CLANQ_DEFAULT_VERBS_PORT	18525
 
 /* Counts an administrator reads in debugfs (nic.c). */
 struct clanq_nic_stats {
@@ -157,16 +155,17 @@ struct clanq_engine_ctx {
 };
 
 /*
- * A node on another host, reached by the verbs wire (peer.c). The entry
- * is the NIC's; the connection and what it reports are the wire's.
+ * A node on another host, reached by the wire to other hosts (peer.c).
+ * The entry is the NIC's; the connection and what it reports are the
+ * wire's.
  */
-struct clanq_peer {
+struct clanq_kpeer {
 	struct kref ref;
 	struct rcu_head rcu;
 	struct clanq_nic *nic;
 	u32 node;
 	__be32 ipv4;
-	u32 port;
+	u32 port;		/* 0: the wire's own (clanq_wire_port()) */
 	u32 state;		/* CLANQ_PEER_*, written by the wire */
 	int last_error;		/* -errno of the last failure */
 	atomic_t connects;
@@ -179,7 +178,7 @@ struct clanq_peer {
 /* A NIC's peers and the RDMA device its traffic to them leaves through. */
 struct clanq_peers {
 	struct mutex lock;	/* writers of xa and the binding; nests the wire's */
-	struct xarray xa;	/* node -> clanq_peer */
+	struct xarray xa;	/* node -> clanq_kpeer */
 	unsigned int nr;
 	/*
 	 * The binding: written under lock and bind_lock, read under either;
@@ -620,6 +619,7 @@ long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id);
+void clanq_kep_get(struct clanq_kep *ep);
 void clanq_kep_put(struct clanq_kep *ep);
 void clanq_kep_raise(struct clanq_kep *ep, u32 events);
 u32 clanq_kep_pending(struct clanq_kep *ep, u32 events);
@@ -635,6 +635,8 @@ int clanq_ioctl_oob_send(void *obj, void *arg);
 /* region.c: regions, their owner's mapping */
 struct clanq_kregion *clanq_kregion_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_kregion *clanq_kregion_lookup_owned(struct clanq_ctx *ctx, u32 id);
+void clanq_kregion_get(struct clanq_kregion *r);
+bool clanq_kregion_tryget(struct clanq_kregion *r);
 void clanq_kregion_put(struct clanq_kregion *r);
 void clanq_kregion_free(struct clanq_kregion *r);
 bool clanq_kregion_mem_get(struct clanq_kregion *r);
@@ -715,14 +717,14 @@ struct clanq_wire_ops {
 	int (*send_oob)(struct clanq_nic *src, const struct clanq_addr *dst,
 			const struct clanq_oob_msg *msg);
 	/*
-	 * The exported region behind an import, referenced; NULL, *err set.
+	 * The exported region behind an import, referenced, or an ERR_PTR.
 	 * A local wire returns the region itself, which the caller checks
 	 * against @key; a remote one has the exporter check it and returns
 	 * a remote region (clanq_kregion_remote_init()) in its place.
 	 */
 	struct clanq_kregion *(*import)(struct clanq_nic *src,
 					const struct clanq_addr *region,
-					u64 key, int *err);
+					u64 key);
 	/*
 	 * One chunk of an RDMA write, at most rdma_max_xfer bytes, in the
 	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
@@ -734,58 +736,66 @@ struct clanq_wire_ops {
 	 * source's memory too) until then, even if the endpoint goes.
 	 */
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
-};
 
-/*
- * What a wire to other hosts does when the NIC's peers change (bind,
- * peer_gone: called with nic->peers.lock held) or an exported region
- * goes (region_gone: with its owner's ctx->lock held). One registered
- * wire may have them.
- */
-struct clanq_wire_admin {
+	/*
+	 * A wire to other hosts also has these (at most one registered
+	 * wire does): it carries the traffic of the NIC's peer table
+	 * (peer.c) and is told when that or the NIC's binding changes
+	 * (bind, peer_gone: called with nic->peers.lock held) or an
+	 * exported region goes (region_gone: with its owner's ctx->lock
+	 * held).
+	 */
+	/* the port a peer added with port 0 is reached at */
+	u32 port;
 	/* may @nic's traffic leave through @dev, @port? ("": unbind) */
 	int (*bind)(struct clanq_nic *nic, const char *dev, u32 port,
 		    const char **why);
 	/* @peer leaves the table: close its connection, fail what is in flight */
-	void (*peer_gone)(struct clanq_nic *nic, struct clanq_peer *peer);
+	void (*peer_gone)(struct clanq_nic *nic, struct clanq_kpeer *peer);
 	/*
 	 * Exported region @r is being freed (clanq_kregion_free()): once this
 	 * returns no peer may write into it, and its importers are told.
 	 */
 	void (*region_gone)(struct clanq_kregion *r);
+	/* its attributes in every NIC's sysfs directory (or NULL) */
+	const struct attribute_group *nic_attrs;
 };
 
 /* A wire beside the loop wire (registered by wire code, and by KUnit). */
 struct clanq_wire {
 	const struct clanq_wire_ops *ops;
-	const struct clanq_wire_admin *admin;	/* or NULL */
 	struct list_head node;
 };
 
 extern const struct clanq_wire_ops clanq_wire_loop;
 const struct clanq_wire_ops *clanq_wire_route(struct clanq_nic *src, u32 node);
 void clanq_wire_put(const struct clanq_wire_ops *ops);
-int clanq_wire_bind(struct clanq_nic *nic, const char *dev, u32 port,
-		    const char **why);
-void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer);
+int clanq_nic_bind(struct clanq_nic *nic, const char *dev, u32 port,
+		   const char **why);
+void clanq_wire_peer_gone(struct clanq_nic *nic, struct clanq_kpeer *peer);
 void clanq_wire_region_gone(struct clanq_kregion *r);
+u32 clanq_wire_port(void);
+void clanq_wire_name_of(struct clanq_nic *nic, u32 node, char *buf, size_t len);
 ssize_t clanq_wire_names_show(char *buf);
+int clanq_wire_register(struct clanq_wire *wire);
+void clanq_wire_unregister(struct clanq_wire *wire);
 
 /* peer.c: the nodes on other hosts, and the binding */
 void clanq_peers_init(struct clanq_nic *nic);
 void clanq_peers_fini(struct clanq_nic *nic);
-struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node);
-void clanq_peer_put(struct clanq_peer *peer);
-bool clanq_peer_known(struct clanq_nic *nic, u32 node);
-void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err);
+struct clanq_kpeer *clanq_kpeer_lookup(struct clanq_nic *nic, u32 node);
+void clanq_kpeer_get(struct clanq_kpeer *peer);
+void clanq_kpeer_put(struct clanq_kpeer *peer);
+bool clanq_kpeer_known(struct clanq_nic *nic, u32 node);
+void clanq_kpeer_set_state(struct clanq_kpeer *peer, u32 state, int err);
 int clanq_peers_show(struct clanq_nic *nic, char *buf, int len);
-ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf);
 int clanq_ioctl_wire_bind(void *obj, void *arg);
 int clanq_ioctl_peer_add(void *obj, void *arg);
 int clanq_ioctl_peer_del(void *obj, void *arg);
 int clanq_ioctl_peer_list(void *obj, void *arg);
-void clanq_wire_register(struct clanq_wire *wire);
-void clanq_wire_unregister(struct clanq_wire *wire);
+
+/* stats.c: sysfs, as a wire's attributes find their NIC */
+struct clanq_nic *clanq_dev_nic(struct device *dev);
 
 /* rx.c: the rx seam, the receive path every wire delivers into */
 int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
@@ -863,11 +873,11 @@ int clanq_kevq_unregister_index(struct clanq_kevq *evq, u32 index);
 /* for KUnit only: the shared segment, as the application would map it */
 void *clanq_kevq_seg_for_kunit(struct clanq_kevq *evq);
 /* peer.c */
-int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		   const char **why);
-int clanq_peer_del(struct clanq_nic *nic, u32 node);
-u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
-		    u32 count, u32 *total);
+int clanq_kpeer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		    const char **why);
+int clanq_kpeer_del(struct clanq_nic *nic, u32 node);
+u32 clanq_kpeer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
+		     u32 count, u32 *total);
 #endif
 
 /* Reserved fields: every byte must be zero. */

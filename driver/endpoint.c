@@ -127,6 +127,13 @@ static void clanq_kep_free_rcu(struct rcu_head *rcu)
 	kfree(container_of(rcu, struct clanq_kep, rcu));
 }
 
+/* Another reference on @ep, which the caller holds. */
+void clanq_kep_get(struct clanq_kep *ep)
+{
+	refcount_inc(&ep->ref);
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kep_get);
+
 void clanq_kep_put(struct clanq_kep *ep)
 {
 	if (refcount_dec_and_test(&ep->ref)) {

@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Peers: the nodes on other hosts a NIC reaches, and the RDMA device its
- * traffic to them leaves through (on the verbs wire).
+ * Peers: the nodes on other hosts a NIC reaches, at an IPv4 address and
+ * port, and the device its traffic to them leaves through (the binding).
  *
  * The table is the NIC's, here in clanq.ko, so that naming a peer does
- * not need an RDMA stack: only carrying traffic does. The wire that
- * carries it (clanq_verbs.ko, driver/verbs/) registers a struct
- * clanq_wire with admin hooks; it keeps its connection in peer->conn and
- * reports its state and counts in the peer, which is what PEER_LIST and
- * sysfs show.
+ * not need the wire that carries traffic to it (for example the verbs
+ * wire, clanq_verbs.ko), and outlives that wire's module. The wire is a
+ * struct clanq_wire_ops with the admin members (wire.c); it keeps its
+ * connection in peer->conn and reports its state and counts in the
+ * peer, which is what PEER_LIST and sysfs show.
  *
  * Writers (the admin ioctls, the wire coming and going) hold the NIC's
- * peers.lock, a mutex, and the wire's admin lock is taken inside it;
- * readers on the send path look a peer up under RCU and take a
- * reference. A peer is freed after a grace period, once its last
- * reference is gone.
+ * peers.lock, a mutex, under which the wire is told; readers on the
+ * send path look a peer up under RCU and take a reference. A peer is
+ * freed after a grace period, once its last reference is gone.
  */
 #include <linux/inet.h>
 #include <linux/in.h>
@@ -22,11 +21,6 @@
 #include <linux/uaccess.h>
 
 #include "clanq_drv.h"
-
-unsigned int clanq_verbs_port = CLANQ_DEFAULT_VERBS_PORT;
-module_param_named(verbs_port, clanq_verbs_port, uint, 0444);
-MODULE_PARM_DESC(verbs_port, "Port the verbs wire listens on, and the one a peer added with port 0 is reached at (1..65535; default 18525)");
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_verbs_port);
 
 static const char *const clanq_peer_states[] = {
 	[CLANQ_PEER_IDLE]	= "idle",
@@ -45,33 +39,40 @@ void clanq_peers_init(struct clanq_nic *nic)
 /* The NIC goes: the wire has dropped its connections already. */
 void clanq_peers_fini(struct clanq_nic *nic)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	unsigned long node;
 
 	xa_for_each(&nic->peers.xa, node, peer) {
 		xa_erase(&nic->peers.xa, node);
-		clanq_peer_put(peer);
+		clanq_kpeer_put(peer);
 	}
 	xa_destroy(&nic->peers.xa);
 }
 
-static void clanq_peer_release(struct kref *ref)
+static void clanq_kpeer_release(struct kref *ref)
 {
-	struct clanq_peer *peer = container_of(ref, struct clanq_peer, ref);
+	struct clanq_kpeer *peer = container_of(ref, struct clanq_kpeer, ref);
 
 	kfree_rcu(peer, rcu);
 }
 
-void clanq_peer_put(struct clanq_peer *peer)
+void clanq_kpeer_put(struct clanq_kpeer *peer)
 {
-	kref_put(&peer->ref, clanq_peer_release);
+	kref_put(&peer->ref, clanq_kpeer_release);
 }
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_peer_put);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kpeer_put);
+
+/* Another reference on @peer, which the caller holds. */
+void clanq_kpeer_get(struct clanq_kpeer *peer)
+{
+	kref_get(&peer->ref);
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kpeer_get);
 
 /* @node's peer entry on @nic, referenced, or NULL. Any context. */
-struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node)
+struct clanq_kpeer *clanq_kpeer_lookup(struct clanq_nic *nic, u32 node)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 
 	rcu_read_lock();
 	peer = xa_load(&nic->peers.xa, node);
@@ -80,10 +81,10 @@ struct clanq_peer *clanq_peer_get(struct clanq_nic *nic, u32 node)
 	rcu_read_unlock();
 	return peer;
 }
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_peer_get);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kpeer_lookup);
 
 /* Is @node a peer of @nic? For routing: no reference taken. */
-bool clanq_peer_known(struct clanq_nic *nic, u32 node)
+bool clanq_kpeer_known(struct clanq_nic *nic, u32 node)
 {
 	bool known;
 
@@ -92,9 +93,9 @@ bool clanq_peer_known(struct clanq_nic *nic, u32 node)
 	rcu_read_unlock();
 	return known;
 }
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_peer_known);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kpeer_known);
 
-void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err)
+void clanq_kpeer_set_state(struct clanq_kpeer *peer, u32 state, int err)
 {
 	WRITE_ONCE(peer->state, state);
 	if (err)
@@ -102,25 +103,25 @@ void clanq_peer_set_state(struct clanq_peer *peer, u32 state, int err)
 	if (state == CLANQ_PEER_UP)
 		atomic_inc(&peer->connects);
 }
-EXPORT_SYMBOL_CLANQ_WIRE(clanq_peer_set_state);
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kpeer_set_state);
 
 /*
  * An address a peer can be at: one host, so not 0.0.0.0, not a
  * broadcast or multicast address.
  */
-static bool clanq_peer_addr_ok(__be32 ip)
+static bool clanq_kpeer_addr_ok(__be32 ip)
 {
 	return !ipv4_is_zeronet(ip) && !ipv4_is_lbcast(ip) &&
 	       !ipv4_is_multicast(ip);
 }
 
 /*
- * clanq_peer_check() - is @p a peer that may be added to @nic?
+ * clanq_kpeer_check() - is @p a peer that may be added to @nic?
  *
  * Return: 0, or -EINVAL with what was wrong in *@why.
  */
-static int clanq_peer_check(struct clanq_nic *nic,
-			    const struct clanq_ioc_peer *p, const char **why)
+static int clanq_kpeer_check(struct clanq_nic *nic,
+			     const struct clanq_ioc_peer *p, const char **why)
 {
 	if (p->node == CLANQ_NODE_INVALID) {
 		*why = "node 0xffffffff names no node";
@@ -130,7 +131,7 @@ static int clanq_peer_check(struct clanq_nic *nic,
 		*why = "node is one of this host's NICs (the loop wire's)";
 		return -EINVAL;
 	}
-	if (!clanq_peer_addr_ok((__force __be32)p->ipv4)) {
+	if (!clanq_kpeer_addr_ok((__force __be32)p->ipv4)) {
 		*why = "address is 0.0.0.0, broadcast or multicast";
 		return -EINVAL;
 	}
@@ -141,15 +142,15 @@ static int clanq_peer_check(struct clanq_nic *nic,
 	return 0;
 }
 
-/* clanq_peer_add() - add @p to @nic's peers. Exported for KUnit. */
+/* clanq_kpeer_add() - add @p to @nic's peers. Exported for KUnit. */
 VISIBLE_IF_KUNIT
-int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
-		   const char **why)
+int clanq_kpeer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
+		    const char **why)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	int err;
 
-	err = clanq_peer_check(nic, p, why);
+	err = clanq_kpeer_check(nic, p, why);
 	if (err)
 		return err;
 	peer = kzalloc(sizeof(*peer), GFP_KERNEL);
@@ -159,7 +160,8 @@ int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 	peer->nic = nic;
 	peer->node = p->node;
 	peer->ipv4 = (__force __be32)p->ipv4;
-	peer->port = p->port ?: READ_ONCE(clanq_verbs_port);
+	/* 0: the wire's, if one is loaded; else the wire's when it is */
+	peer->port = p->port ?: clanq_wire_port();
 
 	mutex_lock(&nic->peers.lock);
 	if (nic->peers.nr >= CLANQ_PEERS_MAX) {
@@ -181,17 +183,17 @@ int clanq_peer_add(struct clanq_nic *nic, const struct clanq_ioc_peer *p,
 		kfree(peer);
 	return err;
 }
-EXPORT_SYMBOL_IF_KUNIT(clanq_peer_add);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kpeer_add);
 
 /*
- * clanq_peer_del() - forget @node; its connection is closed first, so
+ * clanq_kpeer_del() - forget @node; its connection is closed first, so
  * nothing in flight outlives the entry without an error. Exported for
  * KUnit.
  */
 VISIBLE_IF_KUNIT
-int clanq_peer_del(struct clanq_nic *nic, u32 node)
+int clanq_kpeer_del(struct clanq_nic *nic, u32 node)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 
 	mutex_lock(&nic->peers.lock);
 	peer = xa_load(&nic->peers.xa, node);
@@ -203,13 +205,13 @@ int clanq_peer_del(struct clanq_nic *nic, u32 node)
 	nic->peers.nr--;
 	clanq_wire_peer_gone(nic, peer);
 	mutex_unlock(&nic->peers.lock);
-	clanq_peer_put(peer);
+	clanq_kpeer_put(peer);
 	return 0;
 }
-EXPORT_SYMBOL_IF_KUNIT(clanq_peer_del);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kpeer_del);
 
-static void clanq_peer_stat(const struct clanq_peer *peer,
-			    struct clanq_peer_stat *st)
+static void clanq_kpeer_stat(const struct clanq_kpeer *peer,
+			     struct clanq_peer_stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->node = peer->node;
@@ -224,14 +226,14 @@ static void clanq_peer_stat(const struct clanq_peer *peer,
 }
 
 /*
- * clanq_peer_list() - up to @count peers of @nic in node order into
+ * clanq_kpeer_list() - up to @count peers of @nic in node order into
  * @recs, their number in all in *@total. Exported for KUnit.
  */
 VISIBLE_IF_KUNIT
-u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
-		    u32 count, u32 *total)
+u32 clanq_kpeer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
+		     u32 count, u32 *total)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	unsigned long node;
 	u32 n = 0;
 
@@ -239,49 +241,35 @@ u32 clanq_peer_list(struct clanq_nic *nic, struct clanq_peer_stat *recs,
 	xa_for_each(&nic->peers.xa, node, peer) {
 		if (n == count)
 			break;
-		clanq_peer_stat(peer, &recs[n++]);
+		clanq_kpeer_stat(peer, &recs[n++]);
 	}
 	*total = nic->peers.nr;
 	mutex_unlock(&nic->peers.lock);
 	return n;
 }
-EXPORT_SYMBOL_IF_KUNIT(clanq_peer_list);
+EXPORT_SYMBOL_IF_KUNIT(clanq_kpeer_list);
 
-/* sysfs "peers", after the loop wire's lines: "node verbs a.b.c.d:port state" */
+/* sysfs "peers", after the loop wire's lines: "node wire a.b.c.d:port state" */
 int clanq_peers_show(struct clanq_nic *nic, char *buf, int len)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	unsigned long node;
+	char wire[16];
 
 	mutex_lock(&nic->peers.lock);
-	xa_for_each(&nic->peers.xa, node, peer)
-		len += sysfs_emit_at(buf, len, "%u verbs %pI4:%u %s\n", peer->node,
-				     &peer->ipv4, peer->port,
+	xa_for_each(&nic->peers.xa, node, peer) {
+		clanq_wire_name_of(nic, peer->node, wire, sizeof(wire));
+		len += sysfs_emit_at(buf, len, "%u %s %pI4:%u %s\n", peer->node,
+				     wire, &peer->ipv4, peer->port,
 				     clanq_peer_states[READ_ONCE(peer->state) & 3]);
+	}
 	mutex_unlock(&nic->peers.lock);
-	return len;
-}
-
-/* sysfs "verbs": the binding, and the address traffic leaves from */
-ssize_t clanq_verbs_show(struct clanq_nic *nic, char *buf)
-{
-	ssize_t len;
-
-	spin_lock(&nic->peers.bind_lock);
-	if (!nic->peers.dev[0])
-		len = sysfs_emit(buf, "unbound\n");
-	else if (nic->peers.src_ipv4)
-		len = sysfs_emit(buf, "%s %u %pI4\n", nic->peers.dev,
-				 nic->peers.port, &nic->peers.src_ipv4);
-	else
-		len = sysfs_emit(buf, "%s %u -\n", nic->peers.dev, nic->peers.port);
-	spin_unlock(&nic->peers.bind_lock);
 	return len;
 }
 
 /* ---- the ioctls ---- */
 
-static bool clanq_peer_admin(struct clanq_ctx *ctx, const char *cmd)
+static bool clanq_kpeer_admin(struct clanq_ctx *ctx, const char *cmd)
 {
 	if (capable(CAP_NET_ADMIN))
 		return true;
@@ -297,7 +285,7 @@ int clanq_ioctl_wire_bind(void *obj, void *arg)
 	const char *why = NULL;
 	int err;
 
-	if (!clanq_peer_admin(ctx, "WIRE_BIND"))
+	if (!clanq_kpeer_admin(ctx, "WIRE_BIND"))
 		return -EPERM;
 	if (!memchr(b->dev, 0, sizeof(b->dev))) {
 		clanq_uerr(ctx, "WIRE_BIND: device name not NUL-terminated");
@@ -308,7 +296,7 @@ int clanq_ioctl_wire_bind(void *obj, void *arg)
 		return -EINVAL;
 	}
 	mutex_lock(&nic->peers.lock);
-	err = clanq_wire_bind(nic, b->dev, b->port, &why);
+	err = clanq_nic_bind(nic, b->dev, b->port, &why);
 	if (!err) {
 		spin_lock(&nic->peers.bind_lock);
 		strscpy(nic->peers.dev, b->dev, sizeof(nic->peers.dev));
@@ -330,9 +318,9 @@ int clanq_ioctl_peer_add(void *obj, void *arg)
 	const char *why = "";
 	int err;
 
-	if (!clanq_peer_admin(ctx, "PEER_ADD"))
+	if (!clanq_kpeer_admin(ctx, "PEER_ADD"))
 		return -EPERM;
-	err = clanq_peer_add(ctx->nic, p, &why);
+	err = clanq_kpeer_add(ctx->nic, p, &why);
 	if (err)
 		clanq_uerr(ctx, "PEER_ADD: node %u at %pI4:%u: %s", p->node,
 			   &p->ipv4, p->port, why);
@@ -345,13 +333,13 @@ int clanq_ioctl_peer_del(void *obj, void *arg)
 	struct clanq_ioc_peer *p = arg;
 	int err;
 
-	if (!clanq_peer_admin(ctx, "PEER_DEL"))
+	if (!clanq_kpeer_admin(ctx, "PEER_DEL"))
 		return -EPERM;
 	if (p->ipv4 || p->port) {
 		clanq_uerr(ctx, "PEER_DEL: only the node is named; ipv4 and port must be 0");
 		return -EINVAL;
 	}
-	err = clanq_peer_del(ctx->nic, p->node);
+	err = clanq_kpeer_del(ctx->nic, p->node);
 	if (err)
 		clanq_uerr(ctx, "PEER_DEL: node %u is not a peer", p->node);
 	return err;
@@ -373,7 +361,7 @@ int clanq_ioctl_peer_list(void *obj, void *arg)
 	recs = kvcalloc(l->count, sizeof(*recs), GFP_KERNEL);
 	if (!recs)
 		return -ENOMEM;
-	n = clanq_peer_list(ctx->nic, recs, l->count, &total);
+	n = clanq_kpeer_list(ctx->nic, recs, l->count, &total);
 	if (n && copy_to_user(u64_to_user_ptr(l->buf), recs, n * sizeof(*recs)))
 		err = -EFAULT;
 	kvfree(recs);

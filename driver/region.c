@@ -96,6 +96,23 @@ static void clanq_kregion_release(struct kref *ref)
 	kfree_rcu(r, rcu);
 }
 
+/* Another reference on @r, which the caller holds. */
+void clanq_kregion_get(struct clanq_kregion *r)
+{
+	kref_get(&r->ref);
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_get);
+
+/*
+ * A reference on @r, found where it may be on its way out (a list its
+ * release takes it off): false if its last reference is gone.
+ */
+bool clanq_kregion_tryget(struct clanq_kregion *r)
+{
+	return kref_get_unless_zero(&r->ref);
+}
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_kregion_tryget);
+
 void clanq_kregion_put(struct clanq_kregion *r)
 {
 	if (r)

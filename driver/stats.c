@@ -158,11 +158,13 @@ int clanq_ioctl_ep_stats(void *obj, void *arg)
 
 /* ---- sysfs: /sys/class/misc/clanqN/ ------------------------------------ */
 
-static struct clanq_nic *clanq_dev_nic(struct device *dev)
+/* The NIC of a sysfs attribute's device: ours, and a wire's (wire.c). */
+struct clanq_nic *clanq_dev_nic(struct device *dev)
 {
 	/* misc_register() makes the miscdevice the device's drvdata */
 	return clanq_nic_from_misc(dev_get_drvdata(dev));
 }
+EXPORT_SYMBOL_CLANQ_WIRE(clanq_dev_nic);
 
 static ssize_t node_show(struct device *dev, struct device_attribute *attr,
 			 char *buf)
@@ -200,14 +202,6 @@ static ssize_t peers_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(peers);
 
-/* The verbs wire's binding: "unbound", or "dev port address" */
-static ssize_t verbs_show(struct device *dev, struct device_attribute *attr,
-			  char *buf)
-{
-	return clanq_verbs_show(clanq_dev_nic(dev), buf);
-}
-static DEVICE_ATTR_RO(verbs);
-
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {
@@ -241,7 +235,6 @@ static struct attribute *clanq_nic_attrs[] = {
 	&dev_attr_node.attr,
 	&dev_attr_wire.attr,
 	&dev_attr_peers.attr,
-	&dev_attr_verbs.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_endpoints.attr,

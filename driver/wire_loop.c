@@ -32,18 +32,15 @@ static int clanq_loop_send_oob(struct clanq_nic *src,
 
 static struct clanq_kregion *clanq_loop_import(struct clanq_nic *src,
 					       const struct clanq_addr *region,
-					       u64 key, int *err)
+					       u64 key)
 {
 	struct clanq_nic *nic = clanq_nic_by_node(region->node);
 	struct clanq_kregion *r;
 
-	if (!nic) {
-		*err = -EHOSTUNREACH;
-		return NULL;
-	}
+	if (!nic)
+		return ERR_PTR(-EHOSTUNREACH);
 	r = clanq_kregion_lookup(nic, region->id);
-	*err = r ? 0 : -ENOENT;
-	return r;
+	return r ?: ERR_PTR(-ENOENT);
 }
 
 /* The aperture is the importer's, so closing it fences writes too. */

@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"  unbind            no verbs wire: every connection to other hosts closes\n"
 		"  peer add NODE ADDR[:PORT]\n"
 		"                    node NODE is a clanq NIC at IPv4 ADDR, port PORT\n"
-		"                    (default: the module's verbs_port)\n"
+		"                    (default: the verbs wire's, clanq_verbs port=)\n"
 		"  peer del NODE     forget it; its connection closes\n"
 		"  peer [show]       the peers only\n"
 		"bind, unbind, peer add and peer del need CAP_NET_ADMIN.\n"

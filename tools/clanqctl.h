@@ -70,7 +70,7 @@ static inline const char *ctl_parse_port(const char *s, unsigned int *port)
 /*
  * ADDR[:PORT]: a dotted IPv4 address a peer can have (not 0.0.0.0,
  * 255.255.255.255 or multicast), in network byte order; *port is 0 (the
- * module's verbs_port) when there is none.
+ * verbs wire's port) when there is none.
  */
 static inline const char *ctl_parse_addr(const char *s, __u32 *ipv4_be,
 					 unsigned int *port)

@@ -117,7 +117,7 @@ struct clanq_vexport {
 struct clanq_vconn {
 	struct kref ref;
 	struct clanq_nic *nic;		/* active: the sender's; passive: the one asked for */
-	struct clanq_peer *peer;	/* referenced */
+	struct clanq_kpeer *peer;	/* referenced */
 	bool active;
 	char dev[CLANQ_WIRE_DEV_MAX];	/* active: the binding when it began */
 	u32 port;
@@ -162,6 +162,7 @@ struct clanq_vconn {
 };
 
 /* verbs_main.c: the module's parameters and the state its files share */
+extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
 /* guards peer->conn and clanq_v_conns */
@@ -180,13 +181,19 @@ extern struct mutex clanq_v_export_mutex;
 /* verbs_conn.c */
 int clanq_vconn_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 const char *clanq_vconn_devname(const struct clanq_vconn *conn);
-struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
-				    struct clanq_peer *peer);
+struct clanq_vconn *clanq_vconn_connect(struct clanq_nic *nic,
+					struct clanq_kpeer *peer);
 void clanq_vconn_kill(struct clanq_vconn *conn, int err);
 void clanq_vconn_kill_where(bool (*match)(struct clanq_vconn *, const void *),
 			    const void *arg, int err);
 void clanq_vconn_put(struct clanq_vconn *conn);
 void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id);
+
+/* Another reference on @conn, which the caller holds. */
+static inline void clanq_vconn_get(struct clanq_vconn *conn)
+{
+	kref_get(&conn->ref);
+}
 
 /* verbs_post.c */
 void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b);
@@ -221,14 +228,13 @@ void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,
 			   const struct clanq_wmsg_rgn *g);
 struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 					const struct clanq_addr *addr,
-					u64 key, int *err);
+					u64 key);
 void clanq_vimport_revoke(struct clanq_vconn *conn, bool one,
 			  u32 id);
 void clanq_vimport_settle(struct clanq_vpending *p, int err);
 
 /* verbs_write.c */
-int clanq_vwrite_chunk(struct clanq_nic *src,
-		       const struct clanq_wire_write *w);
+int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
 void clanq_vwrite_free_orphans(struct clanq_vconn *conn);
 void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn);
 

@@ -32,7 +32,7 @@ static void clanq_vconn_release(struct kref *ref)
 {
 	struct clanq_vconn *conn = container_of(ref, struct clanq_vconn, ref);
 
-	clanq_peer_put(conn->peer);
+	clanq_kpeer_put(conn->peer);
 	kfree(conn->bufs);
 	kfree(conn);
 }
@@ -76,7 +76,7 @@ void clanq_vconn_kill(struct clanq_vconn *conn, int err)
 	if (first && conn->active) {
 		spin_lock_irqsave(&clanq_v_lock, flags);
 		if (conn->peer->conn == conn)
-			clanq_peer_set_state(conn->peer, CLANQ_PEER_DOWN, err);
+			clanq_kpeer_set_state(conn->peer, CLANQ_PEER_DOWN, err);
 		spin_unlock_irqrestore(&clanq_v_lock, flags);
 		if (err && err != -ECONNABORTED)
 			pr_notice_ratelimited("%s: %s: peer %u (%pI4:%u): connection down: %d\n",
@@ -85,7 +85,7 @@ void clanq_vconn_kill(struct clanq_vconn *conn, int err)
 					      conn->peer->port, err);
 	}
 	if (queue) {
-		kref_get(&conn->ref);	/* the teardown's */
+		clanq_vconn_get(conn);	/* the teardown's */
 		queue_work(clanq_v_wq, &conn->teardown);
 	}
 }
@@ -102,7 +102,7 @@ static void clanq_vconn_kill_matching(bool (*match)(struct clanq_vconn *, const 
 		spin_lock_irqsave(&clanq_v_lock, flags);
 		list_for_each_entry(conn, &clanq_v_conns, node) {
 			if (!READ_ONCE(conn->torn) && match(conn, arg)) {
-				kref_get(&conn->ref);
+				clanq_vconn_get(conn);
 				found = conn;
 				break;
 			}
@@ -168,7 +168,7 @@ static void clanq_vconn_teardown(struct work_struct *work)
 }
 
 static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
-					     struct clanq_peer *peer, bool active)
+					     struct clanq_kpeer *peer, bool active)
 {
 	struct clanq_vconn *conn;
 	unsigned long flags;
@@ -184,7 +184,7 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	}
 	kref_init(&conn->ref);		/* the list's */
 	conn->nic = nic;
-	kref_get(&peer->ref);
+	clanq_kpeer_get(peer);
 	conn->peer = peer;
 	conn->active = active;
 	mutex_init(&conn->cm_mutex);
@@ -321,7 +321,7 @@ void clanq_vconn_up(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	}
 	spin_lock_irqsave(&clanq_v_lock, flags);
 	if (conn->peer->conn == conn)
-		clanq_peer_set_state(conn->peer, CLANQ_PEER_UP, 0);
+		clanq_kpeer_set_state(conn->peer, CLANQ_PEER_UP, 0);
 	spin_unlock_irqrestore(&clanq_v_lock, flags);
 }
 
@@ -330,7 +330,7 @@ static int clanq_vconn_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	struct sockaddr_in *from = (struct sockaddr_in *)&id->route.addr.dst_addr;
 	struct rdma_conn_param param = {};
 	struct clanq_vconn *conn;
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	struct clanq_nic *nic;
 	const char *why = NULL;
 	u32 src_node, dst_node;
@@ -349,7 +349,7 @@ static int clanq_vconn_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 				      id->device->name, src_node, from, dst_node);
 		return -ENOENT;
 	}
-	peer = clanq_peer_get(nic, src_node);
+	peer = clanq_kpeer_lookup(nic, src_node);
 	if (!peer)
 		why = "not a peer of it";
 	else if (from->sin_family != AF_INET || from->sin_addr.s_addr != peer->ipv4)
@@ -364,12 +364,12 @@ static int clanq_vconn_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		pr_notice_ratelimited("%s: %s: node %u at %pISp: %s; refused\n",
 				      nic->name, id->device->name, src_node, from, why);
 		if (peer)
-			clanq_peer_put(peer);
+			clanq_kpeer_put(peer);
 		return -EPERM;
 	}
 
 	conn = clanq_vconn_alloc(nic, peer, false);
-	clanq_peer_put(peer);
+	clanq_kpeer_put(peer);
 	if (!conn)
 		return -ENOMEM;
 	mutex_lock(&conn->cm_mutex);
@@ -475,7 +475,8 @@ static int clanq_vconn_start(struct clanq_vconn *conn)
 {
 	struct sockaddr_in dst = {
 		.sin_family	= AF_INET,
-		.sin_port	= htons(conn->peer->port),
+		/* 0: added before this wire was loaded, so it is ours */
+		.sin_port	= htons(conn->peer->port ?: clanq_v_port),
 		.sin_addr.s_addr = conn->peer->ipv4,
 	};
 	struct rdma_cm_id *id;
@@ -510,8 +511,8 @@ static bool clanq_vconn_settled(struct clanq_vconn *conn)
  * The connection to @peer, referenced, once it is up: made now if there
  * is none or the last one failed, then waited for (clanq_v_connect_ms at most).
  */
-struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
-				    struct clanq_peer *peer)
+struct clanq_vconn *clanq_vconn_connect(struct clanq_nic *nic,
+					struct clanq_kpeer *peer)
 {
 	struct clanq_vconn *conn, *old = NULL, *fresh = NULL;
 	unsigned long flags;
@@ -523,7 +524,7 @@ struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
 	spin_lock_irqsave(&clanq_v_lock, flags);
 	conn = peer->conn;
 	if (conn && READ_ONCE(conn->state) != CLANQ_PEER_DOWN) {
-		kref_get(&conn->ref);
+		clanq_vconn_get(conn);
 		spin_unlock_irqrestore(&clanq_v_lock, flags);
 		goto wait;
 	}
@@ -548,20 +549,20 @@ struct clanq_vconn *clanq_vconn_get(struct clanq_nic *nic,
 	conn = peer->conn;
 	if (conn && READ_ONCE(conn->state) != CLANQ_PEER_DOWN) {
 		/* another sender made one meanwhile */
-		kref_get(&conn->ref);
+		clanq_vconn_get(conn);
 		spin_unlock_irqrestore(&clanq_v_lock, flags);
 		clanq_vconn_kill(fresh, -ECONNABORTED);
 		goto wait;
 	}
 	old = conn;
-	kref_get(&fresh->ref);		/* the peer's */
+	clanq_vconn_get(fresh);		/* the peer's */
 	peer->conn = fresh;
-	clanq_peer_set_state(peer, CLANQ_PEER_CONNECTING, 0);
+	clanq_kpeer_set_state(peer, CLANQ_PEER_CONNECTING, 0);
 	spin_unlock_irqrestore(&clanq_v_lock, flags);
 	if (old)
 		clanq_vconn_put(old);	/* was the peer's */
 	conn = fresh;
-	kref_get(&conn->ref);		/* the caller's */
+	clanq_vconn_get(conn);		/* the caller's */
 	err = clanq_vconn_start(conn);
 	if (err)
 		clanq_vconn_kill(conn, err);

@@ -66,7 +66,7 @@ void clanq_vexport_free_all(struct clanq_vconn *conn)
  * the page-space offset of its first byte (wire_msg.h). Not posted yet.
  */
 static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
-					       struct clanq_kregion *r, int *err)
+					       struct clanq_kregion *r)
 {
 	struct ib_device *dev = conn->cm_id->device;
 	u32 per = min_t(u32, dev->attrs.max_fast_reg_page_list_len,
@@ -75,28 +75,24 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 	struct clanq_vexport *exp;
 	unsigned long page0, pages;
 	struct clanq_vmr *m;
-	int nents, n;
+	int nents, n, err;
 	u16 i;
 
-	*err = -EOPNOTSUPP;
 	if (!per)
-		return NULL;
-	*err = -E2BIG;
+		return ERR_PTR(-EOPNOTSUPP);
 	if (DIV_ROUND_UP_ULL(end, span) > CLANQ_WMSG_MAX_MRS)
-		return NULL;
+		return ERR_PTR(-E2BIG);
 	n = DIV_ROUND_UP_ULL(end, span);
-	*err = -ENOMEM;
 	exp = kzalloc(struct_size(exp, mrs, n), GFP_KERNEL);
 	if (!exp)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	exp->nr_mrs = n;
 	exp->span = span;
-	*err = -ENOENT;
 	if (!clanq_kregion_mem_get(r)) {
 		kfree(exp);
-		return NULL;
+		return ERR_PTR(-ENOENT);
 	}
-	kref_get(&r->ref);
+	clanq_kregion_get(r);
 	exp->region = r;
 	for (i = 0; i < n; i++) {
 		m = &exp->mrs[i];
@@ -104,34 +100,33 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 		hi = min_t(u64, (u64)(i + 1) * span, end);
 		page0 = lo >> PAGE_SHIFT;
 		pages = DIV_ROUND_UP_ULL(hi, PAGE_SIZE) - page0;
-		*err = sg_alloc_table_from_pages(&m->sgt, r->pages + page0, pages,
-						 offset_in_page(lo), hi - lo,
-						 GFP_KERNEL);
-		if (*err)
+		err = sg_alloc_table_from_pages(&m->sgt, r->pages + page0, pages,
+						offset_in_page(lo), hi - lo,
+						GFP_KERNEL);
+		if (err)
 			goto fail;
 		nents = ib_dma_map_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
 				      DMA_BIDIRECTIONAL);
-		*err = -ENOMEM;
+		err = -ENOMEM;
 		if (!nents)
 			goto fail;
 		m->mapped = true;
 		m->mr = ib_alloc_mr(conn->pd, IB_MR_TYPE_MEM_REG, pages);
 		if (IS_ERR(m->mr)) {
-			*err = PTR_ERR(m->mr);
+			err = PTR_ERR(m->mr);
 			m->mr = NULL;
 			goto fail;
 		}
-		*err = -EINVAL;
+		err = -EINVAL;
 		if (ib_map_mr_sg(m->mr, m->sgt.sgl, nents, NULL, PAGE_SIZE) != nents)
 			goto fail;
 		/* the same offset in its page as the DMA address it replaces */
 		m->mr->iova = lo;
 	}
-	*err = 0;
 	return exp;
 fail:
 	clanq_vexport_free(exp, dev);
-	return NULL;
+	return ERR_PTR(err);
 }
 
 /* Tell the importer no, with @err (its request is @q). */
@@ -192,9 +187,11 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		err = -ENOENT;
 		if (READ_ONCE(r->revoked))
 			goto refuse_unlock;
-		fresh = clanq_vexport_new(conn, r, &err);
-		if (!fresh)
+		fresh = clanq_vexport_new(conn, r);
+		if (IS_ERR(fresh)) {
+			err = PTR_ERR(fresh);
 			goto refuse_unlock;
+		}
 		spin_lock_irqsave(&conn->lock, flags);
 		list_add_tail(&fresh->node, &conn->exports);
 		spin_unlock_irqrestore(&conn->lock, flags);
@@ -247,7 +244,7 @@ void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 	list_for_each_entry(exp, &conn->exports, node) {
 		if (exp->region->id == w->id) {
 			r = exp->region;
-			kref_get(&r->ref);
+			clanq_kregion_get(r);
 			break;
 		}
 	}
@@ -288,7 +285,7 @@ static struct clanq_vexport *clanq_vexport_take(struct clanq_kregion *r,
 		}
 		spin_unlock(&conn->lock);
 		if (found) {
-			kref_get(&conn->ref);
+			clanq_vconn_get(conn);
 			*connp = conn;
 			break;
 		}

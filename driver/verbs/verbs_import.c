@@ -38,7 +38,7 @@ void clanq_vimport_revoke(struct clanq_vconn *conn, bool one,
 		spin_lock_irqsave(&conn->lock, flags);
 		list_for_each_entry(imp, &conn->imports, node) {
 			if (!imp->revoked && (!one || imp->region.id == id) &&
-			    kref_get_unless_zero(&imp->region.ref)) {
+			    clanq_kregion_tryget(&imp->region)) {
 				imp->revoked = true;
 				found = imp;
 				break;
@@ -131,26 +131,24 @@ static int clanq_vimport_refusal(int err)
  */
 struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 					const struct clanq_addr *addr,
-					u64 key, int *err)
+					u64 key)
 {
-	struct clanq_peer *peer = clanq_peer_get(src, addr->node);
+	struct clanq_kpeer *peer = clanq_kpeer_lookup(src, addr->node);
 	struct clanq_vimport *imp = NULL;
 	struct clanq_wmsg_rgn q = { .id = addr->id, .key = key };
 	struct clanq_vpending *p;
 	struct clanq_vconn *conn;
 	unsigned long flags;
 	long left;
+	int err;
 
-	*err = -EHOSTUNREACH;
 	if (!peer)
-		return NULL;
-	conn = clanq_vconn_get(src, peer);
-	clanq_peer_put(peer);
-	if (IS_ERR(conn)) {
-		*err = PTR_ERR(conn);
-		return NULL;
-	}
-	*err = -ENOMEM;
+		return ERR_PTR(-EHOSTUNREACH);
+	conn = clanq_vconn_connect(src, peer);
+	clanq_kpeer_put(peer);
+	if (IS_ERR(conn))
+		return ERR_CAST(conn);
+	err = -ENOMEM;
 	p = kzalloc(sizeof(*p), GFP_KERNEL);
 	if (!p)
 		goto out;
@@ -164,20 +162,20 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	spin_unlock_irqrestore(&conn->lock, flags);
 
 	q.req = p->req;
-	*err = clanq_vconn_send_region(conn, CLANQ_WMSG_IMPORT, &q, NULL, true);
-	left = *err ? 1 : wait_for_completion_killable_timeout(&p->done,
+	err = clanq_vconn_send_region(conn, CLANQ_WMSG_IMPORT, &q, NULL, true);
+	left = err ? 1 : wait_for_completion_killable_timeout(&p->done,
 				msecs_to_jiffies(READ_ONCE(clanq_v_connect_ms)));
 	spin_lock_irqsave(&conn->lock, flags);
 	list_del(&p->node);
-	if (!*err)
-		*err = left < 0 ? left : !p->settled ? -ETIMEDOUT :
+	if (!err)
+		err = left < 0 ? left : !p->settled ? -ETIMEDOUT :
 		       p->err ? clanq_vimport_refusal(p->err) : 0;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	if (*err)
+	if (err)
 		goto out_free;
 
 	imp = kzalloc(struct_size(imp, rkeys, p->grant.nr_mrs), GFP_KERNEL_ACCOUNT);
-	*err = -ENOMEM;
+	err = -ENOMEM;
 	if (!imp)
 		goto out_free;
 	imp->nr_mrs = p->grant.nr_mrs;
@@ -195,11 +193,11 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	 */
 	spin_lock_irqsave(&conn->lock, flags);
 	list_add_tail(&imp->node, &conn->imports);
-	*err = conn->state == CLANQ_PEER_UP ? 0 : conn->error ?: -ECONNRESET;
+	err = conn->state == CLANQ_PEER_UP ? 0 : conn->error ?: -ECONNRESET;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	if (*err) {
+	if (err) {
 		clanq_kregion_put(&imp->region);
-		return NULL;
+		return ERR_PTR(err);
 	}
 	return &imp->region;
 
@@ -207,5 +205,5 @@ out_free:
 	kfree(p);
 out:
 	clanq_vconn_put(conn);
-	return NULL;
+	return ERR_PTR(err);
 }

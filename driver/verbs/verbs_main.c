@@ -25,6 +25,10 @@
 
 MODULE_IMPORT_NS(CLANQ_WIRE);
 
+unsigned int clanq_v_port = 18525;
+module_param_named(port, clanq_v_port, uint, 0444);
+MODULE_PARM_DESC(port, "Port the wire listens on, and the one a peer added with port 0 is reached at (1..65535; default 18525)");
+
 unsigned int clanq_v_connect_ms = 5000;
 module_param_named(connect_ms, clanq_v_connect_ms, uint, 0644);
 MODULE_PARM_DESC(connect_ms, "How long a send waits for a connection to a peer to be made (milliseconds; default 5000)");
@@ -48,19 +52,19 @@ static bool clanq_v_unloading;	/* our exit: devices are not going away */
 
 static bool clanq_v_reaches(struct clanq_nic *src, u32 node)
 {
-	return clanq_peer_known(src, node);
+	return clanq_kpeer_known(src, node);
 }
 
 static int clanq_v_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
 			    const struct clanq_oob_msg *msg)
 {
-	struct clanq_peer *peer = clanq_peer_get(src, dst->node);
+	struct clanq_kpeer *peer = clanq_kpeer_lookup(src, dst->node);
 	struct clanq_vconn *conn;
 	int err;
 
 	if (!peer)
 		return -EHOSTUNREACH;
-	conn = clanq_vconn_get(src, peer);
+	conn = clanq_vconn_connect(src, peer);
 	if (IS_ERR(conn)) {
 		err = PTR_ERR(conn);
 		goto out;
@@ -70,18 +74,9 @@ static int clanq_v_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
 		atomic64_inc(&peer->oob_sent);
 	clanq_vconn_put(conn);
 out:
-	clanq_peer_put(peer);
+	clanq_kpeer_put(peer);
 	return err;
 }
-
-static const struct clanq_wire_ops clanq_v_ops = {
-	.name		= "verbs",
-	.owner		= THIS_MODULE,
-	.reaches	= clanq_v_reaches,
-	.send_oob	= clanq_v_send_oob,
-	.import		= clanq_vimport_new,
-	.rdma_write	= clanq_vwrite_chunk,
-};
 
 static bool clanq_v_of_nic(struct clanq_vconn *conn, const void *nic)
 {
@@ -104,7 +99,7 @@ static bool clanq_v_any(struct clanq_vconn *conn, const void *unused)
 }
 
 /* The peer no longer holds its connection: the next use makes one. */
-static void clanq_v_forget(struct clanq_peer *peer)
+static void clanq_v_forget(struct clanq_kpeer *peer)
 {
 	struct clanq_vconn *conn;
 	unsigned long flags;
@@ -119,7 +114,7 @@ static void clanq_v_forget(struct clanq_peer *peer)
 
 static void clanq_v_forget_nic(struct clanq_nic *nic, u32 state)
 {
-	struct clanq_peer *peer;
+	struct clanq_kpeer *peer;
 	unsigned long node;
 
 	xa_for_each(&nic->peers.xa, node, peer) {
@@ -152,21 +147,57 @@ static int clanq_v_bind(struct clanq_nic *nic, const char *dev, u32 port,
 	return 0;
 }
 
-static void clanq_v_peer_gone(struct clanq_nic *nic, struct clanq_peer *peer)
+static void clanq_v_peer_gone(struct clanq_nic *nic, struct clanq_kpeer *peer)
 {
 	clanq_vconn_kill_where(clanq_v_of_peer, peer, -ECONNABORTED);
 	clanq_v_forget(peer);
 }
 
-static const struct clanq_wire_admin clanq_v_admin = {
+/* sysfs clanqN/verbs: the NIC's binding, "unbound" or "dev port address" */
+static ssize_t verbs_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	struct clanq_nic *nic = clanq_dev_nic(dev);
+	ssize_t len;
+
+	spin_lock(&nic->peers.bind_lock);
+	if (!nic->peers.dev[0])
+		len = sysfs_emit(buf, "unbound\n");
+	else if (nic->peers.src_ipv4)
+		len = sysfs_emit(buf, "%s %u %pI4\n", nic->peers.dev,
+				 nic->peers.port, &nic->peers.src_ipv4);
+	else
+		len = sysfs_emit(buf, "%s %u -\n", nic->peers.dev, nic->peers.port);
+	spin_unlock(&nic->peers.bind_lock);
+	return len;
+}
+static DEVICE_ATTR_RO(verbs);
+
+static struct attribute *clanq_v_nic_attrs[] = {
+	&dev_attr_verbs.attr,
+	NULL
+};
+
+static const struct attribute_group clanq_v_nic_group = {
+	.attrs	= clanq_v_nic_attrs,
+};
+
+/* not const: port is the module parameter's, set at load */
+static struct clanq_wire_ops clanq_v_ops = {
+	.name		= "verbs",
+	.owner		= THIS_MODULE,
+	.reaches	= clanq_v_reaches,
+	.send_oob	= clanq_v_send_oob,
+	.import		= clanq_vimport_new,
+	.rdma_write	= clanq_vwrite_chunk,
 	.bind		= clanq_v_bind,
 	.peer_gone	= clanq_v_peer_gone,
 	.region_gone	= clanq_vexport_region_gone,
+	.nic_attrs	= &clanq_v_nic_group,
 };
 
 static struct clanq_wire clanq_v_wire = {
 	.ops	= &clanq_v_ops,
-	.admin	= &clanq_v_admin,
 };
 
 static int clanq_v_add_one(struct ib_device *dev)
@@ -197,7 +228,7 @@ static int clanq_v_listen(void)
 {
 	struct sockaddr_in any = {
 		.sin_family	= AF_INET,
-		.sin_port	= htons(READ_ONCE(clanq_verbs_port)),
+		.sin_port	= htons(clanq_v_port),
 		.sin_addr.s_addr = htonl(INADDR_ANY),
 	};
 	struct rdma_cm_id *id;
@@ -212,7 +243,7 @@ static int clanq_v_listen(void)
 		err = rdma_listen(id, 64);
 	if (err) {
 		pr_err("clanq_verbs: cannot listen on port %u: %d\n",
-		       clanq_verbs_port, err);
+		       clanq_v_port, err);
 		rdma_destroy_id(id);
 		return err;
 	}
@@ -224,11 +255,11 @@ static int __init clanq_verbs_init(void)
 {
 	int err;
 
-	if (!clanq_verbs_port || clanq_verbs_port > 65535) {
-		pr_err("clanq_verbs: clanq's verbs_port=%u, must be 1..65535\n",
-		       clanq_verbs_port);
+	if (!clanq_v_port || clanq_v_port > 65535) {
+		pr_err("clanq_verbs: port=%u, must be 1..65535\n", clanq_v_port);
 		return -EINVAL;
 	}
+	clanq_v_ops.port = clanq_v_port;
 	clanq_v_wq = alloc_workqueue("clanq_verbs", WQ_UNBOUND, 0);
 	if (!clanq_v_wq)
 		return -ENOMEM;
@@ -243,9 +274,15 @@ static int __init clanq_verbs_init(void)
 	err = clanq_v_listen();
 	if (err)
 		goto err_client;
-	clanq_wire_register(&clanq_v_wire);
+	err = clanq_wire_register(&clanq_v_wire);
+	if (err) {
+		pr_err("clanq_verbs: cannot register the wire: %d\n", err);
+		goto err_listen;
+	}
 	return 0;
 
+err_listen:
+	rdma_destroy_id(clanq_v_listener);
 err_client:
 	ib_unregister_client(&clanq_v_client);
 err_wq:

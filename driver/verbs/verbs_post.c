@@ -239,7 +239,7 @@ int clanq_vconn_post_locked(struct clanq_vconn *conn, struct clanq_vbuf *b,
 	else
 		err = ib_post_send(conn->cm_id->qp, head, bad);
 	if (!err) {
-		kref_get(&conn->ref);	/* the send's, until it completes */
+		clanq_vconn_get(conn);	/* the send's, until it completes */
 		return 0;
 	}
 	b->write = NULL;
@@ -303,7 +303,7 @@ int clanq_vconn_send_region(struct clanq_vconn *conn, u8 type,
 /* A message @conn received, decoded: where it goes, if anywhere. */
 static void clanq_vconn_deliver(struct clanq_vconn *conn, struct clanq_wmsg *m)
 {
-	struct clanq_peer *peer = conn->peer;
+	struct clanq_kpeer *peer = conn->peer;
 	struct clanq_addr dst = { m->dst_node, m->dst_id };
 
 	switch (m->type) {

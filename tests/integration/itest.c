@@ -464,11 +464,21 @@ __u64 itest_query_cost(const struct clanq_dev *dev)
 /* A module parameter of the loaded driver. */
 unsigned long itest_param(const char *name)
 {
+	return itest_module_param("clanq", name, ~0ul);
+}
+
+/* A module parameter of module @mod, or @absent if it is not loaded. */
+unsigned long itest_module_param(const char *mod, const char *name,
+				 unsigned long absent)
+{
 	char path[128];
 	char buf[32] = "";
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/sys/module/clanq/parameters/%s", name);
+	snprintf(path, sizeof(path), "/sys/module/%s", mod);
+	if (absent != ~0ul && access(path, F_OK))
+		return absent;
+	snprintf(path, sizeof(path), "/sys/module/%s/parameters/%s", mod, name);
 	f = fopen(path, "r");
 	assert_non_null(f);
 	assert_non_null(fgets(buf, sizeof(buf), f));

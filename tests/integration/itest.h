@@ -243,6 +243,10 @@ __u64 itest_query_cost(const struct clanq_dev *dev);
 /* A module parameter of the loaded driver. */
 unsigned long itest_param(const char *name);
 
+/* A module parameter of module @mod, or @absent if it is not loaded. */
+unsigned long itest_module_param(const char *mod, const char *name,
+				 unsigned long absent);
+
 /* The unprivileged user the limit tests run as. */
 #define ITEST_NOBODY	65534
 

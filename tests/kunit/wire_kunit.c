@@ -56,13 +56,12 @@ static int fake_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
 
 static struct clanq_kregion *fake_import(struct clanq_nic *src,
 					 const struct clanq_addr *region,
-					 u64 key, int *err)
+					 u64 key)
 {
 	struct clanq_kregion *r = clanq_kregion_lookup(fake->remote, region->id);
 
 	fake->imports++;
-	*err = r ? 0 : -ENOENT;
-	return r;
+	return r ?: ERR_PTR(-ENOENT);
 }
 
 static int fake_rdma_write(struct clanq_nic *src,
@@ -144,7 +143,7 @@ static int wire_test_init(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, fake);
 	fake->remote = &e->remote.nic;
 	fake->wire.ops = &fake_wire_ops;
-	clanq_wire_register(&fake->wire);
+	KUNIT_ASSERT_EQ(test, clanq_wire_register(&fake->wire), 0);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, fake_unregister,
 							NULL), 0);
 	test->priv = e;

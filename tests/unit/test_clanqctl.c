@@ -91,7 +91,7 @@ static void an_address_is_a_unicast_ipv4_with_a_port_or_not(void **state)
 	(void)state;
 	assert_null(ctl_parse_addr("192.0.2.7", &ip, &port));
 	assert_int_equal(ip, htonl(0xc0000207));
-	assert_int_equal(port, 0);		/* the module's verbs_port */
+	assert_int_equal(port, 0);		/* the verbs wire's port */
 	assert_null(ctl_parse_addr("10.1.2.3:4791", &ip, &port));
 	assert_int_equal(ip, htonl(0x0a010203));
 	assert_int_equal(port, 4791);
