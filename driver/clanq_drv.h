@@ -296,6 +296,11 @@ struct clanq_ctx {
 	unsigned int nr_tws;
 	atomic_t nr_evqs;	/* evqs holding a reference, for debugfs */
 	atomic64_t entries;	/* driver entries, for CLANQ_IOC_QUERY */
+	/* the last refusal in words, for CLANQ_IOC_LAST_ERROR (context.c) */
+	spinlock_t err_lock;
+	u64 err_seq;
+	int err;
+	char err_msg[CLANQ_ERR_MAX];
 	struct clanq_engine_ctx engine;	/* its line at the engine (rdma.c) */
 };
 
@@ -534,6 +539,9 @@ int clanq_ioctl_ep_stats(void *obj, void *arg);
 /* context.c: contexts, their address space, the device's file operations */
 extern const struct file_operations clanq_fops;
 void clanq_ctx_get(struct clanq_ctx *ctx);
+__printf(2, 3) void clanq_ctx_note(struct clanq_ctx *ctx, const char *fmt, ...);
+void clanq_ctx_noted(struct clanq_ctx *ctx, int err);
+int clanq_ioctl_last_error(void *obj, void *arg);
 void clanq_ctx_put(struct clanq_ctx *ctx);
 void clanq_ctx_count_entry(struct clanq_ctx *ctx);
 int clanq_fs_init(void);
@@ -572,7 +580,8 @@ struct clanq_ioctl_desc {
  * largest struct clanq_ioc_*, which every command checks it fits.
  */
 union clanq_ioctl_arg {
-	struct clanq_ioc_ep_create largest;
+	struct clanq_ioc_ep_create ep_create;
+	struct clanq_ioc_last_error last_error;
 };
 
 /*
@@ -815,26 +824,35 @@ static inline u32 clanq_kregion_node(const struct clanq_kregion *r)
 }
 
 /*
- * Anything user space can trigger is logged at debug level (dynamic
- * debug, as rxe and siw do), rate-limited even then, and says which
- * device, which process and which call refused what.
+ * A refusal's log line, for the two below: __ctx is theirs. The line
+ * says which device, which process and which call refused what.
  */
-#define clanq_uerr(ctx, fmt, ...)					\
+#define __clanq_ulog(log, fmt, ...)					\
+	log("%s: pid %d: " fmt "\n", __ctx->nic->name, __ctx->tgid,	\
+	    ##__VA_ARGS__)
+
+/*
+ * Anything user space can trigger is logged at debug level (dynamic
+ * debug, as rxe and siw do), rate-limited even then, and noted for the
+ * context (CLANQ_IOC_LAST_ERROR): clanq_uerr(ctx, fmt, args...).
+ */
+#define clanq_uerr(ctx, ...)						\
 ({									\
-	const struct clanq_ctx *__ctx = (ctx);				\
-	pr_debug_ratelimited("%s: pid %d: " fmt "\n",			\
-			     __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
+	struct clanq_ctx *__ctx = (ctx);				\
+	clanq_ctx_note(__ctx, __VA_ARGS__);				\
+	__clanq_ulog(pr_debug_ratelimited, __VA_ARGS__);		\
 })
 
 /*
  * A limit was reached: said at notice level (rate-limited), since the
- * administrator may want to raise it, and the message names it.
+ * administrator may want to raise it, and the message names it; noted
+ * as clanq_uerr() notes.
  */
-#define clanq_ulimit(ctx, fmt, ...)					\
+#define clanq_ulimit(ctx, ...)						\
 ({									\
-	const struct clanq_ctx *__ctx = (ctx);				\
-	pr_notice_ratelimited("%s: pid %d: " fmt "\n",			\
-			      __ctx->nic->name, __ctx->tgid, ##__VA_ARGS__);	\
+	struct clanq_ctx *__ctx = (ctx);				\
+	clanq_ctx_note(__ctx, __VA_ARGS__);				\
+	__clanq_ulog(pr_notice_ratelimited, __VA_ARGS__);		\
 })
 
 /*

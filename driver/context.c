@@ -80,6 +80,7 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic)
 	ctx->pid = get_pid(task_tgid(current));
 	get_task_comm(ctx->comm, current);
 	mutex_init(&ctx->lock);
+	spin_lock_init(&ctx->err_lock);
 	INIT_LIST_HEAD(&ctx->eps);
 	INIT_LIST_HEAD(&ctx->regions);
 	clanq_engine_ctx_init(&ctx->engine);
@@ -100,6 +101,51 @@ err_ctx:
 	return NULL;
 }
 EXPORT_SYMBOL_IF_KUNIT(clanq_ctx_create);
+
+/*
+ * Note why a call of @ctx is being refused, for CLANQ_IOC_LAST_ERROR
+ * (clanq_uerr() and clanq_ulimit() call this). Formatted outside the
+ * lock; any context, as the refusals are.
+ */
+void clanq_ctx_note(struct clanq_ctx *ctx, const char *fmt, ...)
+{
+	char msg[CLANQ_ERR_MAX];
+	unsigned long flags;
+	va_list args;
+
+	va_start(args, fmt);
+	vscnprintf(msg, sizeof(msg), fmt, args);
+	va_end(args);
+	spin_lock_irqsave(&ctx->err_lock, flags);
+	memcpy(ctx->err_msg, msg, sizeof(msg));
+	ctx->err = 0;
+	ctx->err_seq++;
+	spin_unlock_irqrestore(&ctx->err_lock, flags);
+}
+
+/* The call the last note was for returned @err (the ioctl dispatcher). */
+void clanq_ctx_noted(struct clanq_ctx *ctx, int err)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ctx->err_lock, flags);
+	ctx->err = err;
+	spin_unlock_irqrestore(&ctx->err_lock, flags);
+}
+
+int clanq_ioctl_last_error(void *obj, void *arg)
+{
+	struct clanq_ctx *ctx = obj;
+	struct clanq_ioc_last_error *e = arg;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ctx->err_lock, flags);
+	e->seq = ctx->err_seq;
+	e->err = ctx->err;
+	memcpy(e->msg, ctx->err_msg, sizeof(e->msg));
+	spin_unlock_irqrestore(&ctx->err_lock, flags);
+	return 0;
+}
 
 void clanq_ctx_get(struct clanq_ctx *ctx)
 {

@@ -61,6 +61,7 @@ long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 	union clanq_ioctl_arg arg;
 	unsigned int nr = _IOC_NR(cmd);
 	size_t size = _IOC_SIZE(cmd);
+	u64 seq;
 	int ret;
 
 	if (_IOC_TYPE(cmd) != CLANQ_IOC_MAGIC || nr >= n)
@@ -74,12 +75,16 @@ long clanq_ioctl_dispatch(const struct clanq_ioctl_desc *table, size_t n,
 
 	if (copy_from_user(&arg, uptr, size))
 		return -EFAULT;
+	seq = READ_ONCE(ctx->err_seq);
 	ret = clanq_ioctl_check(desc, ctx, &arg, size);
-	if (ret)
+	if (!ret)
+		ret = desc->fn(obj, &arg);
+	if (ret) {
+		/* the refusal said why (CLANQ_IOC_LAST_ERROR): and with what */
+		if (READ_ONCE(ctx->err_seq) != seq)
+			clanq_ctx_noted(ctx, ret);
 		return ret;
-	ret = desc->fn(obj, &arg);
-	if (ret)
-		return ret;
+	}
 	if (copy_to_user(uptr, &arg, size))
 		return -EFAULT;
 	return 0;
@@ -128,6 +133,7 @@ static const struct clanq_ioctl_desc clanq_ctx_ioctls[] = {
 	CLANQ_IOCTL(PEER_ADD, peer, clanq_ioctl_peer_add, 0, reserved),
 	CLANQ_IOCTL(PEER_DEL, peer, clanq_ioctl_peer_del, 0, reserved),
 	CLANQ_IOCTL(PEER_LIST, peer_list, clanq_ioctl_peer_list, 0, reserved0),
+	CLANQ_IOCTL(LAST_ERROR, last_error, clanq_ioctl_last_error, 0, reserved),
 };
 
 long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg)

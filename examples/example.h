@@ -40,10 +40,23 @@ static inline void ex_usage_error(const char *fmt, ...)
 	exit(EX_USAGE);
 }
 
-/* A failure of the job: the call that failed and why. */
+/* The device ex_open_dev() opened, whose refusals ex_fail() explains. */
+static struct clanq_dev *ex_dev;
+
+/*
+ * A failure of the job: the call that failed and why; and, when the
+ * driver refused it, the driver's own words (a limit names itself).
+ */
 static inline void ex_fail(const char *what, int err)
 {
-	fprintf(stderr, "%s: %s: %s\n", ex_prog, what, strerror(err < 0 ? -err : err));
+	char why[CLANQ_ERR_MAX];
+	int e = err < 0 ? -err : err;
+
+	if (ex_dev && clanq_last_error(ex_dev, why, sizeof(why)) == -e && why[0])
+		fprintf(stderr, "%s: %s: %s (the driver: %s)\n", ex_prog, what,
+			strerror(e), why);
+	else
+		fprintf(stderr, "%s: %s: %s\n", ex_prog, what, strerror(e));
 	exit(EX_FAIL);
 }
 
@@ -144,6 +157,7 @@ static inline void ex_open_dev(struct clanq_dev *dev, unsigned int nic)
 		clanq_open_explain(path, err, why, sizeof(why));
 		ex_fail(why, err);
 	}
+	ex_dev = dev;
 }
 
 /* Open /dev/clanq<nic> and a net on it (*net), or exit saying why not. */

@@ -91,6 +91,27 @@ int clanq_open_nic(struct clanq_dev *dev, unsigned int index);
 int clanq_open_explain(const char *path, int err, char *buf, size_t len);
 
 /**
+ * \brief Why the driver refused the last refused call of @p dev's
+ * context, in words: the command, what was wrong, and for a limit its
+ * name and numbers ("EP_CREATE: context has 64 endpoints already:
+ * max_eps"). One system call (CLANQ_IOC_LAST_ERROR); errno is kept.
+ *
+ * The note is the context's: with threads sharing @p dev, ask right after
+ * the refusal, and compare the -errno returned with the one you got.
+ * \param buf  filled with the NUL-terminated words ("" if none),
+ *             truncated to @p len
+ * \return the refusal's negative errno; 0 if the driver refused nothing
+ *         of this context (or cannot say: an older driver).
+ */
+int clanq_last_error(const struct clanq_dev *dev, char *buf, size_t len);
+
+/**
+ * \brief clanq_last_error()'s words alone, in a buffer of the calling
+ * thread's that the next call overwrites; "" if there are none.
+ */
+const char *clanq_strerror_last(const struct clanq_dev *dev);
+
+/**
  * \brief Close a context; every object created through it is freed.
  * \return 0, or -errno from close().
  */

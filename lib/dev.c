@@ -87,6 +87,34 @@ int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
 	return err;
 }
 
+int clanq_last_error(const struct clanq_dev *dev, char *buf, size_t len)
+{
+	struct clanq_ioc_last_error e;
+	int saved = errno;
+
+	memset(&e, 0, sizeof(e));
+	if (len)
+		buf[0] = '\0';
+	if (!dev || dev->fd < 0 || ioctl(dev->fd, CLANQ_IOC_LAST_ERROR, &e) < 0) {
+		errno = saved;
+		return 0;
+	}
+	errno = saved;
+	/* the driver's words, NUL-terminated by it; never trusted to be */
+	e.msg[sizeof(e.msg) - 1] = '\0';
+	if (len)
+		snprintf(buf, len, "%s", e.msg);
+	return e.seq ? e.err : 0;
+}
+
+const char *clanq_strerror_last(const struct clanq_dev *dev)
+{
+	static __thread char msg[CLANQ_ERR_MAX];
+
+	clanq_last_error(dev, msg, sizeof(msg));
+	return msg;
+}
+
 int clanq_open_explain(const char *path, int err, char *buf, size_t len)
 {
 	const char *dev = path ? path : CLANQ_DEV_PREFIX "0";

@@ -642,6 +642,26 @@ struct clanq_ioc_peer_list {
 
 #define CLANQ_PEERS_MAX		1024	/* peers of one NIC */
 
+/*
+ * CLANQ_IOC_LAST_ERROR: why this context's last refused call was refused,
+ * in words: the command, what was wrong, and for a limit its name and
+ * the numbers ("EP_CREATE: context has 64 endpoints already: max_eps").
+ * Every refusal that returns -errno for a reason the driver can name is
+ * noted (the kernel log says it too, at debug level, or notice level for
+ * a limit). The note is the context's, not the thread's: with threads
+ * sharing a context, ask right after the refusal. Any context may ask;
+ * asking clears nothing.
+ */
+#define CLANQ_ERR_MAX		160	/* bytes of msg, its NUL included */
+
+struct clanq_ioc_last_error {
+	__u64 seq;		/* out: refusals noted so far; 0: none, msg "" */
+	__s32 err;		/* out: the last one's -errno (0: none) */
+	__u32 flags;		/* in: must be zero */
+	char msg[CLANQ_ERR_MAX];	/* out: NUL-terminated */
+	__u64 reserved[2];	/* in: must be zero */
+};
+
 #define CLANQ_IOC_MAGIC		0xC1
 #define CLANQ_IOC_QUERY		_IOWR(CLANQ_IOC_MAGIC, 0x00, struct clanq_ioc_query)
 #define CLANQ_IOC_EP_CREATE	_IOWR(CLANQ_IOC_MAGIC, 0x01, struct clanq_ioc_ep_create)
@@ -665,6 +685,7 @@ struct clanq_ioc_peer_list {
 #define CLANQ_IOC_PEER_ADD	_IOWR(CLANQ_IOC_MAGIC, 0x16, struct clanq_ioc_peer)
 #define CLANQ_IOC_PEER_DEL	_IOWR(CLANQ_IOC_MAGIC, 0x17, struct clanq_ioc_peer)
 #define CLANQ_IOC_PEER_LIST	_IOWR(CLANQ_IOC_MAGIC, 0x18, struct clanq_ioc_peer_list)
+#define CLANQ_IOC_LAST_ERROR	_IOWR(CLANQ_IOC_MAGIC, 0x19, struct clanq_ioc_last_error)
 /* on the evq fd */
 #define CLANQ_IOC_EVQ_REGISTER	_IOWR(CLANQ_IOC_MAGIC, 0x10, struct clanq_ioc_evq_reg)
 #define CLANQ_IOC_EVQ_UNREGISTER _IOWR(CLANQ_IOC_MAGIC, 0x11, struct clanq_ioc_evq_reg)

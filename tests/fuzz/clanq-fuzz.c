@@ -143,7 +143,7 @@ enum op {
 	OP_MMAP, OP_MUNMAP, OP_MREMAP, OP_MPROTECT, OP_SCRIBBLE, OP_RDMA_POST,
 	OP_CONSUME, OP_FORK, OP_POLL, OP_RAW_IOCTL, OP_DUP, OP_RW, OP_TOUCH,
 	/* new ones go last: the corpus names ops by number */
-	OP_TW_CREATE, OP_TW_CTL, OP_TW_WAIT, OP_AP_FLUSH,
+	OP_TW_CREATE, OP_TW_CTL, OP_TW_WAIT, OP_AP_FLUSH, OP_LAST_ERROR,
 	NR_OPS
 };
 
@@ -153,7 +153,7 @@ static const char *const op_name[NR_OPS] = {
 	"region_free", "region_export", "ap_import", "ap_close", "rdma_kick",
 	"mmap", "munmap", "mremap", "mprotect", "scribble", "rdma_post",
 	"consume", "fork", "poll", "raw_ioctl", "dup", "rw", "touch",
-	"tw_create", "tw_ctl", "tw_wait", "ap_flush",
+	"tw_create", "tw_ctl", "tw_wait", "ap_flush", "last_error",
 };
 
 /* How often each op is generated (relative). */
@@ -167,6 +167,7 @@ static const unsigned op_weight[NR_OPS] = {
 	[OP_RDMA_POST] = 9, [OP_CONSUME] = 4, [OP_FORK] = 1, [OP_POLL] = 2,
 	[OP_RAW_IOCTL] = 2, [OP_DUP] = 1, [OP_RW] = 1, [OP_TOUCH] = 3,
 	[OP_TW_CREATE] = 7, [OP_TW_CTL] = 6, [OP_TW_WAIT] = 3, [OP_AP_FLUSH] = 6,
+	[OP_LAST_ERROR] = 1,
 };
 
 struct call {
@@ -683,6 +684,15 @@ static void do_query(const struct call *c)
 
 	q.reserved[c->a[3] % 3] = c->a[4] % 8 ? 0 : c->a[4];
 	ioctl(fd, CLANQ_IOC_QUERY, &q);
+}
+
+static void do_last_error(const struct call *c)
+{
+	struct clanq_ioc_last_error e = { .flags = c->a[1] & 0xff ? 0 : c->a[2] };
+	int idx, fd = ctx_fd(c->a[0], &idx);
+
+	e.reserved[c->a[3] % 2] = c->a[4] % 8 ? 0 : c->a[4];
+	ioctl(fd, CLANQ_IOC_LAST_ERROR, &e);
 }
 
 static void do_ep_create(const struct call *c)
@@ -1410,6 +1420,7 @@ static void run_call(const struct call *c, const struct prog *p, int idx)
 	case OP_OPEN: do_open(c); break;
 	case OP_CLOSE: do_close(c); break;
 	case OP_QUERY: do_query(c); break;
+	case OP_LAST_ERROR: do_last_error(c); break;
 	case OP_EP_CREATE: do_ep_create(c); break;
 	case OP_EP_DESTROY: do_ep_destroy(c); break;
 	case OP_OOB_SEND: do_oob_send(c); break;
