@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * libclanq: what a polling loop needs beside the queues. The clock is
- * inline in clanq.h; the pause hint is here, the one place that names an
- * architecture.
+ * libclanq: what a polling loop needs beside the queues: the clock, and
+ * the pause hint, the one place that names an architecture.
  */
+#define _POSIX_C_SOURCE 200809L	/* clock_gettime(), CLOCK_MONOTONIC */
+#include <time.h>
+
 #include <clanq.h>
+
+__u64 clanq_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
 
 void clanq_cpu_relax(void)
 {
