@@ -181,7 +181,7 @@ $(B)/unit/%-tsan: tests/unit/%.c $(LIB_SRCS) $(HDRS) $(wildcard tests/unit/*.h t
 
 check: $(UNIT_ASAN) $(UNIT_TSAN) $(BENCHES)
 	@tests/run-host.sh $(UNIT_ASAN) $(UNIT_TSAN) "$(B)/bench/queue_bench -q" \
-		tests/headers/headers.sh
+		tests/headers/headers.sh tests/results-test.sh
 
 # clanq-bench native's smoke run (make test): the library's data path on
 # this machine's CPUs beside raw shm, UCX and libfabric, quick.

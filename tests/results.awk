@@ -5,7 +5,8 @@
 # Understands:
 #  - frames "CLANQ-BEGIN name" ... "CLANQ-END name rc=N" around a program;
 #    inside, cmocka's "[       OK ] t" / "[  FAILED  ] t" / "[  SKIPPED ] t"
-#    lines are the results; a frame with none counts as one test, by rc;
+#    / "[  ERROR   ] t" (its setup or teardown failed) lines are the
+#    results; a frame with none counts as one test, by rc;
 #    a nonzero rc with no failed case (a crash) is one more failure;
 #  - KUnit KTAP: "    ok N case" / "    not ok N case" inside a suite;
 #    a suite that fails with no failed case counts as one failure;
@@ -30,7 +31,7 @@ function emit(kind, name, why) {
 }
 
 line ~ /^CLANQ-BEGIN / {
-	prog = substr(line, 13); incase = 1; cases = 0; casefail = 0
+	prog = substr(line, 13); incase = 1; cases = 0; casefail = 0; group = -1
 	delete seen
 	next
 }
@@ -64,7 +65,20 @@ incase && line ~ /^\[  FAILED  \] / {
 	# cmocka lists failures twice: when they happen and in the summary
 	if (name ~ /^[0-9]+ test\(s\)/ || (name in seen)) next
 	seen[name] = 1; cases++; casefail++
+	if (name ~ /^GROUP (SETUP|TEARDOWN)$/) group = NR
 	emit("FAIL", prog "/" name, "see the log")
+	next
+}
+
+# cmocka's ERROR: a case whose setup or teardown failed (it is not listed
+# as FAILED), unless it is an assertion's location ("--- ...", its case
+# fails on the next lines) or the group's name after a failed group
+# setup or teardown (that was counted)
+incase && line ~ /^\[  ERROR   \] / {
+	name = substr(line, 14)
+	if (name ~ /^--- / || NR == group + 1 || (name in seen)) next
+	seen[name] = 1; cases++; casefail++
+	emit("FAIL", prog "/" name, "its setup or teardown failed")
 	next
 }
 
