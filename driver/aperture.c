@@ -38,6 +38,16 @@
 #include "clanq_drv.h"
 #include "compat.h"
 
+/*
+ * What an aperture is charged: its struct, and for a CLANQ_AP_SINK one
+ * the page its sink may become (clanq_kap_sink()), charged up front so
+ * that the fault that allocates it cannot fail on the budget.
+ */
+static size_t clanq_kap_charge(const struct clanq_kap *ap)
+{
+	return sizeof(*ap) + (ap->sink ? PAGE_SIZE : 0);
+}
+
 static void clanq_kap_release(struct kref *ref)
 {
 	struct clanq_kap *ap = container_of(ref, struct clanq_kap, ref);
@@ -47,7 +57,7 @@ static void clanq_kap_release(struct kref *ref)
 	if (ap->sink_page)
 		__free_page(ap->sink_page);
 	if (ap->budget)
-		clanq_budget_put(ap->budget, sizeof(*ap));
+		clanq_budget_put(ap->budget, clanq_kap_charge(ap));
 	kfree_rcu(ap, rcu);
 }
 
@@ -370,18 +380,18 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 	}
 	/*
 	 * Charged like a tripwire: an aperture holds no memory of its own
-	 * beyond the struct, but a connection takes one, and max_aps alone
-	 * would let many contexts of one user hold a great many
+	 * beyond the struct (and a sink's page), but a connection takes one,
+	 * and max_aps alone would let many contexts of one user hold a great
+	 * many. The budget says which limit refused it.
 	 */
-	ap->budget = clanq_budget_charge(ctx, sizeof(*ap));
+	ap->sink = im->flags & CLANQ_AP_SINK;
+	ap->budget = clanq_budget_charge(ctx, clanq_kap_charge(ap));
 	if (!ap->budget) {
-		clanq_uerr(ctx, "AP_IMPORT: over max_ctx_bytes or max_user_bytes");
 		kfree(ap);
 		clanq_kregion_put(r);
 		clanq_wire_put(wire);
 		return -ENOMEM;
 	}
-	ap->sink = im->flags & CLANQ_AP_SINK;
 	ap->notify_ep = im->notify_ep;
 	ap->notify_cookie = im->notify_cookie;
 	kref_init(&ap->ref);

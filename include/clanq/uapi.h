@@ -353,7 +353,9 @@ struct clanq_ioc_region_export {
  * raise SIGBUS but maps a page of the aperture's own where stores are
  * discarded (and reads see them): as a NIC drops writes to a peer that
  * went away. For libraries that learn of the revocation by a notice and
- * must not be killed by a store that raced with it.
+ * must not be killed by a store that raced with it. The page is charged
+ * to the importer at import (max_ctx_bytes, max_user_bytes), whether or
+ * not it is ever needed.
  */
 #define CLANQ_AP_SINK		0x1u
 #define CLANQ_AP_FLAGS		CLANQ_AP_SINK
