@@ -432,7 +432,8 @@ struct clanq_kep_rdma {
 	/* the last inline turn: when it ended, how long it took (engine->serve) */
 	u64 inline_end_ns, inline_ns;
 	struct clanq_rdma_xfer cur;
-	u64 reqs, bytes, errors;	/* mirrored; under engine->serve */
+	/* mirrored; written under engine->serve, read with READ_ONCE() */
+	u64 reqs, bytes, errors;
 	u64 kicks;			/* mirrored; under engine->lock */
 };
 
@@ -496,11 +497,12 @@ struct clanq_ktw {
 /*
  * Count @n into a private counter and mirror it into the segment, which
  * the driver writes and never reads back. The caller serialises the
- * counter's writers (the lock each counter's comment names).
+ * counter's writers (the lock each counter's comment names); a reader
+ * that only wants a recent value may READ_ONCE() it without that lock.
  */
 static inline void clanq_count(u64 *count, __u64 *mirror, u64 n)
 {
-	*count += n;
+	WRITE_ONCE(*count, *count + n);
 	WRITE_ONCE(*mirror, *count);
 }
 

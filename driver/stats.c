@@ -24,8 +24,10 @@
  * @ep's counters, from the driver's private counts (the segment's
  * mirrors are the user's to scribble on), each under the lock its
  * writers hold, and how many OOB messages wait unread. Under
- * ep->ctx->lock (which keeps @ep alive), and sleeps: the engine's serve
- * mutex is held for at most one turn.
+ * ep->ctx->lock (which keeps @ep alive). The engine's counts are read
+ * without its serve mutex: a turn can be made long, and EP_STATS holds
+ * the NIC's ctx_lock, which every open() and last close() takes (issue
+ * 28), so they may be one chunk behind.
  */
 void clanq_kep_read_counters(struct clanq_kep *ep, struct clanq_ep_counters *c,
 			     u32 *oob_queued)
@@ -52,13 +54,11 @@ void clanq_kep_read_counters(struct clanq_kep *ep, struct clanq_ep_counters *c,
 	spin_lock_irq(&eng->lock);
 	c->rdma_kicks = ep->rdma.kicks;
 	spin_unlock_irq(&eng->lock);
-	/* at most one engine turn away */
-	mutex_lock(&eng->serve);
-	c->rdma_reqs = ep->rdma.reqs;
-	c->rdma_bytes = ep->rdma.bytes;
-	c->rdma_errors = ep->rdma.errors;
-	mutex_unlock(&eng->serve);
+	c->rdma_reqs = READ_ONCE(ep->rdma.reqs);
+	c->rdma_bytes = READ_ONCE(ep->rdma.bytes);
+	c->rdma_errors = READ_ONCE(ep->rdma.errors);
 }
+EXPORT_SYMBOL_IF_KUNIT(clanq_kep_read_counters);
 
 /* ---- CLANQ_IOC_EP_STATS ------------------------------------------------ */
 

@@ -3,12 +3,15 @@
  * KUnit tests for the RDMA engine (driver/rdma.c) against what the
  * application does behind its back: out-of-range queue indices, a request
  * slot rewritten while the request is in progress, and the source or
- * destination revoked, or the endpoint destroyed, in mid-request.
+ * destination revoked, or the endpoint destroyed, in mid-request; and
+ * counters read while a turn it made long runs.
  *
  * The fixture, and how every test runs: rdma_fixture.h.
  */
 #include <kunit/test.h>
+#include <linux/completion.h>
 #include <linux/kref.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/string.h>
 
@@ -269,6 +272,59 @@ static void destroying_an_endpoint_mid_request_drops_its_references(struct kunit
 	KUNIT_EXPECT_EQ(test, region_diff(test, d.r, d.want), INTACT);
 }
 
+/* Reads an endpoint's counters as EP_STATS does, in a thread of its own. */
+struct counters_reader {
+	struct clanq_kep *ep;
+	struct clanq_ep_counters c;
+	u32 queued;
+	struct completion done;
+};
+
+static int counters_reader_fn(void *arg)
+{
+	struct counters_reader *r = arg;
+
+	mutex_lock(&r->ep->ctx->lock);
+	clanq_kep_read_counters(r->ep, &r->c, &r->queued);
+	mutex_unlock(&r->ep->ctx->lock);
+	complete(&r->done);
+	return 0;
+}
+
+/*
+ * A turn a user can make long must not hold up EP_STATS, which holds the
+ * NIC's ctx_lock (every open() and last close() waits on it): the
+ * counters are read without the engine's serve mutex. Here a turn never
+ * ends (the test holds serve) and the read still returns.
+ */
+static void counters_are_read_while_a_turn_runs(struct kunit *test)
+{
+	struct rdma_env *e = test->priv;
+	struct uep *u = rdma_uep_create(test, e->ctx, 8, 8);
+	struct counters_reader *r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	struct task_struct *t;
+	bool done;
+
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->ep = u->ep;
+	init_completion(&r->done);
+	mutex_lock(&e->nic->engine.serve);
+	t = kthread_run(counters_reader_fn, r, "clanq-kunit-stats");
+	if (IS_ERR(t)) {
+		mutex_unlock(&e->nic->engine.serve);
+		KUNIT_FAIL(test, "kthread_run: %ld", PTR_ERR(t));
+		return;
+	}
+	done = wait_for_completion_timeout(&r->done, HZ);
+	mutex_unlock(&e->nic->engine.serve);
+	/* a reader that waited for the turn ends once it does */
+	if (!done)
+		wait_for_completion(&r->done);
+	KUNIT_EXPECT_TRUE_MSG(test, done,
+			      "reading the counters waited for the engine's turn");
+	KUNIT_EXPECT_EQ(test, r->c.rdma_reqs, 0ull);
+}
+
 static struct kunit_case clanq_rdma_hostile_cases[] = {
 	KUNIT_CASE(out_of_range_request_producer_index_reads_as_empty),
 	KUNIT_CASE(out_of_range_completion_consumer_index_reads_as_full),
@@ -276,6 +332,7 @@ static struct kunit_case clanq_rdma_hostile_cases[] = {
 	KUNIT_CASE_PARAM(revocation_between_turns_completes_with_enxio,
 			 revoke_gen_params),
 	KUNIT_CASE(destroying_an_endpoint_mid_request_drops_its_references),
+	KUNIT_CASE(counters_are_read_while_a_turn_runs),
 	{}
 };
 
