@@ -9,7 +9,7 @@
 # $CLANQ_RESULTS as exec/<check>.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 t=$root/build/exec-test
 mkdir -p "$t" "$(dirname "$results")"
