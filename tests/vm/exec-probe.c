@@ -3,8 +3,7 @@
  * exec-probe NIC STATUS: the program tests/vm/exec-test.sh hands to
  * `vm.sh exec`, as a user's own would be: linked against the tree's
  * libclanq.so.2 (so the run also proves the library reached the VM).
- * Opens /dev/clanq<NIC>, prints one marker line with what the driver
- * said, and exits STATUS; the last line has no newline, on purpose.
+ * Opens /dev/clanq<NIC>, prints what the driver said, and exits STATUS.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,6 @@ int main(int argc, char **argv)
 	}
 	printf("exec-probe: node %u of %u NICs\n", dev.node, dev.nr_nics);
 	clanq_close(&dev);
-	printf("exec-probe: exiting %d", atoi(argv[2]));
+	printf("exec-probe: exiting %d\n", atoi(argv[2]));
 	return atoi(argv[2]);
 }
