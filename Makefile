@@ -70,7 +70,7 @@ MODNAME ?= host
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
 .PHONY: all lib examples benches tools bench module module-stock module-debug vm-bins deps \
-	check native-smoke bench-native lint test run vm-shell install uninstall clean help fuzz coverage
+	check native-smoke bench-native lint test run vm-shell vm-run install uninstall clean help fuzz coverage
 
 all: lib examples benches tools module
 
@@ -87,6 +87,11 @@ help:
 	@echo 'make bench-native  clanq-bench native: the data path on this machine'"'"'s CPUs, no VM (minutes)'
 	@echo 'make lint       checkpatch --strict, sparse, W=1 module builds'
 	@echo 'make vm-shell   debug-kernel VM with the module loaded, at a shell'
+	@echo 'make vm-run PROG="prog ..." ARGS="command"'
+	@echo '                your own programs in the stock-kernel VM, module loaded, 2 nodes:'
+	@echo '                PROG copied in, ARGS (a shell command; default: the first PROG) run,'
+	@echo '                its output and exit status returned (TIMEOUT=300 s; KERNEL=debug:'
+	@echo '                the debug kernel, a splat fails the run; tests/vm/vm.sh exec)'
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
 	@echo 'make coverage   line/function coverage of driver/**/*.c by the VM tests (gcov)'
 	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
@@ -249,6 +254,17 @@ bench-native: deps $(B)/bench/clanq-bench
 
 vm-shell: deps
 	@tests/vm/vm.sh shell
+
+# Your own programs against the real module, non-interactively: PROG's
+# files copied into the stock-kernel VM, ARGS run there by sh, the
+# output on stdout, the command's exit status make's "Error N"
+# (tests/vm/vm.sh exec: the same, with the status as its own). ARGS goes
+# through the environment so that its quotes and semicolons reach the
+# guest's shell, not this recipe's.
+vm-run: export CLANQ_EXEC_ARGS = $(ARGS)
+vm-run: deps
+	@$(if $(KERNEL),CLANQ_VM_KERNEL=$(KERNEL)) $(if $(TIMEOUT),CLANQ_EXEC_TIMEOUT=$(TIMEOUT)) \
+		tests/vm/vm.sh exec $(PROG) -- "$$CLANQ_EXEC_ARGS"
 
 # The coverage-guided fuzzer alone in the debug VM, FUZZ_SECONDS long.
 FUZZ_SECONDS ?= 600

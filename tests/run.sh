@@ -10,6 +10,10 @@
 #                   installed, man pages (the packages stay installed)
 #   4. the VM       one boot of the debug kernel: KUnit, integration tests,
 #                   examples, a benchmark smoke run, module unload, kmemleak
+#      exec         vm.sh exec (make vm-run): its arguments checked on the
+#                   host, then one short stock-kernel boot running a
+#                   program linked to libclanq.so.2: its output and its
+#                   exit status must come back (tests/vm/exec-test.sh)
 #   5. pkg-vm       the packages (built and installed on this host by the
 #                   pkg stage) in the stock-kernel VM, used as non-root
 #   6. pair         two debug-kernel VMs wired to each other only, Soft-RoCE
@@ -44,6 +48,7 @@ stage abi	make --no-print-directory abi-check
 stage lint	make --no-print-directory lint
 stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
+stage exec	tests/vm/exec-test.sh
 stage pkg-vm	tests/vm/vm.sh pkg
 stage pair	tests/vm/vm.sh pair
 

@@ -20,6 +20,22 @@
 #   vm.sh pair-run  the same with the stock kernel (rxe only: Debian's has
 #                 no siw): make run's second part, pair.sh's output live
 #   vm.sh shell   debug kernel with the module loaded, at a shell
+#   vm.sh exec [PROG...] [-- COMMAND...]
+#                 your own programs against the real module: the stock
+#                 kernel, the driver loaded with 2 nodes as for `run`,
+#                 each PROG (a host binary or script) copied in, then
+#                 COMMAND run non-interactively by the guest's sh (the
+#                 words joined with spaces, as ssh does; none: the first
+#                 PROG) in a directory holding the PROGs, which is first
+#                 on PATH beside the tree's examples and tools. Its
+#                 output (stdout and stderr, as the console carries them)
+#                 is on stdout, vm.sh's own lines on stderr, and its exit
+#                 status is vm.sh's; 124 if it ran past
+#                 $CLANQ_EXEC_TIMEOUT seconds (default 300) and was
+#                 killed, 125 if the harness failed (a bad argument, a
+#                 build, the VM, the module, a kernel splat).
+#                 CLANQ_VM_KERNEL=debug: the debug kernel, the module
+#                 unloaded and kmemleak asked afterwards, as the test job
 #   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
 #                 $CLANQ_FUZZ_SECONDS (default 600), then unload + kmemleak
 #   vm.sh coverage  the test job with a gcov-profiled module (CLANQ_GCOV=y,
@@ -42,7 +58,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-job=${1:?usage: vm.sh test|run|bench|pkg|pair|pair-run|shell|fuzz|coverage}
+job=${1:?usage: vm.sh test|run|bench|pkg|pair|pair-run|shell|fuzz|coverage|exec}
+shift
 vmdir=$root/build/vm/$job
 results=${CLANQ_RESULTS:-$root/build/results.txt}
 mkdir -p "$vmdir" "$(dirname "$results")"
@@ -50,6 +67,35 @@ mkdir -p "$vmdir" "$(dirname "$results")"
 t_start=$(date +%s)
 step() { printf '>> %-44s [%3d s]\n' "$*" $(( $(date +%s) - t_start )); }
 die() { echo "vm.sh: $*" >&2; exit 1; }
+
+# exec: stdout is the guest command's alone (our own lines go to stderr),
+# and every way this script fails, set -e's included, exits 125, so a
+# status the guest's command could not have given
+if [ $job = exec ]; then
+	exec 3>&1 1>&2
+	trap 'rc=$?; [ -n "${exec_done:-}" ] || exit 125' EXIT
+	usage="usage: vm.sh exec [PROG...] [-- COMMAND...]"
+	exec_progs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		[ -f "$1" ] || die "exec: no such program: $1 ($usage)"
+		[ -x "$1" ] || die "exec: $1 is not executable ($usage)"
+		exec_progs+=("$1")
+		shift
+	done
+	[ "${1:-}" = -- ] && shift
+	exec_cmd="$*"
+	# nothing to run: the first program, by its name
+	[ -n "${exec_cmd//[[:space:]]/}" ] || exec_cmd=${exec_progs[0]:+./${exec_progs[0]##*/}}
+	[ -n "$exec_cmd" ] || die "exec: no program and no command ($usage)"
+	exec_timeout=${CLANQ_EXEC_TIMEOUT:-300}
+	[[ $exec_timeout =~ ^[1-9][0-9]*$ ]] || die "CLANQ_EXEC_TIMEOUT=$exec_timeout: not a number of seconds"
+	case ${CLANQ_VM_KERNEL:-stock} in
+	stock|debug)	;;
+	*)		die "CLANQ_VM_KERNEL=$CLANQ_VM_KERNEL: stock or debug" ;;
+	esac
+elif [ $# -gt 0 ]; then
+	die "$job: no arguments expected (only exec takes some): $*"
+fi
 
 case $job in
 test|shell)	flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-3600} ;;
@@ -64,6 +110,11 @@ bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-2400}
 pkg)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 pair)		flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
 pair-run)	flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+# the command's own limit is kept in the guest; the VM's covers boot,
+# module load and unload, kmemleak's scans (debug) besides
+exec)		flavor=${CLANQ_VM_KERNEL:-stock}
+		timeout=${CLANQ_VM_TIMEOUT:-$((exec_timeout + 300))}
+		mem=${CLANQ_VM_MEM:-2G} ;;	# as run: room for many connections
 *)		die "unknown job '$job'" ;;
 esac
 provider=${CLANQ_PAIR_PROVIDER:-rxe}
@@ -107,7 +158,12 @@ else
 	step "building module (stock $(basename "$image" | sed 's/vmlinuz-//'))"
 	make_ module-stock
 fi
-if [ $job != pkg ]; then
+if [ $job = exec ]; then
+	# what a user's command may call beside its own programs; not the
+	# integration tests
+	step "building examples and tools"
+	make_ lib examples benches tools
+elif [ $job != pkg ]; then
 	step "building test programs"
 	make_ vm-bins
 fi
@@ -155,11 +211,23 @@ else
 	# the verbs wire, where the kernel has the RDMA CM
 	cp build/mod/$modname/driver/clanq_verbs.ko "$rootfs/clanq/" 2>/dev/null || true
 fi
-if [ $flavor = debug ] && [ $job != pair ]; then
+if [ $flavor = debug ] && [ $job != pair ] && [ $job != exec ]; then
 	cp build/mod/$modname/kunit/clanq_kunit.ko "$rootfs/clanq/"
 fi
-[ $job = pkg ] ||
+if [ $job = exec ]; then
+	cp build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
+elif [ $job != pkg ]; then
 	cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
+fi
+# exec: the user's programs, their command and its time limit
+if [ $job = exec ]; then
+	mkdir -p "$rootfs/clanq/exec" "$rootfs/clanq/lib"
+	for p in "${exec_progs[@]}"; do
+		cp -L "$p" "$rootfs/clanq/exec/"
+	done
+	printf '%s\n' "$exec_cmd" > "$rootfs/clanq/exec.sh"
+	echo "$exec_timeout" > "$rootfs/clanq/exec-timeout"
+fi
 # CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
 # (while working on them; the KUnit suites always run)
 grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
@@ -220,6 +288,26 @@ done | sort -u | while read -r lib; do
 	mkdir -p "$rootfs$(dirname "$lib")"
 	cp -L "$lib" "$rootfs$lib"
 done
+# exec: a user's program may link libclanq.so.2, the tree's (build/lib,
+# searched first: it matches the module) or an installed one, or other
+# libraries of its own. Those in the loader's default directories go
+# where they are; the rest into /clanq/lib, the guest's LD_LIBRARY_PATH.
+# One that ldd cannot find here would not load there either: say so now.
+if [ $job = exec ]; then
+	for elf in "$rootfs"/clanq/exec/*; do
+		out=$(LD_LIBRARY_PATH=$root/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$elf" 2>/dev/null) || continue
+		missing=$(grep 'not found' <<<"$out" || true)
+		[ -z "$missing" ] || die "exec: ${elf##*/} needs libraries not found on this host:" $missing
+		grep -oE '/[^ ]+' <<<"$out" || true
+	done | sort -u | while read -r lib; do
+		case ${lib%/*} in
+		/lib|/lib64|/usr/lib|/lib/x86_64-linux-gnu|/usr/lib/x86_64-linux-gnu)
+			mkdir -p "$rootfs${lib%/*}"
+			cp -L "$lib" "$rootfs$lib" ;;
+		*)	cp -L "$lib" "$rootfs/clanq/lib/" ;;
+		esac
+	done
+fi
 (cd "$rootfs" && find . | cpio -o -H newc --quiet) > "$vmdir/initramfs.cpio"
 
 # ---- boot ----
@@ -231,6 +319,9 @@ append="console=ttyS0 panic=-1 clanq.mode=$job"
 # hpet mid-run, after which every clock read costs ~0.8 us under TCG
 { [ $job = run ] || [ $job = bench ]; } && append="$append quiet tsc=reliable"
 [ $job = pkg ] && append="$append quiet"
+# exec: the stock kernel as for run, but with warnings on the console
+# (quiet hides a WARNING, which must fail an exec as it fails a test)
+[ $job = exec ] && [ $flavor = stock ] && append="$append loglevel=5 tsc=reliable"
 # pair jobs: init's pair mode; the role (clanq.role=a|b) is added per VM
 if [ $job = pair ] || [ $job = pair-run ]; then
 	append="console=ttyS0 panic=-1 clanq.mode=pair clanq.flavor=$flavor clanq.provider=$provider"
@@ -284,13 +375,34 @@ live_view() {
 		l ~ /^fuzz: / { print "     " tag l; fflush() }'
 }
 
+# exec's view: the command's lines (between its markers; not the
+# kernel's, which carry a timestamp) to fd 3, our stdout, as they come
+# (awk's own stdout: a reopened /dev/fd/3 would truncate a file it is);
+# splats to stderr. The guest ends the command's output with a newline of
+# its own (its last line may have none): an empty line just before the
+# end marker is that one, and dropped.
+exec_view() {
+	"${awk_live[@]}" '
+		{ sub(/\r$/, ""); l = $0; sub(/^\[ *[0-9]+\.[0-9]+\] /, "", l) }
+		l == "CLANQ-EXEC-BEGIN" { show = 1; next }
+		l ~ /^CLANQ-EXEC-END / { show = 0; held = 0; next }
+		show && l == $0 {
+			if (held) { print ""; held = 0 }
+			if ($0 == "") held = 1; else print
+			fflush(); next }
+		l ~ /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:|unreferenced object)/ {
+			print "!! " l > "/dev/stderr"; fflush("/dev/stderr") }' >&3
+}
+
 # One boot; sets rc and status.
 boot() {
+	local view=live_view
+	[ $job = exec ] && view=exec_view
 	step "booting $flavor kernel (2 vCPUs, TCG)"
 	set +e
 	# The live view: frames and splats for a test run, the demo for a run.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
-		tee "$log" | live_view
+		tee "$log" | $view
 	rc=${PIPESTATUS[0]}
 	set -e
 	case $rc in
@@ -441,6 +553,33 @@ if [ $job != run ] && [ $job != bench ] && [ $job != pkg ] && splat_before_insmo
 	echo "vm.sh: the kernel reported a problem while booting, before clanq was" \
 		"loaded (log kept: $vmdir/console.boot-splat.log); booting once more" >&2
 	boot
+fi
+
+# exec: the command's status from its end marker (the VM's own status
+# carries only whether the harness's steps passed); the harness's
+# results (module load and unload, splats, kmemleak) kept beside the
+# console log, not in $CLANQ_RESULTS: an exec is not a test run
+if [ $job = exec ]; then
+	tr -d '\r' < "$log" | awk -f tests/results.awk -v vm=1 -v prefix="vm-exec/" \
+		-v want_kunit=0 > "$vmdir/results.txt"
+	end=$(tr -d '\r' < "$log" | sed -n 's/^\(\[ *[0-9.]*\] \)\{0,1\}CLANQ-EXEC-END rc=\([0-9]*\).*/\2/p' | tail -n 1)
+	timed_out=$(tr -d '\r' < "$log" | grep -c '^CLANQ-EXEC-TIMEOUT' || true)
+	if [ -z "$end" ]; then
+		step "the command did not finish: $status (console log: $log)"
+		exit 125
+	fi
+	if grep -q '^FAIL' "$vmdir/results.txt"; then
+		grep '^FAIL' "$vmdir/results.txt" | sed 's/^/   /'
+		step "the command exited $end, but the harness failed (console log: $log)"
+		exit 125
+	fi
+	exec_done=1
+	if [ "$timed_out" != 0 ]; then
+		step "the command was killed after $exec_timeout s (CLANQ_EXEC_TIMEOUT)"
+		exit 124
+	fi
+	step "the command exited $end (console log: $log)"
+	exit "$end"
 fi
 
 # bench: clanq-bench's CSV and JSON, sent over the console, into

@@ -1,0 +1,71 @@
+#!/bin/bash
+# make test's check of `vm.sh exec` (make vm-run): its argument handling
+# on the host (no VM), then one short boot of the stock kernel running a
+# program the way a user would: exec-probe (tests/vm/exec-probe.c),
+# linked against the tree's libclanq.so.2, copied in and run by a
+# command with quotes and a semicolon in it, opening node 1 and exiting
+# 3. Its output must come back exactly: an empty line kept, none added
+# at the end (where the guest ends a last line that lacks a newline),
+# nothing of the harness's, nor the kernel line the command has the
+# kernel print; and 3 must be vm.sh's status. Results go to
+# $CLANQ_RESULTS as exec/<check>.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+results=${CLANQ_RESULTS:-$root/build/results.txt}
+t=$root/build/exec-test
+mkdir -p "$t" "$(dirname "$results")"
+failed=0
+
+pass() { echo "PASS exec/$1" | tee -a "$results"; }
+fail() { echo "FAIL exec/$1: $2" | tee -a "$results"; failed=$((failed + 1)); }
+
+# expect NAME STATUS PATTERN CMD...: CMD exits STATUS, its stderr says PATTERN
+expect() {
+	local name=$1 want=$2 pat=$3 rc
+	shift 3
+	"$@" > "$t/out" 2> "$t/err"
+	rc=$?
+	if [ $rc != "$want" ]; then
+		fail "$name" "exited $rc, not $want: $(head -c 300 "$t/err")"
+	elif ! grep -q -- "$pat" "$t/err"; then
+		fail "$name" "did not say '$pat': $(head -c 300 "$t/err")"
+	else
+		pass "$name"
+	fi
+}
+
+# ---- arguments (no VM is booted: each is refused first) ----
+expect "no program, no command" 125 "no program and no command" tests/vm/vm.sh exec
+expect "only an empty command" 125 "no program and no command" tests/vm/vm.sh exec -- " "
+expect "a program that is not there" 125 "no such program: $t/nothing" tests/vm/vm.sh exec "$t/nothing" -- true
+expect "a program that is not executable" 125 "is not executable" tests/vm/vm.sh exec Makefile
+expect "a timeout that is no number" 125 "CLANQ_EXEC_TIMEOUT=5s" env CLANQ_EXEC_TIMEOUT=5s tests/vm/vm.sh exec -- true
+expect "a kernel that does not exist" 125 "CLANQ_VM_KERNEL=rc: stock or debug" env CLANQ_VM_KERNEL=rc tests/vm/vm.sh exec -- true
+expect "make vm-run passes PROG" 2 "no such program: $t/nothing" make --no-print-directory vm-run PROG="$t/nothing"
+
+# ---- one run in the stock-kernel VM ----
+if ! { make --no-print-directory -s lib &&
+	${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -Iinclude tests/vm/exec-probe.c \
+		-L build/lib -l:libclanq.so.2 -o "$t/exec-probe"; } > "$t/build.log" 2>&1; then
+	fail "build exec-probe" "$(tail -n 5 "$t/build.log")"
+	exit 1
+fi
+printf '%s\n' 'it said "a;b"' '' 'exec-probe: node 1 of 2 NICs' 'exec-probe: exiting 3' > "$t/want"
+t0=$(date +%s)
+tests/vm/vm.sh exec "$t/exec-probe" -- 'echo "it said \"a;b\""; echo "<4>exec-test: the kernel" > /dev/kmsg;' \
+	'echo; exec-probe 1 3' > "$t/got" 2> "$t/vm.log"
+rc=$?
+echo "   exec run: $(( $(date +%s) - t0 )) s, status $rc"
+if [ $rc = 3 ]; then
+	pass "the command's status comes back"
+else
+	fail "the command's status comes back" "vm.sh exited $rc, not 3: $(tail -n 5 "$t/vm.log")"
+fi
+if cmp -s "$t/want" "$t/got"; then
+	pass "the command's output comes back, and only it"
+else
+	fail "the command's output comes back, and only it" \
+		"$(diff "$t/want" "$t/got" | head -n 10 | tr '\n' '|')"
+fi
+[ $failed = 0 ]
