@@ -680,6 +680,8 @@ int clanq_ioctl_tw_arm(void *obj, void *arg);
 int clanq_ioctl_tw_disarm(void *obj, void *arg);
 int clanq_ioctl_tw_destroy(void *obj, void *arg);
 int clanq_ioctl_tw_wait(void *obj, void *arg);
+int clanq_tw_arm_vec(struct clanq_ctx *ctx, const struct clanq_evq_arm *v,
+		     u32 n, struct clanq_ktw **tws);
 int clanq_ioctl_ap_flush(void *obj, void *arg);
 
 /* rdma.c: request queues, completions, the engine */

@@ -28,6 +28,10 @@
  * sleeps only while the driver's private producer index still equals it
  * (as ef_vi does), so an event posted after the caller last looked is
  * never slept through. The evq fd is pollable on the same condition.
+ * With CLANQ_EVQ_WAIT_ARM the same call first makes the caller's owed
+ * flushes, arms its tripwires and compares their watched words
+ * (clanq_tw_arm_vec()): a loop over many connections blocks in one
+ * system call instead of a TW_ARM per connection and then EVQ_WAIT.
  */
 #include <linux/anon_inodes.h>
 #include <linux/file.h>
@@ -37,6 +41,7 @@
 #include <linux/mm.h>
 #include <linux/poll.h>
 #include <linux/slab.h>
+#include <linux/uaccess.h>
 
 #include "clanq_drv.h"
 
@@ -306,6 +311,42 @@ static int clanq_ioctl_evq_unregister(void *obj, void *arg)
 	return clanq_kevq_unregister_index(evq, r->reg);
 }
 
+/* Entries of CLANQ_EVQ_WAIT_ARM that need no allocation. */
+#define CLANQ_KEVQ_ARMS_ON_STACK	8
+
+/*
+ * CLANQ_EVQ_WAIT_ARM: copy the caller's entries once (bounded), then
+ * clanq_tw_arm_vec(). Return: words that changed, or -errno.
+ */
+static int clanq_kevq_arm(struct clanq_kevq *evq, const struct clanq_ioc_evq_wait *w)
+{
+	struct clanq_evq_arm v_stack[CLANQ_KEVQ_ARMS_ON_STACK], *v = v_stack;
+	struct clanq_ktw *tws_stack[CLANQ_KEVQ_ARMS_ON_STACK], **tws = tws_stack;
+	void *buf = NULL;
+	int ret;
+
+	if (!w->nr_arms || w->nr_arms > CLANQ_EVQ_ARM_MAX || w->changed) {
+		clanq_uerr(evq->ctx, "EVQ_WAIT: nr_arms %u (want 1 .. %u), changed %u (want 0)",
+			   w->nr_arms, CLANQ_EVQ_ARM_MAX, w->changed);
+		return -EINVAL;
+	}
+	if (w->nr_arms > CLANQ_KEVQ_ARMS_ON_STACK) {
+		/* entries, then pointers: 24 bytes each keeps those aligned */
+		buf = kvmalloc_array(w->nr_arms, sizeof(*v) + sizeof(*tws),
+				     GFP_KERNEL_ACCOUNT);
+		if (!buf)
+			return -ENOMEM;
+		v = buf;
+		tws = (struct clanq_ktw **)(v + w->nr_arms);
+	}
+	if (copy_from_user(v, u64_to_user_ptr(w->arms), w->nr_arms * sizeof(*v)))
+		ret = -EFAULT;
+	else
+		ret = clanq_tw_arm_vec(evq->ctx, v, w->nr_arms, tws);
+	kvfree(buf);
+	return ret;
+}
+
 static int clanq_ioctl_evq_wait(void *obj, void *arg)
 {
 	struct clanq_kevq *evq = obj;
@@ -316,6 +357,20 @@ static int clanq_ioctl_evq_wait(void *obj, void *arg)
 		clanq_uerr(evq->ctx, "EVQ_WAIT: read_i %u is not an index of a %u-slot ring",
 			   w->read_i, evq->ring.mask + 1);
 		return -EINVAL;
+	}
+	if (!(w->flags & CLANQ_EVQ_WAIT_ARM)) {
+		/* without the flag they are reserved words, as they were */
+		if (w->arms || w->nr_arms || w->changed) {
+			clanq_uerr(evq->ctx, "EVQ_WAIT: reserved fields must be zero");
+			return -EINVAL;
+		}
+	} else {
+		ret = clanq_kevq_arm(evq, w);
+		if (ret < 0)
+			return ret;
+		w->changed = ret;
+		if (ret)
+			return 0;	/* a word moved: the caller looks again */
 	}
 	if (clanq_kevq_ready(evq, w->read_i))
 		return 0;
@@ -340,7 +395,17 @@ static int clanq_ioctl_evq_wait(void *obj, void *arg)
 static const struct clanq_ioctl_desc clanq_kevq_ioctls[] = {
 	CLANQ_IOCTL(EVQ_REGISTER, evq_reg, clanq_ioctl_evq_register, 0, reserved),
 	CLANQ_IOCTL(EVQ_UNREGISTER, evq_reg, clanq_ioctl_evq_unregister, 0, reserved),
-	CLANQ_IOCTL(EVQ_WAIT, evq_wait, clanq_ioctl_evq_wait, 0, reserved),
+	/*
+	 * Its reserved words are the arms with CLANQ_EVQ_WAIT_ARM, so the
+	 * handler checks them, not the shared prologue.
+	 */
+	[_IOC_NR(CLANQ_IOC_EVQ_WAIT)] = {
+		.cmd = CLANQ_IOC_EVQ_WAIT, .name = "EVQ_WAIT",
+		.fn = clanq_ioctl_evq_wait, .flags_ok = CLANQ_EVQ_WAIT_FLAGS,
+		.flags_off = offsetof(struct clanq_ioc_evq_wait, flags),
+		.reserved_off = sizeof(struct clanq_ioc_evq_wait) +
+				__CLANQ_IOCTL_CHECK(evq_wait),
+	},
 };
 
 static long clanq_kevq_ioctl(struct file *file, unsigned int cmd,

@@ -648,6 +648,21 @@ static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns,
 	return READ_ONCE(tw->dead);
 }
 
+/* A watched word: an aligned __u64 inside @tw. 0 or -EINVAL. */
+static int clanq_ktw_word_check(struct clanq_ctx *ctx, struct clanq_ktw *tw,
+				u64 off, const char *cmd)
+{
+	u64 end;
+
+	if (check_add_overflow(off, (u64)sizeof(u64), &end) ||
+	    off < tw->off || end - 1 > tw->last || (tw->region->first + off) % 8) {
+		clanq_uerr(ctx, "%s: word at %llu: want an aligned __u64 in [%llu, %llu]",
+			   cmd, off, tw->off, tw->last);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int clanq_ioctl_tw_wait(void *obj, void *arg)
 {
 	struct clanq_ctx *ctx = obj;
@@ -656,20 +671,16 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 	struct clanq_kregion *r;
 	bool armed_here;
 	unsigned long flags;
-	u64 fires, val, end;
+	u64 fires, val;
 	unsigned int fired;
 	int err;
 
 	if (!tw)
 		return -ENOENT;
 	r = tw->region;
-	if (check_add_overflow(w->off, (u64)sizeof(u64), &end) ||
-	    w->off < tw->off || end - 1 > tw->last || (r->first + w->off) % 8) {
-		clanq_uerr(ctx, "TW_WAIT: word at %llu: want an aligned __u64 in [%llu, %llu]",
-			   w->off, tw->off, tw->last);
-		err = -EINVAL;
+	err = clanq_ktw_word_check(ctx, tw, w->off, "TW_WAIT");
+	if (err)
 		goto out;
-	}
 	/* the request first, then the wait for its answer */
 	if (w->flags & CLANQ_TW_WAIT_FLUSH) {
 		err = clanq_kap_flush(ctx, w->flush_ap, w->flush_off, w->flush_len,
@@ -705,6 +716,78 @@ out:
 	return err;
 }
 EXPORT_SYMBOL_IF_KUNIT(clanq_ioctl_tw_wait);
+
+/**
+ * clanq_tw_arm_vec() - EVQ_WAIT's arms (CLANQ_EVQ_WAIT_ARM)
+ * @ctx: the evq's context
+ * @v: @n entries, copied from the caller once; nothing here reads user
+ *     memory again
+ * @n: > 0
+ * @tws: room for @n pointers
+ *
+ * Every entry is checked, and every tripwire looked up, before anything
+ * is done. Then the flushes, in order (the request before the wait for
+ * its answer, as TW_WAIT's); then every tripwire armed, [F]'s full
+ * barrier, and each watched word read. A write either came before our
+ * read (we see it) or its writer's look at the armed state comes after
+ * our arming (it fires the tripwire, which raises the evq's event): the
+ * caller sleeps through neither.
+ *
+ * Return: how many words no longer hold their val, or -errno.
+ */
+int clanq_tw_arm_vec(struct clanq_ctx *ctx, const struct clanq_evq_arm *v,
+		     u32 n, struct clanq_ktw **tws)
+{
+	struct clanq_kregion *r;
+	unsigned int fired;
+	unsigned long flags;
+	int err = 0, changed = 0;
+	u32 i, got;
+	u64 val;
+
+	for (got = 0; got < n && !err; got++) {
+		tws[got] = NULL;
+		if (v[got].flags & ~CLANQ_EVQ_ARM_FLAGS) {
+			clanq_uerr(ctx, "EVQ_WAIT: arm %u: flags %#x: unknown bits",
+				   got, v[got].flags);
+			err = -EINVAL;
+		} else if (!(v[got].flags & CLANQ_EVQ_ARM_FLUSH)) {
+			tws[got] = clanq_ktw_lookup(ctx, v[got].id, "EVQ_WAIT");
+			err = tws[got] ? clanq_ktw_word_check(ctx, tws[got], v[got].off,
+							      "EVQ_WAIT") : -ENOENT;
+		}
+	}
+	for (i = 0; i < n && !err; i++)
+		if (v[i].flags & CLANQ_EVQ_ARM_FLUSH)
+			err = clanq_kap_flush(ctx, v[i].id, v[i].off, v[i].val,
+					      &fired, "EVQ_WAIT");
+	for (i = 0; i < n && !err; i++) {
+		if (!tws[i])
+			continue;
+		r = tws[i]->region;
+		spin_lock_irqsave(&r->tw.lock, flags);
+		if (tws[i]->dead)
+			err = -ENOENT;	/* destroyed since the lookup */
+		else
+			clanq_ktw_arm_locked(tws[i]);
+		spin_unlock_irqrestore(&r->tw.lock, flags);
+	}
+	if (!err)
+		/* [F] armed, then look: pairs with the writer's store, mb, look */
+		smp_mb();
+	for (i = 0; i < n && !err; i++) {
+		if (!tws[i])
+			continue;
+		err = clanq_tw_read(tws[i]->region, v[i].off, &val);
+		if (!err && val != v[i].val)
+			changed++;
+	}
+	for (i = 0; i < got; i++)
+		if (tws[i])
+			clanq_ktw_put(tws[i]);
+	return err ? err : changed;
+}
+EXPORT_SYMBOL_IF_KUNIT(clanq_tw_arm_vec);
 
 int clanq_ioctl_ap_flush(void *obj, void *arg)
 {

@@ -158,6 +158,29 @@ int clanq_conn_return_credit(struct clanq_conn *c)
 	return err;
 }
 
+int clanq_conn_return_credit_owed(struct clanq_conn *c, struct clanq_evq_arm *fl)
+{
+	size_t off = offsetof(struct clanq_ring_hdr, credit);
+
+	if (c->rx_head == c->rx_returned || c->state == CLANQ_CONN_RESET ||
+	    !c->tx.id)
+		return 0;
+	if (!c->tx.base || !c->tx.armed)
+		return clanq_conn_return_credit(c);	/* RDMA, or nothing to look at */
+	__atomic_store_n((__u64 *)(c->tx.base + off), c->rx_head, __ATOMIC_RELEASE);
+	c->rx_returned = c->rx_head;
+	/* [F] of queue.h: our store, then our look at what is armed */
+	clanq_q_mb();
+	if (!clanq_ap_armed(&c->tx, off, sizeof(__u64)))
+		return 0;
+	memset(fl, 0, sizeof(*fl));
+	fl->id = c->tx.id;
+	fl->flags = CLANQ_EVQ_ARM_FLUSH;
+	fl->off = off;
+	fl->val = sizeof(__u64);
+	return 1;
+}
+
 void clanq_conn_answer_want(struct clanq_conn *c)
 {
 	__u64 w = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE);

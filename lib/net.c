@@ -10,11 +10,13 @@
  * (disarmed, on net->hot, polled by the loop) or armed (its peer's next
  * write fires its tripwire): so a peer writing to a connection we poll
  * makes no system call, and one we sleep on wakes us. The loop arms the
- * hot connections only when it is about to block, after its spin.
+ * hot connections only when it is about to block, after its spin, in
+ * the system call that blocks (clanq_net_block_armed()).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 
 #include "handshake.h"
@@ -124,6 +126,8 @@ int clanq_net_close(struct clanq_net *net)
 	free(net->gen);
 	free(net->acc_head);
 	free(net->stash);
+	free(net->arms);
+	free(net->arming);
 	free(net);
 	return 0;
 }
@@ -588,11 +592,81 @@ static unsigned int clanq_net_scan(struct clanq_net *net,
 }
 
 /*
- * About to block: arm every hot connection with nothing to say, after
- * handing back the credit it owes (a blocked reader must not keep its
- * peer waiting). TW_ARM ends with a full barrier, so the look after it
- * cannot miss a write that did not fire it ([F] of queue.h). A
- * connection that has something after all stays hot and is reported.
+ * After its arming: a connection that has something after all stays hot
+ * and is reported (1); one with nothing leaves the hot list (0), since
+ * its peer's next write fires its tripwire.
+ */
+static unsigned int clanq_net_settle(struct clanq_net *net, struct clanq_conn *c,
+				     struct clanq_net_event *ev)
+{
+	if (clanq_net_report(c, ev))
+		return 1;
+	if (c->state != CLANQ_CONN_RESET && !c->peer_gone)
+		clanq_net_unhot(net, c);
+	return 0;
+}
+
+/* The most entries one connection lists: a flush, then three words. */
+#define CLANQ_NET_ARMS_PER_CONN	4
+
+/*
+ * List c's arming for the block's system call: the flush its credit
+ * owes, if any, then its tripwire with each word of its ring's header
+ * that clanq_net_report() reads, at the value that means "nothing to
+ * say": the tail at our head; the want word, while we still owe credit
+ * (answered then); the credit word, while the application waits for
+ * room (CLANQ_NET_OUT).
+ *
+ * Why no wake-up is lost. The scan looked at these words and found
+ * nothing; the block arms in the driver, after it. A peer's write lands
+ * either before the driver's read of the word or after it:
+ *  - before: the driver reads the new value (the words only grow, so
+ *    "moved" cannot be undone by a later write), does not sleep, and
+ *    our look after the call reports it;
+ *  - after: the driver armed, then issued a full barrier, then read;
+ *    the writer stores, issues a full barrier, then loads the armed
+ *    bitmap ([F] of queue.h; the RDMA engine loads nr_armed). Two
+ *    stores each followed by a barrier and a load of the other's word:
+ *    at least one load sees the other's store. The driver's read did
+ *    not see the write, so the writer sees the tripwire armed and
+ *    flushes, which fires it, which posts an event on our evq; the
+ *    driver's sleep checks the evq's producer index against ours after
+ *    it queued itself ([D]), so the event either stops the sleep or
+ *    wakes it.
+ * An event posted before the call (a fire, an OOB message) moved the
+ * producer index past read_i, so the call does not sleep either.
+ */
+static void clanq_net_list(struct clanq_net *net, struct clanq_conn *c)
+{
+	struct clanq_evq_arm *a = &net->arms[net->nr_arms];
+	unsigned int n = 0;
+
+	if (clanq_conn_return_credit_owed(c, &a[n]) == 1)
+		n++;
+	a[n] = (struct clanq_evq_arm){ .id = c->tw.id,
+		.off = offsetof(struct clanq_ring_hdr, tail), .val = c->rx_head };
+	n++;
+	if (c->rx_head != c->rx_returned)
+		a[n++] = (struct clanq_evq_arm){ .id = c->tw.id,
+			.off = offsetof(struct clanq_ring_hdr, want),
+			.val = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE) };
+	if (c->credit_waits)
+		a[n++] = (struct clanq_evq_arm){ .id = c->tw.id,
+			.off = offsetof(struct clanq_ring_hdr, credit),
+			.val = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE) };
+	net->nr_arms += n;
+	net->arming[net->nr_arming++] = c;
+}
+
+/*
+ * About to block: every hot connection with nothing to say is armed,
+ * after it hands back the credit it owes (a blocked reader must not
+ * keep its peer waiting). Most are only listed here (clanq_net_list()),
+ * and the block's one system call makes their flushes, arms them and
+ * compares (clanq_net_block_armed()). The rest (no room left in the
+ * list, or a driver without CLANQ_EVQ_WAIT_ARM) get a TW_ARM each,
+ * which ends with a full barrier, so the look after it cannot miss a
+ * write that did not fire it ([F] of queue.h).
  */
 static unsigned int clanq_net_arm(struct clanq_net *net,
 				  struct clanq_net_event *evs, unsigned int max)
@@ -600,6 +674,17 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 	struct clanq_conn *c, *next;
 	unsigned int n = 0;
 
+	net->nr_arms = net->nr_arming = 0;
+	if (!net->arms && !net->no_arm_wait) {
+		net->arms = calloc(CLANQ_EVQ_ARM_MAX, sizeof(*net->arms));
+		net->arming = calloc(CLANQ_EVQ_ARM_MAX, sizeof(*net->arming));
+		if (!net->arms || !net->arming) {
+			free(net->arms);
+			free(net->arming);
+			net->arms = NULL;
+			net->arming = NULL;
+		}
+	}
 	for (c = net->hot; c; c = next) {
 		next = c->next_hot;
 		/*
@@ -612,6 +697,12 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 			break;
 		if (c->state == CLANQ_CONN_CONNECTING)
 			continue;
+		if (!c->armed && c->state != CLANQ_CONN_RESET && !c->peer_gone &&
+		    net->arms && !net->no_arm_wait &&
+		    net->nr_arms + CLANQ_NET_ARMS_PER_CONN <= CLANQ_EVQ_ARM_MAX) {
+			clanq_net_list(net, c);
+			continue;	/* hot until the block has armed it */
+		}
 		(void)clanq_conn_return_credit(c);
 		if (!c->armed && c->state != CLANQ_CONN_RESET && !c->peer_gone) {
 			if (clanq_tw_arm(&c->tw))
@@ -619,14 +710,96 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 			c->armed = true;
 			net->stats.arms++;
 		}
-		if (n < max && clanq_net_report(c, &evs[n])) {
-			n++;
-			continue;
-		}
-		if (c->state != CLANQ_CONN_RESET && !c->peer_gone)
-			clanq_net_unhot(net, c);
+		n += clanq_net_settle(net, c, &evs[n]);
 	}
 	return n;
+}
+
+/* The flushes a failed block did not make: each its own AP_FLUSH. */
+static void clanq_net_flush_listed(struct clanq_net *net)
+{
+	struct clanq_conn *c;
+	__u32 i;
+
+	for (i = 0; i < net->nr_arms; i++) {
+		if (!(net->arms[i].flags & CLANQ_EVQ_ARM_FLUSH))
+			continue;
+		/* by aperture id: the listed connection it belongs to */
+		for (__u32 j = 0; j < net->nr_arming; j++) {
+			c = net->arming[j];
+			if (c->tx.id == net->arms[i].id &&
+			    clanq_ap_flush_armed(&c->tx, net->arms[i].off,
+						 net->arms[i].val) == -ENXIO)
+				clanq_conn_on_revoked(c);
+		}
+	}
+}
+
+/*
+ * Block with what clanq_net_arm() listed: one EVQ_WAIT that flushes,
+ * arms, compares, and sleeps only if no word moved and no event is
+ * queued (the lost-wakeup argument is at clanq_net_list() and in
+ * include/clanq/uapi.h). Then the events, and the listed connections
+ * settled as clanq_net_arm() settles those it arms itself: how many
+ * events in evs, or -errno.
+ */
+static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *evs,
+				 unsigned int max, __u64 deadline)
+{
+	struct clanq_ioc_evq_wait w;
+	struct clanq_event ev;
+	__u64 now = clanq_now_ns();
+	unsigned int n = 0;
+	__u32 i;
+	int err;
+
+	if (deadline != ~0ull && now >= deadline) {
+		err = -ETIMEDOUT;
+		goto unarmed;
+	}
+	memset(&w, 0, sizeof(w));
+	w.timeout_ns = deadline == ~0ull ? ~0ull : deadline - now;
+	w.read_i = net->evq.ring.own;
+	w.flags = CLANQ_EVQ_WAIT_ARM;
+	w.arms = (__u64)(uintptr_t)net->arms;
+	w.nr_arms = net->nr_arms;
+	net->stats.blocks++;
+	err = ioctl(net->evq.fd, CLANQ_IOC_EVQ_WAIT, &w) < 0 ? -errno : 0;
+	if (err && err != -ETIMEDOUT && err != -EINTR) {
+		/*
+		 * Refused before it armed anything. A driver that does not
+		 * know the flag says -EINVAL: TW_ARM each from now on.
+		 * -ENXIO: a flush found its peer gone, which that flush,
+		 * made again alone, reports to its connection.
+		 */
+		if (err == -EINVAL)
+			net->no_arm_wait = true;
+		if (err == -EINVAL || err == -ENXIO)
+			err = 0;
+		goto unarmed;
+	}
+	/* it armed them all before it compared or slept */
+	for (i = 0; i < net->nr_arming; i++)
+		net->arming[i]->armed = true;
+	net->stats.arms += net->nr_arming;
+	/* events after the arming: a fire makes its connection hot again */
+	while (!clanq_evq_poll(&net->evq, &ev))
+		clanq_net_handle(net, &ev);
+	for (i = 0; i < net->nr_arming; i++) {
+		struct clanq_conn *c = net->arming[i];
+
+		/* no room to report: stays hot (and armed) for the next scan */
+		if (n < max && c->armed)
+			n += clanq_net_settle(net, c, &evs[n]);
+	}
+	net->nr_arms = net->nr_arming = 0;
+	return n ? (int)n : err;
+
+unarmed:
+	/* the listed stay hot, unarmed; the flushes they owe are made now */
+	clanq_net_flush_listed(net);
+	net->nr_arms = net->nr_arming = 0;
+	return err;
 }
 
 int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
@@ -652,11 +825,22 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		n = clanq_net_arm(net, evs, max);
-		if (n)
+		if (n) {
+			/* not blocking after all: what the listed owe, now */
+			clanq_net_flush_listed(net);
+			net->nr_arms = net->nr_arming = 0;
 			return (int)n;
-		err = clanq_net_block(net, deadline);
-		if (err)
-			return err;
+		}
+		if (net->nr_arming) {
+			/* one system call: flush, arm, compare, sleep */
+			err = clanq_net_block_armed(net, evs, max, deadline);
+			if (err)
+				return err;	/* > 0: events of the listed */
+		} else {
+			err = clanq_net_block(net, deadline);
+			if (err)
+				return err;
+		}
 		now = clanq_now_ns();
 		start = now - net->spin_ns;	/* no spin after a wake-up */
 	}

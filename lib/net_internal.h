@@ -33,6 +33,14 @@ struct clanq_net {
 	__u32 acc_mask;
 	struct clanq_event *stash;	/**< the application's events, taken early */
 	__u32 nr_stash, stash_cap;
+	/*
+	 * The next block's arms (CLANQ_EVQ_WAIT_ARM): what clanq_net_arm()
+	 * listed for one system call, and the connections listed
+	 */
+	struct clanq_evq_arm *arms;	/**< CLANQ_EVQ_ARM_MAX of them */
+	struct clanq_conn **arming;
+	__u32 nr_arms, nr_arming;
+	bool no_arm_wait;		/**< the driver refused it: TW_ARM each */
 	struct clanq_net_stats stats;
 };
 
@@ -152,6 +160,12 @@ bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src
 bool clanq_conn_has_data(struct clanq_conn *c);
 /* Hand back the credit we owe, if any: before we block. */
 int clanq_conn_return_credit(struct clanq_conn *c);
+/*
+ * The same, but a flush the store owes (the peer sleeps on its ring) is
+ * described in *fl for the caller's next system call instead of made:
+ * 1 if it is, 0 if none is owed, -errno.
+ */
+int clanq_conn_return_credit_owed(struct clanq_conn *c, struct clanq_evq_arm *fl);
 /* Answer the peer's hdr.want, if it moved. */
 void clanq_conn_answer_want(struct clanq_conn *c);
 int clanq_conn_write_fin(struct clanq_conn *c);

@@ -494,6 +494,10 @@ static int k_lat_point(struct k_pair *k, const char *where, size_t len, double *
 	}
 	cb_row_lat(r, v, cb.iters);
 	r->syscalls = (double)(cb_syscalls - c0 + k_peer_calls(k) - s0) / (double)cb.iters;
+	/* each end's own, as clanq's rows say theirs */
+	snprintf(r->note, sizeof(r->note), "sys/rt: client %.2f, server %.2f",
+		 (double)(cb_syscalls - c0) / (double)cb.iters,
+		 (double)(k_peer_calls(k) - s0) / (double)cb.iters);
 	return 0;
 }
 

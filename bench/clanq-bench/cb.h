@@ -63,7 +63,7 @@ struct cb_row {
 	double bw_mibs, mpps;		/* bw, load: MiB/s and million msgs/s */
 	double syscalls;		/* per message, both ends; -1: unknown */
 	double cpu_us;			/* server CPU per message (usec); -1 */
-	char note[80];			/* what the reader must know, or "" */
+	char note[112];			/* what the reader must know, or "" */
 };
 
 /* A row with every number unknown. */

@@ -421,7 +421,8 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 	unsigned char *out = malloc(len), *in = malloc(len);
 	struct engine_stats es0, es1;
 	uint64_t e0, e1, se0;
-	int err = 0;
+	double cli, srv;
+	int err = 0, n;
 
 	if (!out || !in)
 		cb_die("memory", -ENOMEM);
@@ -452,10 +453,15 @@ static int measure_rt(struct server *sv, struct client *cl, struct clanq_conn *c
 	}
 	cb_row_lat(r, v, cb.iters);
 	/* each entries() read is one entry, the snapshot's too */
-	r->syscalls = (double)(e1 - e0 - 1 + sv->s->entries - se0) / (double)cb.iters;
+	cli = (double)(e1 - e0 - 1) / (double)cb.iters;
+	srv = (double)(sv->s->entries - se0) / (double)cb.iters;
+	r->syscalls = cli + srv;
+	/* each end's own: the blocking target is per side */
+	n = snprintf(r->note, sizeof(r->note), "sys/rt: client %.2f, server %.2f", cli, srv);
 	/* the engines' share (root: debugfs), for the rows that use them */
 	if (es1.turns > es0.turns && es0.turns >= 0)
-		snprintf(r->note, sizeof(r->note), "engine: %.2f kicks, %.2f turns/rt, %.0f%% inline",
+		snprintf(r->note + n, sizeof(r->note) - (size_t)n,
+			 "; engine: %.2f kicks, %.2f turns/rt, %.0f%% inline",
 			 (double)(es1.kicks - es0.kicks) / (double)cb.iters,
 			 (double)(es1.turns - es0.turns) / (double)cb.iters,
 			 100.0 * (double)(es1.inline_turns - es0.inline_turns) /

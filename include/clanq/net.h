@@ -285,10 +285,13 @@ struct clanq_net_event {
  * \brief The server's loop: wait until connections can be read (or were
  * reset, or got credit back) or listeners have connections pending, and
  * report up to max of them. Polls the connections that were busy lately
- * for the net's spin time, then arms the tripwires of the idle ones and
- * blocks in one clanq_evq_wait() on the net's evq, which the application may also
- * register its own endpoints on (their events come back as
- * CLANQ_NET_OTHER). A connection is reported IN until it is drained.
+ * for the net's spin time, then blocks on the net's evq in one system
+ * call that also makes the flushes the idle ones' credit owes, arms
+ * their tripwires and compares their rings' words with what it last
+ * saw (CLANQ_EVQ_WAIT_ARM): a write in between is never slept through.
+ * The application may register its own endpoints on that evq (their
+ * events come back as CLANQ_NET_OTHER). A connection is reported IN
+ * until it is drained.
  * \param timeout_ns  -1: no timeout; 0: look once.
  * \return the number of events (> 0); -ETIMEDOUT; -EINTR; -errno.
  */

@@ -265,12 +265,63 @@ struct clanq_ioc_evq_reg {
  * consumed. read_i is the caller's consumer index: the driver sleeps only
  * while its producer index still equals it, so an event posted between
  * the caller's last look and this call is never slept through.
+ *
+ * CLANQ_EVQ_WAIT_ARM: the blocking receive of a loop over many
+ * connections, in one system call. arms is the user address of nr_arms
+ * (1 .. CLANQ_EVQ_ARM_MAX) struct clanq_evq_arm, which the driver
+ * copies once. It makes their flushes first, in order (what AP_FLUSH
+ * does; the first that fails ends the call with its error, nothing
+ * armed); then arms every tripwire (of the evq's context; it stays
+ * armed until it fires, as after TW_ARM), issues a full barrier, and
+ * reads every watched word. If any no longer holds its val, it returns 0
+ * at once with changed set to how many; otherwise it waits as above,
+ * changed 0. An entry that names no tripwire (-ENOENT) or a word
+ * outside it or unaligned (-EINVAL) fails the call before anything is
+ * done. Without the flag, arms, nr_arms and changed are reserved words
+ * and must be zero; with it, changed must be zero on the way in.
+ *
+ * A write the caller missed is never slept through ([F] of
+ * include/clanq/queue.h): the writer stores, issues a full barrier and
+ * looks at the armed bitmap (or the RDMA engine at its tripwires); the
+ * driver arms, issues a full barrier and reads the word. Either the
+ * writer sees the tripwire armed and fires it (an event on this evq),
+ * or the driver sees the new value and does not sleep.
  */
+#define CLANQ_EVQ_WAIT_ARM	0x1u
+#define CLANQ_EVQ_WAIT_FLAGS	CLANQ_EVQ_WAIT_ARM
+#define CLANQ_EVQ_ARM_MAX	1024
+
+/* CLANQ_EVQ_ARM_FLUSH: not a tripwire but a flush, as AP_FLUSH's. */
+#define CLANQ_EVQ_ARM_FLUSH	0x1u
+#define CLANQ_EVQ_ARM_FLAGS	CLANQ_EVQ_ARM_FLUSH
+
+struct clanq_evq_arm {
+	__u32 id;		/* a tripwire; with CLANQ_EVQ_ARM_FLUSH an aperture */
+	__u32 flags;		/* CLANQ_EVQ_ARM_* */
+	/*
+	 * The watched __u64 (8-byte aligned, inside the tripwire), into its
+	 * region; with CLANQ_EVQ_ARM_FLUSH, into the aperture.
+	 */
+	__u64 off;
+	/*
+	 * Its value when the caller last looked; with CLANQ_EVQ_ARM_FLUSH,
+	 * the bytes stored at off.
+	 */
+	__u64 val;
+};
+
 struct clanq_ioc_evq_wait {
 	__u64 timeout_ns;	/* in: ~0 = no timeout */
 	__u32 read_i;		/* in */
-	__u32 flags;		/* in: must be zero */
-	__u64 reserved[2];
+	__u32 flags;		/* in: CLANQ_EVQ_WAIT_* */
+	union {
+		__u64 reserved[2];	/* without CLANQ_EVQ_WAIT_ARM: zero */
+		struct {
+			__u64 arms;	/* in: address of struct clanq_evq_arm[] */
+			__u32 nr_arms;	/* in */
+			__u32 changed;	/* out: words that no longer held val */
+		};
+	};
 };
 
 /*

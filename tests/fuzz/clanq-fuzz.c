@@ -236,7 +236,8 @@ static void gen_call(struct call *c)
 	case OP_EVQ_WAIT:
 		c->a[1] = rn(2000000);	/* ns: never long */
 		c->a[2] = smallish(64);
-		c->a[3] = gen_bad();
+		/* a third arm tripwires in the call (evq_wait_arms()) */
+		c->a[3] = one_in(3) ? CLANQ_EVQ_WAIT_ARM | rnd() << 33 : gen_bad();
 		break;
 	case OP_REGION_CREATE:
 		c->a[1] = one_in(6) ? special() : 1 + rn(one_in(3) ? 1 << 20 : 3 * 4096);
@@ -808,15 +809,54 @@ static void do_evq_reg(const struct call *c, int reg)
 	}
 }
 
+static u64 pick_addr(u64 sel);
+
+/*
+ * CLANQ_EVQ_WAIT_ARM's vector, from the call's bits: up to 12 entries
+ * naming live tripwires (their own words, or any) or apertures (a
+ * flush), sometimes with garbage flags, ids, counts or a wild pointer.
+ */
+static void evq_wait_arms(const struct call *c, struct clanq_ioc_evq_wait *w,
+			  struct clanq_evq_arm *arms)
+{
+	u64 s = c->a[3] >> 33, r = s;
+	unsigned int n = s & 15, i;
+	int k;
+
+	for (i = 0; i < n && i < 12; i++) {
+		r = (r + i + 1) * 0x9e3779b97f4a7c15ull;
+		memset(&arms[i], 0, sizeof(arms[i]));
+		if (r >> 60 == 15) {
+			k = pick(r >> 8, T.nap);
+			arms[i].id = k >= 0 ? T.ap[k].id : raw32(r >> 8);
+			arms[i].flags = CLANQ_EVQ_ARM_FLUSH;
+			arms[i].off = r >> 16 & 0x1fff;
+			arms[i].val = r & 1 ? 8 : r >> 32;
+			continue;
+		}
+		k = pick(r >> 8, T.ntw);
+		arms[i].id = k >= 0 ? T.tw[k].id : raw32(r >> 8);
+		arms[i].flags = r >> 56 == 0xee ? (u32)r : 0;
+		arms[i].off = k >= 0 && r & 2 ? T.tw[k].off : r >> 20 & 0x3fff;
+		arms[i].val = r & 4 ? 0 : r;
+	}
+	w->arms = (s >> 4 & 7) == 7 ? pick_addr(r) : (u64)(uintptr_t)arms;
+	w->changed = (s >> 7 & 63) == 63 ? (u32)r : 0;
+	w->nr_arms = n == 15 ? (u32)(s >> 8) : n;
+}
+
 static void do_evq_wait(const struct call *c)
 {
 	struct clanq_ioc_evq_wait w = {
 		.timeout_ns = c->a[1] % 2000001, .read_i = c->a[2],
 		.flags = c->a[3] & 0xffffffff,
 	};
+	struct clanq_evq_arm arms[12];
 	int idx, fd = evq_fd(c->a[0], &idx);
 
 	w.reserved[c->a[3] >> 32 & 1] = c->a[3] >> 40;
+	if (w.flags & CLANQ_EVQ_WAIT_ARM)
+		evq_wait_arms(c, &w, arms);
 	ioctl(fd, CLANQ_IOC_EVQ_WAIT, &w);
 }
 

@@ -1088,6 +1088,100 @@ static void tw_wait_times_out_or_returns_at_once(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 0);
 }
 
+/* clanq_tw_arm_vec() on @n (at most 4) entries, as EVQ_WAIT calls it. */
+static int arm_vec(struct clanq_ctx *ctx, const struct clanq_evq_arm *v, u32 n)
+{
+	struct clanq_ktw *tws[4];
+
+	return clanq_tw_arm_vec(ctx, v, n, tws);
+}
+
+/*
+ * EVQ_WAIT's arms (CLANQ_EVQ_WAIT_ARM): every listed tripwire is armed
+ * (again: no harm), the words that moved are counted, a write after the
+ * arming fires, the listed flushes are made first; a bad entry anywhere
+ * in the list (flags, id, another context's tripwire, a destroyed one,
+ * a word outside or unaligned, a flush AP_FLUSH would refuse) fails the
+ * call with nothing armed.
+ */
+static void arm_vec_arms_compares_and_refuses_garbage(struct kunit *test)
+{
+	struct tw_env *t = test->priv;
+	struct tw tw = tw_new(test, t, 0, 64, 0), tw2 = tw_new(test, t, 2048, 64, 0);
+	struct clanq_evq_arm v[2] = {
+		{ .id = tw.id, .off = 8, .val = 0 },
+		{ .id = tw2.id, .off = 2048, .val = 0 },
+	}, good = v[0], flush = {
+		.id = t->d.ap, .flags = CLANQ_EVQ_ARM_FLUSH, .off = 8, .val = 8,
+	};
+	static const u64 bad_offs[] = { 4, 12, 56 + 4, 64, 2048, ~7ull, ~0ull };
+	unsigned int i;
+
+	/* the words are zero: nothing moved, both armed */
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), 0);
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 2);
+	KUNIT_EXPECT_TRUE(test, bit_set(t->armed, 0));
+	KUNIT_EXPECT_TRUE(test, bit_set(t->armed, 2048 >> CLANQ_TW_BLOCK_SHIFT));
+	/* armed again, no harm; a word the caller saw otherwise counts */
+	v[0].val = 1;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), 1);
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 2);
+	/* a write after the arming fires its one-shot tripwire */
+	write_at(test, t, 2048, 8);
+	KUNIT_EXPECT_TRUE(test, is_fired(t, tw2.bit));
+	KUNIT_EXPECT_FALSE(test, is_fired(t, tw.bit));
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 1);
+	/* and that word moved now: counted, re-armed */
+	v[0].val = 0;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), 1);
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 2);
+	/* a flush of the requester's (its context) fires what is armed there */
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->ctx, &flush, 1), 0);
+	KUNIT_EXPECT_TRUE(test, is_fired(t, tw.bit));
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 1);
+	KUNIT_EXPECT_EQ(test, tw_disarm(t, tw2.id), 0);
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 0);
+
+	/* garbage after a good entry: refused, nothing armed */
+	v[0] = good;
+	for (i = 0; i < ARRAY_SIZE(bad_offs); i++) {
+		v[1] = good;
+		v[1].off = bad_offs[i];
+		KUNIT_EXPECT_EQ_MSG(test, arm_vec(t->e->exp, v, 2), -EINVAL,
+				    "word at %llu", bad_offs[i]);
+	}
+	v[1] = good;
+	v[1].flags = 0x2;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -EINVAL);
+	v[1].flags = ~0u;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -EINVAL);
+	v[1] = good;
+	v[1].id = 0;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -ENOENT);
+	v[1].id = U32_MAX;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -ENOENT);
+	/* the exporter's tripwire, named in the requester's context */
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->ctx, &good, 1), -ENOENT);
+	/* flushes as AP_FLUSH refuses them: no aperture, outside it */
+	v[1] = flush;
+	v[1].id = U32_MAX;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -ENOENT);
+	v[1] = flush;
+	v[1].off = REGION_LEN;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->ctx, &v[1], 1), -ERANGE);
+	v[1].off = 8;
+	v[1].val = ~0ull;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->ctx, &v[1], 1), -ERANGE);
+	/* a destroyed tripwire */
+	KUNIT_EXPECT_EQ(test, tw_destroy(t, tw2.id), 0);
+	v[1] = good;
+	v[1].id = tw2.id;
+	v[1].off = 2048;
+	KUNIT_EXPECT_EQ(test, arm_vec(t->e->exp, v, 2), -ENOENT);
+	KUNIT_EXPECT_EQ(test, nr_armed(t->d.r), 0);
+	KUNIT_EXPECT_FALSE(test, bit_set(t->armed, 0));
+}
+
 /*
  * Garbage into the handlers.
  */
@@ -1257,6 +1351,7 @@ static struct kunit_case clanq_tripwire_cases[] = {
 	KUNIT_CASE(region_free_kills_its_tripwires),
 	KUNIT_CASE_SLOW(ten_thousand_tripwires_on_one_region),
 	KUNIT_CASE(tw_wait_times_out_or_returns_at_once),
+	KUNIT_CASE(arm_vec_arms_compares_and_refuses_garbage),
 	KUNIT_CASE(tw_create_refuses_garbage),
 	KUNIT_CASE(tw_commands_refuse_garbage),
 	KUNIT_CASE(ap_flush_refuses_garbage),
