@@ -50,11 +50,17 @@ elif [ $rc = 0 ] && [ "$counts" = 0 ]; then
 else
 	bad "abi: $soname as recorded" "$(grep -E '^Total' "$out/checker.log" | tr '\n' ' ')- a changed struct or signature breaks programs built for soname ${soname##*.}: raise Makefile's SOVERSION, then tests/abi/abi-check.sh --record (what changed: $out/report.html)"
 fi
-# the exports are named one by one, in the version node the package says
-node=$(objdump -T "$so" | awk '/ clanq_/ { print $(NF-1) }' | sort -u)
-if [ "$node" = "LIBCLANQ_$version" ]; then
-	ok "abi: every export versioned LIBCLANQ_$version"
+# the exports are named one by one, each in a version node no newer than
+# the package (LIBCLANQ_0.2 for the first, a later node per addition),
+# and the package's own node is there
+nodes=$(objdump -T "$so" | awk '/ clanq_/ { print $(NF-1) }' | sort -u)
+stray=$(for n in $nodes; do
+	v=${n#LIBCLANQ_}
+	[ "$n" != "$v" ] && [ "$(printf '%s\n%s\n' "$v" "$version" | sort -V | tail -n 1)" = "$version" ] || echo "$n"
+done)
+if [ -z "$stray" ] && echo "$nodes" | grep -qx "LIBCLANQ_$version"; then
+	ok "abi: every export versioned, the newest LIBCLANQ_$version"
 else
-	bad "abi: every export versioned LIBCLANQ_$version" "found: $(echo $node)"
+	bad "abi: every export versioned, the newest LIBCLANQ_$version" "found: $(echo $nodes)"
 fi
 [ $fails = 0 ]
