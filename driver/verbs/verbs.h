@@ -11,7 +11,8 @@
  *			WROTE, revoke
  *	verbs_import.c	the importer's side: ask, collect the grants, the
  *			remote region an aperture holds
- *	verbs_write.c		an RDMA write chunk: WRITEs then its WROTE
+ *	verbs_write.c		an RDMA write chunk: WRITEs then its WROTE; a
+ *			READ chunk; an atomic then its WROTE
  *	wire_msg.h	what goes on the wire, and its checks
  *
  * Files here include clanq_drv.h (the core, through ../) and this
@@ -31,6 +32,10 @@
 /* send queue entries beside the SENDs: RDMA WRITEs, REG_MRs */
 #define CLANQ_V_WR_CREDITS	256
 #define CLANQ_V_MAX_SGE		32
+/* READs and atomics in flight per connection, at most (the CM's depths) */
+#define CLANQ_V_RD_ATOM		16
+/* rdma_rw contexts with a registration (iWARP READs) at once, per QP */
+#define CLANQ_V_RDMA_CTXS	64
 #define CLANQ_V_MR_PAGES	512	/* pages per registration, at most */
 #define CLANQ_V_RESOLVE_MS	2000
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
@@ -66,6 +71,15 @@ struct clanq_vwrite {
 	int status;
 	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
 	struct list_head orphan;	/* conn->orphans: half posted */
+	/* DMA_TO_DEVICE: WRITEs from the source; DMA_FROM_DEVICE: READs into it */
+	enum dma_data_direction dir;
+	/* an atomic: its work request, and where the old value lands */
+	struct ib_atomic_wr atomic;
+	struct ib_sge old_sge;
+	u64 *old;			/* kmalloc()ed; NULL but for atomics */
+	u64 old_dma;
+	bool old_mapped;
+	u64 *result;			/* the engine's: *old is copied there */
 	unsigned int nr_pieces;
 	struct clanq_vwrite_piece piece[] __counted_by(nr_pieces);
 };
@@ -81,6 +95,8 @@ struct clanq_vimport {
 	bool revoked;			/* under conn->lock */
 	u64 span;
 	u32 first;
+	/* why it cannot do atomics (region.no_atomics points here), or "" */
+	char no_atomics[64];
 	u16 nr_mrs;
 	u32 rkeys[] __counted_by(nr_mrs);
 };
@@ -110,6 +126,7 @@ struct clanq_vexport {
 	struct list_head node;		/* conn->exports, under conn->lock */
 	struct clanq_kregion *region;	/* referenced, its memory held */
 	u64 span;
+	int access;			/* IB_ACCESS_* of its registrations */
 	u16 nr_mrs;
 	struct clanq_vmr mrs[] __counted_by(nr_mrs);
 };
@@ -235,7 +252,10 @@ void clanq_vimport_settle(struct clanq_vpending *p, int err);
 
 /* verbs_write.c */
 int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
+int clanq_vread_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
+int clanq_vatomic(struct clanq_nic *src, const struct clanq_wire_write *w);
 void clanq_vwrite_free_orphans(struct clanq_vconn *conn);
 void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn);
+void clanq_vwrite_release(struct clanq_vwrite *wr);
 
 #endif /* _CLANQ_VERBS_H */

@@ -8,8 +8,17 @@
  * and registers it with fast registration work requests (REG_MR, one
  * memory region per up to the device's max_fast_reg_page_list_len
  * pages), posted on the QP the importer's writes arrive on, ahead of the
- * GRANTs that carry the rkeys. A WROTE after the importer's WRITEs says
- * which bytes changed, so that tripwires fire as on the loop wire.
+ * GRANTs that carry the rkeys. A WROTE after the importer's WRITEs (and
+ * atomics) says which bytes changed, so that tripwires fire as on the
+ * loop wire.
+ *
+ * The registrations allow what the export grants, whatever one import
+ * asks (one registration serves every import of the region over the
+ * connection): remote writes with CLANQ_RIGHT_WRITE, remote reads with
+ * CLANQ_RIGHT_READ, and atomics with both when the device can
+ * (atomic_cap IB_ATOMIC_HCA or better; the GRANT says so). So the
+ * exporter's device enforces the rights: an importer's kernel that asks
+ * beyond them is refused there, not only by the importer's own check.
  * Freeing the region deregisters its memory regions before REGION_FREE
  * returns (a write after that fails at the exporter's device, and the
  * importer sees -ENXIO) and tells the importers (REVOKED).
@@ -60,6 +69,20 @@ void clanq_vexport_free_all(struct clanq_vconn *conn)
 		clanq_vexport_free(exp, conn->cm_id->device);
 }
 
+/* The access of @r's registrations on @dev: what the export grants. */
+static int clanq_vexport_access(struct ib_device *dev, u32 rights)
+{
+	int access = IB_ACCESS_LOCAL_WRITE;
+
+	if (rights & CLANQ_RIGHT_WRITE)
+		access |= IB_ACCESS_REMOTE_WRITE;
+	if (rights & CLANQ_RIGHT_READ)
+		access |= IB_ACCESS_REMOTE_READ;
+	if (rights == CLANQ_RIGHTS_ALL && dev->attrs.atomic_cap >= IB_ATOMIC_HCA)
+		access |= IB_ACCESS_REMOTE_ATOMIC;
+	return access;
+}
+
 /*
  * Register @r with @conn's device: its pages in spans of at most the
  * device's fast registration list, each a memory region whose address is
@@ -88,6 +111,7 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 		return ERR_PTR(-ENOMEM);
 	exp->nr_mrs = n;
 	exp->span = span;
+	exp->access = clanq_vexport_access(dev, r->rights);
 	if (!clanq_kregion_mem_get(r)) {
 		kfree(exp);
 		return ERR_PTR(-ENOENT);
@@ -155,16 +179,12 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 	u32 rkeys[CLANQ_WMSG_MAX_MRS];
 	struct ib_reg_wr reg;
 	unsigned long flags;
-	int err = -ENOENT;
+	int err = -ENOENT, access = 0;
 	u16 i, n = 0;
 
 	/* a wrong key, never exported, freed: all the same to a guesser */
 	if (!r || !smp_load_acquire(&r->exported) || r->key != q->key ||
 	    READ_ONCE(r->revoked))
-		goto refuse;
-	/* across hosts an aperture is only ever written through */
-	err = -EACCES;
-	if (!(r->rights & CLANQ_RIGHT_WRITE))
 		goto refuse;
 	mutex_lock(&clanq_v_export_mutex);
 	spin_lock_irqsave(&conn->lock, flags);
@@ -172,6 +192,7 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		if (exp->region == r) {
 			n = exp->nr_mrs;
 			g.span = exp->span;
+			access = exp->access;
 			for (i = 0; i < n; i++)
 				rkeys[i] = exp->mrs[i].mr->rkey;
 			break;
@@ -197,12 +218,14 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		spin_unlock_irqrestore(&conn->lock, flags);
 		n = fresh->nr_mrs;
 		g.span = fresh->span;
+		access = fresh->access;
 		for (i = 0; i < n; i++)
 			rkeys[i] = fresh->mrs[i].mr->rkey;
 	}
 	g.len = r->len;
 	g.first = r->first;
 	g.rights = r->rights;
+	g.flags = access & IB_ACCESS_REMOTE_ATOMIC ? CLANQ_WMSG_GRANT_ATOMIC : 0;
 	g.nr_mrs = n;
 	for (i = 0; i < n; i++) {
 		g.mr = i;
@@ -213,8 +236,7 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 				.wr.wr_cqe	= &conn->wr_cqe,
 				.mr		= fresh->mrs[i].mr,
 				.key		= rkeys[i],
-				.access		= IB_ACCESS_LOCAL_WRITE |
-						  IB_ACCESS_REMOTE_WRITE,
+				.access		= fresh->access,
 			};
 		}
 		/* a full queue: the importer's wait for the rest times out */
@@ -232,7 +254,10 @@ refuse:
 	clanq_vexport_refuse(conn, q, err);
 }
 
-/* The peer wrote [off, off + len) of a region we granted it: tripwires. */
+/*
+ * The peer wrote [off, off + len) of a region we granted it (WRITEs, or
+ * an atomic on a word): tripwires.
+ */
 void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w)
 {
 	struct clanq_kregion *r = NULL;

@@ -82,17 +82,21 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 		/*
 		 * The WRITEs ahead of it failed first, if one did: say why.
 		 * Otherwise the connection ended under it (iWARP reports
-		 * a refused rkey by a TERMINATE, not on the WRITE), and the
-		 * import with it: -ENXIO, but for a peer that stopped
-		 * answering (-ETIMEDOUT).
+		 * a refused rkey by a TERMINATE, not on the WRITE; a READ
+		 * chunk's own last READ completes here, a refused rkey
+		 * among them), and the import with it: -ENXIO, but for a
+		 * peer that stopped answering (-ETIMEDOUT).
 		 */
 		wr->status = !err ? 0 : READ_ONCE(conn->wr_error) ?:
 			     err == -ETIMEDOUT ? err : -ENXIO;
 		clanq_vwrite_unmap(wr, conn);
+		/* an atomic's old value: in order, before this completion */
+		if (!wr->status && wr->result)
+			*wr->result = READ_ONCE(*wr->old);
 		/* an idle engine hears now; a busy one from the work queue */
 		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
 			clanq_kep_put(wr->ep);
-			kfree(wr);
+			clanq_vwrite_release(wr);
 		} else {
 			queue_work(clanq_v_done_wq, &wr->done);
 		}

@@ -26,7 +26,8 @@
 #include <clanq/uapi.h>
 
 #define CLANQ_WMSG_MAGIC	0x57514c43u	/* "CLQW" */
-#define CLANQ_WMSG_VERSION	1
+/* 2: GRANT's flags (was padding), READ and atomics (issue 26) */
+#define CLANQ_WMSG_VERSION	2
 
 /* Message types */
 #define CLANQ_WMSG_OOB		1	/* an OOB message for dst_node:dst_id */
@@ -40,6 +41,10 @@
 
 /* What an exporter may register a region with, at most (GRANTs per import). */
 #define CLANQ_WMSG_MAX_MRS	32
+
+/* GRANT flags: the registrations take atomics (IB_ACCESS_REMOTE_ATOMIC) */
+#define CLANQ_WMSG_GRANT_ATOMIC	0x1u
+#define CLANQ_WMSG_GRANT_FLAGS	CLANQ_WMSG_GRANT_ATOMIC
 
 /* The connection request's private data: who asks, and for which node. */
 struct clanq_whello {
@@ -87,7 +92,7 @@ struct clanq_wmsg_region {
 	__le16 mr;		/* GRANT */
 	__le16 nr_mrs;		/* GRANT */
 	__le32 err;		/* REFUSE: a positive errno */
-	__le32 pad;
+	__le32 flags;		/* GRANT: CLANQ_WMSG_GRANT_* */
 } __packed;
 
 /* The largest message: what every receive buffer holds. */
@@ -102,6 +107,7 @@ struct clanq_wmsg_rgn {
 	u32 first, rights, rkey;
 	u16 mr, nr_mrs;
 	int err;		/* REFUSE: -errno */
+	u32 flags;		/* GRANT */
 };
 
 /* A decoded message: kernel values, every field checked. */
@@ -206,6 +212,7 @@ static inline size_t clanq_wmsg_put_region(void *buf, u8 type, u32 src_node,
 		g->rkey = cpu_to_le32(r->rkey);
 		g->mr = cpu_to_le16(r->mr);
 		g->nr_mrs = cpu_to_le16(r->nr_mrs);
+		g->flags = cpu_to_le32(r->flags);
 		break;
 	case CLANQ_WMSG_REFUSE:
 		g->req = cpu_to_le32(r->req);
@@ -240,10 +247,12 @@ static inline int clanq_wmsg_get_region(const struct clanq_wmsg_region *g,
 	r->mr = le16_to_cpu(g->mr);
 	r->nr_mrs = le16_to_cpu(g->nr_mrs);
 	r->err = -(int)min_t(u32, le32_to_cpu(g->err), MAX_ERRNO + 1);
+	r->flags = le32_to_cpu(g->flags);
 	switch (type) {
 	case CLANQ_WMSG_GRANT:
 		/* whole pages per registration, at least the bytes of one */
 		if (!r->len || !r->rights || (r->rights & ~CLANQ_RIGHTS_ALL) ||
+		    (r->flags & ~CLANQ_WMSG_GRANT_FLAGS) ||
 		    r->first >= PAGE_SIZE || !r->span ||
 		    !PAGE_ALIGNED(r->span) || !r->nr_mrs ||
 		    r->nr_mrs > CLANQ_WMSG_MAX_MRS || r->mr >= r->nr_mrs ||

@@ -144,6 +144,7 @@ static size_t region_put(u8 *buf, u8 type, const struct clanq_wmsg_rgn *r)
 static const struct clanq_wmsg_rgn grant = {
 	.id = 5, .req = 77, .len = 3 * 4096 + 1, .span = 2 * 4096, .first = 100,
 	.rights = CLANQ_RIGHT_WRITE, .rkey = 0xabcdef, .mr = 1, .nr_mrs = 2,
+	.flags = CLANQ_WMSG_GRANT_ATOMIC,
 };
 
 /* Each region message decodes to the fields its type carries, the rest 0. */
@@ -174,6 +175,7 @@ static void region_messages_round_trip(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, d.rgn.rkey, grant.rkey);
 	KUNIT_EXPECT_EQ(test, d.rgn.mr, grant.mr);
 	KUNIT_EXPECT_EQ(test, d.rgn.nr_mrs, grant.nr_mrs);
+	KUNIT_EXPECT_EQ(test, d.rgn.flags, grant.flags);
 	KUNIT_EXPECT_EQ(test, d.rgn.key, 0ull);
 
 	n = region_put(buf, CLANQ_WMSG_REFUSE, &q);
@@ -213,6 +215,8 @@ static void bad_region_fields_are_refused(struct kunit *test)
 	REFUSED(CLANQ_WMSG_GRANT, g.len = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.rights = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.rights = 4);
+	REFUSED(CLANQ_WMSG_GRANT, g.flags = CLANQ_WMSG_GRANT_FLAGS + 1);
+	REFUSED(CLANQ_WMSG_GRANT, g.flags = 1u << 31);
 	REFUSED(CLANQ_WMSG_GRANT, g.first = PAGE_SIZE);
 	REFUSED(CLANQ_WMSG_GRANT, g.span = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.span = PAGE_SIZE + 1);
