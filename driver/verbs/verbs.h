@@ -80,6 +80,8 @@ struct clanq_vwrite {
 	u64 old_dma;
 	bool old_mapped;
 	u64 *result;			/* the engine's: *old is copied there */
+	/* a WRITE chunk: its immediate, if its one WRITE may carry it (or 0) */
+	u32 imm;
 	unsigned int nr_pieces;
 	struct clanq_vwrite_piece piece[] __counted_by(nr_pieces);
 };
@@ -95,6 +97,7 @@ struct clanq_vimport {
 	bool revoked;			/* under conn->lock */
 	u64 span;
 	u32 first;
+	u32 imm_slot;			/* the exporter's, for WRITE_WITH_IMM; 0: none */
 	/* why it cannot do atomics (region.no_atomics points here), or "" */
 	char no_atomics[64];
 	u16 nr_mrs;
@@ -125,8 +128,10 @@ struct clanq_vmr {
 struct clanq_vexport {
 	struct list_head node;		/* conn->exports, under conn->lock */
 	struct clanq_kregion *region;	/* referenced, its memory held */
+	struct clanq_vconn *conn;	/* the one it was granted over */
 	u64 span;
 	int access;			/* IB_ACCESS_* of its registrations */
+	u32 imm_slot;			/* in conn->imm_slots; 0: none */
 	u16 nr_mrs;
 	struct clanq_vmr mrs[] __counted_by(nr_mrs);
 };
@@ -163,6 +168,8 @@ struct clanq_vconn {
 	struct list_head pending;	/* active: clanq_vpending */
 	struct list_head imports;	/* active: clanq_vimport */
 	struct list_head exports;	/* passive: clanq_vexport */
+	struct ida imm_slots;		/* passive: the exports' immediate slots */
+	bool imm;			/* active: WRITE_WITH_IMM may be used */
 	unsigned int exports_busy;	/* taken off exports, not yet freed */
 	struct list_head orphans;	/* clanq_vwrite half posted */
 	/* sends complete in order on an RC QP: when each in flight left */
@@ -182,6 +189,7 @@ struct clanq_vconn {
 extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
+extern bool clanq_v_write_imm;
 /* guards peer->conn and clanq_v_conns */
 extern spinlock_t clanq_v_lock;
 extern struct list_head clanq_v_conns;
@@ -239,6 +247,7 @@ void clanq_vexport_free_all(struct clanq_vconn *conn);
 void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *q);
 void clanq_vexport_region_gone(struct clanq_kregion *r);
 void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w);
+void clanq_vexport_wrote_imm(struct clanq_vconn *conn, u32 imm, u32 len);
 
 /* verbs_import.c */
 void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,

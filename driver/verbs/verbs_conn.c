@@ -33,6 +33,7 @@ static void clanq_vconn_release(struct kref *ref)
 	struct clanq_vconn *conn = container_of(ref, struct clanq_vconn, ref);
 
 	clanq_kpeer_put(conn->peer);
+	ida_destroy(&conn->imm_slots);
 	kfree(conn->bufs);
 	kfree(conn);
 }
@@ -198,6 +199,7 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	INIT_LIST_HEAD(&conn->pending);
 	INIT_LIST_HEAD(&conn->imports);
 	INIT_LIST_HEAD(&conn->exports);
+	ida_init(&conn->imm_slots);
 	INIT_LIST_HEAD(&conn->orphans);
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].conn = conn;
@@ -276,6 +278,8 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	if (err)
 		return err;
 	conn->have_qp = true;
+	/* iWARP has no immediate data: its writes keep the WROTE */
+	conn->imm = !rdma_protocol_iwarp(dev, id->port_num);
 
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].dma = conn->bufs_dma + i * CLANQ_WMSG_MAX;

@@ -33,6 +33,8 @@ static void clanq_vexport_free(struct clanq_vexport *exp, struct ib_device *dev)
 	struct clanq_vmr *m;
 	u16 i;
 
+	if (exp->imm_slot)
+		ida_free(&exp->conn->imm_slots, exp->imm_slot);
 	for (i = 0; i < exp->nr_mrs; i++) {
 		m = &exp->mrs[i];
 		/* synchronous: no remote write lands in the pages after this */
@@ -111,6 +113,7 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 		return ERR_PTR(-ENOMEM);
 	exp->nr_mrs = n;
 	exp->span = span;
+	exp->conn = conn;
 	exp->access = clanq_vexport_access(dev, r->rights);
 	if (!clanq_kregion_mem_get(r)) {
 		kfree(exp);
@@ -118,6 +121,10 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 	}
 	clanq_kregion_get(r);
 	exp->region = r;
+	/* a slot for writes with immediate; without one, WROTEs do */
+	err = ida_alloc_range(&conn->imm_slots, 1, CLANQ_WMSG_IMM_MAX_SLOT,
+			      GFP_KERNEL);
+	exp->imm_slot = err > 0 ? err : 0;
 	for (i = 0; i < n; i++) {
 		m = &exp->mrs[i];
 		lo = max_t(u64, (u64)i * span, r->first);
@@ -180,6 +187,7 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 	struct ib_reg_wr reg;
 	unsigned long flags;
 	int err = -ENOENT, access = 0;
+	u32 slot = 0;
 	u16 i, n = 0;
 
 	/* a wrong key, never exported, freed: all the same to a guesser */
@@ -193,6 +201,7 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 			n = exp->nr_mrs;
 			g.span = exp->span;
 			access = exp->access;
+			slot = exp->imm_slot;
 			for (i = 0; i < n; i++)
 				rkeys[i] = exp->mrs[i].mr->rkey;
 			break;
@@ -219,13 +228,15 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		n = fresh->nr_mrs;
 		g.span = fresh->span;
 		access = fresh->access;
+		slot = fresh->imm_slot;
 		for (i = 0; i < n; i++)
 			rkeys[i] = fresh->mrs[i].mr->rkey;
 	}
 	g.len = r->len;
 	g.first = r->first;
 	g.rights = r->rights;
-	g.flags = access & IB_ACCESS_REMOTE_ATOMIC ? CLANQ_WMSG_GRANT_ATOMIC : 0;
+	g.flags = (access & IB_ACCESS_REMOTE_ATOMIC ? CLANQ_WMSG_GRANT_ATOMIC : 0) |
+		  slot << CLANQ_WMSG_GRANT_SLOT_SHIFT;
 	g.nr_mrs = n;
 	for (i = 0; i < n; i++) {
 		g.mr = i;
@@ -286,6 +297,37 @@ void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		pr_debug_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
 				     conn->nic->name, clanq_vconn_devname(conn),
 				     conn->peer->node, w->off, w->len, w->id, err);
+}
+
+/*
+ * A WRITE_WITH_IMM of @len bytes landed: the immediate names the export
+ * (its slot on @conn) and the first byte (clanq_wmsg_imm()). Tripwires,
+ * as for a WROTE.
+ */
+void clanq_vexport_wrote_imm(struct clanq_vconn *conn, u32 imm, u32 len)
+{
+	struct clanq_wmsg_rgn w = { .len = len };
+	struct clanq_vexport *exp;
+	unsigned long flags;
+	u32 slot;
+
+	clanq_wmsg_imm_get(imm, &slot, &w.off);
+	w.id = U32_MAX;		/* no region has it: dropped if no slot matches */
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (slot && exp->imm_slot == slot) {
+			w.id = exp->region->id;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (w.id == U32_MAX || !len) {
+		pr_debug_ratelimited("%s: %s: peer %u: a write with immediate %#x, %u bytes: no such export\n",
+				     conn->nic->name, clanq_vconn_devname(conn),
+				     conn->peer->node, imm, len);
+		return;
+	}
+	clanq_vexport_wrote(conn, &w);
 }
 
 /* The next export of @r over any connection, taken off its list; or NULL. */

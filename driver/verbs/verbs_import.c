@@ -181,6 +181,8 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	imp->nr_mrs = p->grant.nr_mrs;
 	imp->span = p->grant.span;
 	imp->first = p->grant.first;
+	imp->imm_slot = (p->grant.flags & CLANQ_WMSG_GRANT_SLOT_MASK) >>
+			CLANQ_WMSG_GRANT_SLOT_SHIFT;
 	memcpy(imp->rkeys, p->rkeys, imp->nr_mrs * sizeof(u32));
 	clanq_kregion_remote_init(&imp->region, src, addr->node, addr->id,
 				  p->grant.len, key, p->grant.rights,

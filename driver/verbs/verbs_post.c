@@ -377,6 +377,12 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	 */
 	if (!conn->active && READ_ONCE(conn->state) == CLANQ_PEER_CONNECTING)
 		clanq_vconn_up(conn, conn->cm_id);
+	/* a write that says itself what it wrote: nothing in the buffer */
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
+		clanq_vexport_wrote_imm(conn, be32_to_cpu(wc->ex.imm_data),
+					wc->byte_len);
+		goto again;
+	}
 	ib_dma_sync_single_for_cpu(conn->cm_id->device, b->dma, CLANQ_WMSG_MAX,
 				   DMA_BIDIRECTIONAL);
 	err = clanq_wmsg_get(b->data, wc->byte_len, &m);
@@ -386,6 +392,7 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 				      conn->peer->node, wc->byte_len, err);
 	else
 		clanq_vconn_deliver(conn, &m);
+again:
 	if (READ_ONCE(conn->state) != CLANQ_PEER_DOWN) {
 		err = clanq_vconn_post_recv(conn, b);
 		if (err)

@@ -17,6 +17,18 @@
  * for a compare-and-swap that did not swap: only the importer knows).
  * Send queue completions come in order, so when the WROTE's completes
  * the old value is in the buffer.
+ *
+ * Write with immediate. A write chunk that is one WRITE (one
+ * registration of the exporter's, at most max_sge pages: every chunk of
+ * a region under one registration span, so every small write), into a
+ * region whose export has an immediate slot, starting in its first 4 MiB
+ * (wire_msg.h), goes as one IB_WR_RDMA_WRITE_WITH_IMM instead of
+ * WRITE + WROTE: the exporter's receive completion names the export and
+ * the first byte, its byte_len the length, and it fires the tripwires
+ * as for a WROTE. One message instead of two, and the importer's chunk
+ * completes on the WRITE's own completion. Everything else (iWARP, which
+ * has no immediate; chunks of several WRITEs; offsets past 4 MiB; more
+ * than 1023 exports on a connection) keeps the WROTE.
  */
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -205,6 +217,20 @@ static int clanq_vwrite_post(struct clanq_vconn *conn, struct clanq_vimport *imp
 	err = -EMSGSIZE;
 	if (WARN_ON_ONCE(!head || count > b->credits + !send))
 		goto unposted;
+	/*
+	 * One WRITE, and the exporter gave a slot: it says what it wrote
+	 * itself (WRITE_WITH_IMM, taking the peer's receive the WROTE would
+	 * have), on the send slot's completion; the WROTE is not sent.
+	 */
+	if (wr->imm && send && count == 1 && head->next == send &&
+	    head->opcode == IB_WR_RDMA_WRITE) {
+		head->opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+		head->ex.imm_data = cpu_to_be32(wr->imm);
+		head->send_flags |= IB_SEND_SIGNALED;
+		head->wr_cqe = &b->cqe;
+		head->next = NULL;
+		send = NULL;
+	}
 	/* unsignaled; should one fail, the connection learns why */
 	for (x = head; x && x != send; x = x->next)
 		if (x->wr_cqe != &b->cqe)
@@ -328,6 +354,10 @@ int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
 	if (IS_ERR(wr))
 		return READ_ONCE(imp->conn->state) == CLANQ_PEER_UP ?
 		       PTR_ERR(wr) : -ENXIO;
+	/* a slot, a first byte the immediate can name: no WROTE (if one WRITE) */
+	if (imp->imm_slot && imp->conn->imm && READ_ONCE(clanq_v_write_imm) &&
+	    off - imp->first < CLANQ_WMSG_IMM_OFF_LIMIT)
+		wr->imm = clanq_wmsg_imm(imp->imm_slot, off - imp->first);
 	return clanq_vwrite_go(src, w, imp, wr, credits, true, off, w->len);
 }
 
