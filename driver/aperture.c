@@ -312,8 +312,8 @@ static int clanq_kap_check(struct clanq_ctx *ctx, const struct clanq_ioc_ap_impo
 	/* a device without atomics is a limit of the host's: said as one */
 	if ((im->flags & CLANQ_AP_ATOMIC) && (!wire->rdma_atomic || r->no_atomics)) {
 		clanq_ulimit(ctx, "AP_IMPORT: region %u:%u: CLANQ_AP_ATOMIC: %s",
-			   im->region.node, im->region.id,
-			   r->no_atomics ?: "its wire has no atomics");
+			     im->region.node, im->region.id,
+			     r->no_atomics ?: "its wire has no atomics");
 		return -EOPNOTSUPP;
 	}
 	if (check_add_overflow(im->offset, im->len, &end) || end > r->len) {
