@@ -67,6 +67,15 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(wc);
 	unsigned long flags;
 
+	/*
+	 * A READ chunk's last READ or a WRITE with immediate completes here
+	 * itself: the exporter's device refused its rkey (revoked), as
+	 * clanq_vconn_wr_failed() says for the work requests ahead of a SEND
+	 */
+	if (wc->status == IB_WC_REM_ACCESS_ERR) {
+		err = -ENXIO;
+		cmpxchg(&conn->wr_error, 0, err);
+	}
 	b->write = NULL;
 	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_acked++;
@@ -366,7 +375,16 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	int err;
 
 	if (wc->status != IB_WC_SUCCESS) {
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
+		/*
+		 * A write with immediate that our device refused (its region
+		 * was revoked: deregistered) completes the receive it took
+		 * with this, and the QP is in error. The writer learns it
+		 * from its own completion (-ENXIO) and ends the connection, as
+		 * for a plain WRITE, which our side never sees: ending it here
+		 * too would race that and tell the writer -ECONNRESET instead.
+		 */
+		if (wc->status != IB_WC_WR_FLUSH_ERR &&
+		    wc->status != IB_WC_REM_ACCESS_ERR)
 			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
 		return;
 	}
