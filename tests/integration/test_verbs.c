@@ -1888,6 +1888,88 @@ static void rv_stream_and_free(struct rv *v, struct clanq_ap *ap, const struct r
 }
 
 /*
+ * b frees its region while we READ it, 24 READs of RV_LEN queued, each
+ * into a slot of ours filled with a pattern of our own: each completes
+ * whole (b's bytes) or -ENXIO, never a success after a failure, and
+ * every byte of every slot is b's byte for that offset or ours,
+ * untouched: never anything else (freed memory). A READ after the free
+ * fails -ENXIO and changes nothing.
+ */
+#define RR_N		24
+
+static void remote_region_freed_under_reads_brings_no_other_byte(void **state __attribute__((unused)))
+{
+	struct clanq_ep_attr attr = { .rq_slots = 2 * RR_N, .cq_slots = 2 * RR_N };
+	struct clanq_region dst;
+	struct clanq_rdma_comp c;
+	struct clanq_ep ep, ctl;
+	struct clanq_ap ap;
+	struct remote r;
+	__u8 *want;
+	unsigned int i, whole = 0, cut = 0;
+	bool failing = false;
+	size_t k;
+
+	assert_int_equal(clanq_ep_create(&tdev, &ctl, 64), 0);
+	assert_int_equal(clanq_ep_create_attr(&tdev, &ep, &attr), 0);
+	assert_int_equal(clanq_region_alloc(&tdev, &dst, (RR_N + 1) * RV_LEN), 0);
+	want = map_anon((RR_N + 1) * RV_LEN);
+	assert_non_null(want);
+	pat_fill(want, 0x5107ull, 0, (RR_N + 1) * RV_LEN, 0);
+	memcpy(dst.mem, want, (RR_N + 1) * RV_LEN);
+	r = x_region_new(&ctl, RV_REGION, CLANQ_RIGHTS_ALL, X_ALLOC);
+	assert_int_equal(clanq_ap_import(&tdev, &ap, r.addr, r.key, 0, RV_REGION,
+					 CLANQ_RIGHT_READ), 0);
+	for (i = 0; i < RR_N; i++)
+		assert_int_equal(clanq_rdma_read(&ep, &ap, (i * RV_LEN) % RV_REGION, &dst,
+						 i * RV_LEN, RV_LEN, i, REQ_DONE), 0);
+	/* the first done, the rest queued or in flight: b frees it */
+	memset(&c, 0, sizeof(c));
+	wait_done(&ep, &c, W_TIMEOUT(RV_LEN));
+	x_region_free(&ctl, &r);
+	for (i = 0; i < RR_N; i++) {
+		const __u8 *m = (const __u8 *)dst.mem + i * RV_LEN;
+
+		if (i)
+			wait_done(&ep, &c, W_TIMEOUT(RV_LEN));
+		assert_int_equal(c.cookie, i);
+		if (!c.status) {
+			if (failing)
+				fail_msg("READ %u succeeded after an earlier one failed", i);
+			assert_int_equal(c.len, RV_LEN);
+			whole++;
+		} else {
+			assert_int_equal(c.status, -ENXIO);
+			failing = true;
+			cut++;
+		}
+		for (k = 0; k < RV_LEN; k++) {
+			__u8 theirs = pat_byte(BG_SEED, (i * RV_LEN + k) % RV_REGION, TOP);
+
+			if (m[k] != theirs && m[k] != want[i * RV_LEN + k])
+				fail_msg("READ %u (status %d): byte %zu is %#x: neither b's %#x nor ours %#x",
+					 i, c.status, k, m[k], theirs, want[i * RV_LEN + k]);
+			if (!c.status && m[k] != theirs)
+				fail_msg("READ %u completed, but byte %zu is not b's", i, k);
+		}
+	}
+	/* after the free: refused, nothing lands */
+	assert_int_equal(clanq_rdma_read(&ep, &ap, 0, &dst, RR_N * RV_LEN, RV_LEN, 99,
+					 REQ_DONE), 0);
+	expect_done(&ep, 99, -ENXIO, 0);
+	assert_int_equal(mem_diff((__u8 *)dst.mem + RR_N * RV_LEN, want + RR_N * RV_LEN,
+				  RV_LEN), RV_LEN);
+	printf("READs racing b's free: %u whole, %u refused (-ENXIO), no other byte\n",
+	       whole, cut);
+	assert_true(failing);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	assert_int_equal(clanq_region_free(&dst), 0);
+	munmap(want, (RR_N + 1) * RV_LEN);
+	clanq_ep_destroy(&ep);
+	clanq_ep_destroy(&ctl);
+}
+
+/*
  * b frees its region while we stream writes into it (rv_stream_and_free:
  * in order, success then -ENXIO, never success again); the import's
  * notify endpoint gets the revoked notice; later writes fail -ENXIO
@@ -2192,6 +2274,8 @@ static int suite(void)
 		cmocka_unit_test_setup_teardown(remote_region_freed_mid_stream_fails_writes_with_enxio,
 						x_setup, x_teardown),
 		cmocka_unit_test_setup_teardown(freeing_a_region_and_the_other_imports,
+						x_setup, x_teardown),
+		cmocka_unit_test_setup_teardown(remote_region_freed_under_reads_brings_no_other_byte,
 						x_setup, x_teardown),
 		cmocka_unit_test(a_node_the_peer_does_not_know_is_refused),
 		cmocka_unit_test(peer_is_up_and_counted),
