@@ -1899,7 +1899,7 @@ static void rv_stream_and_free(struct rv *v, struct clanq_ap *ap, const struct r
 
 static void remote_region_freed_under_reads_brings_no_other_byte(void **state __attribute__((unused)))
 {
-	struct clanq_ep_attr attr = { .rq_slots = 2 * RR_N, .cq_slots = 2 * RR_N };
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };	/* > RR_N */
 	struct clanq_region dst;
 	struct clanq_rdma_comp c;
 	struct clanq_ep ep, ctl;
