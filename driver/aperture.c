@@ -303,7 +303,7 @@ static void clanq_kap_unpublish_maps(struct clanq_ctx *ctx, struct clanq_kap *ap
 }
 
 static int clanq_kap_check(struct clanq_ctx *ctx, const struct clanq_ioc_ap_import *im,
-			   struct clanq_kregion *r)
+			   const struct clanq_wire_ops *wire, struct clanq_kregion *r)
 {
 	u64 end;
 
@@ -318,6 +318,13 @@ static int clanq_kap_check(struct clanq_ctx *ctx, const struct clanq_ioc_ap_impo
 		clanq_uerr(ctx, "AP_IMPORT: rights %#x, the export grants %#x",
 			   im->rights, r->rights);
 		return -EACCES;
+	}
+	/* a device without atomics is a limit of the host's: said as one */
+	if ((im->flags & CLANQ_AP_ATOMIC) && (!wire->rdma_atomic || r->no_atomics)) {
+		clanq_ulimit(ctx, "AP_IMPORT: region %u:%u: CLANQ_AP_ATOMIC: %s",
+			     im->region.node, im->region.id,
+			     r->no_atomics ?: "its wire has no atomics");
+		return -EOPNOTSUPP;
 	}
 	if (check_add_overflow(im->offset, im->len, &end) || end > r->len) {
 		clanq_uerr(ctx, "AP_IMPORT: [%llu, +%llu) is outside the region's %llu bytes",
@@ -354,7 +361,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		clanq_wire_put(wire);
 		return err;
 	}
-	err = clanq_kap_check(ctx, im, r);
+	err = clanq_kap_check(ctx, im, wire, r);
 	if (err) {
 		clanq_kregion_put(r);
 		clanq_wire_put(wire);
@@ -392,6 +399,7 @@ int clanq_ioctl_ap_import(void *obj, void *arg)
 		clanq_wire_put(wire);
 		return -ENOMEM;
 	}
+	ap->atomic = im->flags & CLANQ_AP_ATOMIC;
 	ap->notify_ep = im->notify_ep;
 	ap->notify_cookie = im->notify_cookie;
 	kref_init(&ap->ref);

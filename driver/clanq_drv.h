@@ -365,6 +365,8 @@ struct clanq_kregion {
 	bool remote;
 	u32 remote_node;
 	void (*remote_release)(struct clanq_kregion *r);
+	/* remote: why atomics cannot go through it (naming the device), or NULL */
+	const char *no_atomics;
 	struct mutex ap_lock;	/* aps, and the zaps run over it */
 	struct list_head aps;	/* clanq_kap.region_node: importers */
 	unsigned int nr_aps;	/* on aps, under ap_lock */
@@ -381,6 +383,7 @@ struct clanq_kap {
 	const struct clanq_wire_ops *wire;	/* that reaches the exporter */
 	u64 off, len;
 	u32 rights;
+	bool atomic;		/* imported with CLANQ_AP_ATOMIC */
 	bool closed;		/* under region->revoke_sem */
 	struct list_head region_node;	/* under region->ap_lock */
 	/* PIO mapping: map_pages pages from region page map_page0 */
@@ -405,6 +408,7 @@ struct clanq_rdma_xfer {
 	struct clanq_kregion *src;	/* referenced, and its memory held */
 	struct clanq_kap *dst;		/* referenced */
 	u64 done;			/* bytes written so far */
+	u64 result;			/* CAS, FADD: the word's old value */
 };
 
 /* An endpoint's OOB receive queue (oob.c). */
@@ -716,9 +720,15 @@ struct clanq_wire_write {
 	struct clanq_kep *ep;		/* the requester */
 	struct clanq_kap *dst;		/* the aperture written through */
 	u64 dst_off;			/* into its window */
-	struct clanq_kregion *src;	/* the caller holds its memory */
+	/* the local region (READ: where the bytes land); its memory held */
+	struct clanq_kregion *src;
 	u64 src_off;
 	u64 len;
+	/* rdma_atomic: CLANQ_RDMA_OP_CAS or _FADD, the request's operands */
+	u32 op;
+	u64 operand[2];
+	/* rdma_atomic: the old value goes here (the engine's, while parked) */
+	u64 *result;
 };
 
 struct clanq_wire_ops {
@@ -749,6 +759,14 @@ struct clanq_wire_ops {
 	 * source's memory too) until then, even if the endpoint goes.
 	 */
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
+	/*
+	 * One chunk of an RDMA read, aperture -> w->src, and one atomic
+	 * (8 bytes at w->dst_off, old value into *w->result): as
+	 * rdma_write, -EINPROGRESS included. NULL: the wire cannot, and
+	 * the request completes -EOPNOTSUPP.
+	 */
+	int (*rdma_read)(struct clanq_nic *src, const struct clanq_wire_write *w);
+	int (*rdma_atomic)(struct clanq_nic *src, const struct clanq_wire_write *w);
 
 	/*
 	 * A wire to other hosts also has these (at most one registered
@@ -820,6 +838,11 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
 		   const struct clanq_kap *via);
 int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len);
+int clanq_rx_read(struct clanq_kregion *src, u64 src_off,
+		  struct clanq_kregion *dst, u64 dst_off, u64 len,
+		  const struct clanq_kap *via);
+int clanq_rx_atomic(struct clanq_kregion *dst, u64 dst_off, u32 op,
+		    const u64 *operand, u64 *old, const struct clanq_kap *via);
 
 /* The node a region lives on: its NIC's, or, imported, the exporter's. */
 static inline u32 clanq_kregion_node(const struct clanq_kregion *r)

@@ -15,7 +15,10 @@
  * carried it (wire.c): the one place a write is checked against
  * revocation, and where it fires the tripwires it touched (tripwire.c).
  * clanq_rx_written() is the same for a write a remote wire's NIC placed
- * itself.
+ * itself. clanq_rx_read() and clanq_rx_atomic() are the exporter's side
+ * of an RDMA read and of an atomic, checked against revocation the same
+ * way; a read fires nothing, an atomic that changed its word fires the
+ * tripwires on it as a write does.
  */
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -312,3 +315,102 @@ int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len)
 	return err;
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_rx_written);
+
+/**
+ * clanq_rx_read() - the exporter's side of an RDMA read
+ * @src: the exported region read from
+ * @src_off: into @src
+ * @dst: the requester's local region the bytes land in; the caller holds
+ *	 its memory (clanq_kregion_mem_get())
+ * @dst_off: into @dst
+ * @len: bytes
+ * @via: the importer's aperture when the wire is local
+ *
+ * As clanq_rx_write() with the roles turned: the exported region is
+ * checked under its revoke_sem (read), so its memory cannot be released
+ * while a chunk is read from it, and a chunk that finds it revoked reads
+ * nothing: a READ racing a REGION_FREE returns no byte of freed memory.
+ * Fires no tripwire.
+ *
+ * Return: 0, -ERANGE outside either region, or -ENXIO if @src was
+ * revoked, the aperture closed or @dst freed.
+ */
+int clanq_rx_read(struct clanq_kregion *src, u64 src_off,
+		  struct clanq_kregion *dst, u64 dst_off, u64 len,
+		  const struct clanq_kap *via)
+{
+	u64 dend, send;
+	int err = 0;
+
+	if (check_add_overflow(dst_off, len, &dend) || dend > dst->len ||
+	    check_add_overflow(src_off, len, &send) || send > src->len)
+		return -ERANGE;
+	down_read(&src->revoke_sem);
+	if (src->revoked || (via && via->closed) || READ_ONCE(dst->revoked))
+		err = -ENXIO;
+	else if (len)
+		clanq_kregion_copy(dst, dst_off, src, src_off, len);
+	up_read(&src->revoke_sem);
+	return err;
+}
+EXPORT_SYMBOL_IF_KUNIT(clanq_rx_read);
+
+/**
+ * clanq_rx_atomic() - the exporter's side of an atomic
+ * @dst: the exported region
+ * @dst_off: of the word in @dst
+ * @op: CLANQ_RDMA_OP_CAS or CLANQ_RDMA_OP_FADD
+ * @operand: the request's two operands
+ * @old: the word's value before
+ * @via: the importer's aperture when the wire is local
+ *
+ * With the CPU's atomic instructions on the kernel's mapping of the
+ * page: atomic against every other atomic on the word, through the
+ * engine or a PIO mapping. The word must be 8-byte aligned in memory,
+ * which also keeps it inside one page.
+ *
+ * Return: 0, -ERANGE outside the region, -EINVAL misaligned or an
+ * unknown @op, -ENXIO if @dst was revoked or the aperture closed.
+ */
+int clanq_rx_atomic(struct clanq_kregion *dst, u64 dst_off, u32 op,
+		    const u64 *operand, u64 *old, const struct clanq_kap *via)
+{
+	u64 end, a;
+	bool wrote = false;
+	struct page *pg;
+	u64 *word;
+	void *p;
+	int err = 0;
+
+	if (check_add_overflow(dst_off, (u64)CLANQ_RDMA_ATOMIC_LEN, &end) ||
+	    end > dst->len)
+		return -ERANGE;
+	a = dst->first + dst_off;
+	if (!IS_ALIGNED(a, CLANQ_RDMA_ATOMIC_LEN) ||
+	    (op != CLANQ_RDMA_OP_CAS && op != CLANQ_RDMA_OP_FADD))
+		return -EINVAL;
+	down_read(&dst->revoke_sem);
+	if (dst->revoked || (via && via->closed)) {
+		err = -ENXIO;
+		goto out;
+	}
+	pg = dst->pages[a >> PAGE_SHIFT];
+	p = kmap_local_page(pg);
+	word = p + offset_in_page(a);
+	if (op == CLANQ_RDMA_OP_CAS) {
+		*old = cmpxchg64(word, operand[0], operand[1]);
+		wrote = *old == operand[0];
+	} else {
+		*old = atomic64_fetch_add(operand[0], (atomic64_t *)word);
+		wrote = true;
+	}
+	kunmap_local(p);
+	if (wrote) {
+		flush_dcache_page(pg);
+		clanq_rx_fire(dst, dst_off, CLANQ_RDMA_ATOMIC_LEN);
+	}
+out:
+	up_read(&dst->revoke_sem);
+	return err;
+}
+EXPORT_SYMBOL_IF_KUNIT(clanq_rx_atomic);

@@ -53,11 +53,32 @@ static int clanq_loop_rdma_write(struct clanq_nic *src,
 			      w->src_off, w->len, ap);
 }
 
+/* A read: the exporter's region into the requester's (w->src). */
+static int clanq_loop_rdma_read(struct clanq_nic *src,
+				const struct clanq_wire_write *w)
+{
+	struct clanq_kap *ap = w->dst;
+
+	return clanq_rx_read(ap->region, ap->off + w->dst_off, w->src,
+			     w->src_off, w->len, ap);
+}
+
+static int clanq_loop_rdma_atomic(struct clanq_nic *src,
+				  const struct clanq_wire_write *w)
+{
+	struct clanq_kap *ap = w->dst;
+
+	return clanq_rx_atomic(ap->region, ap->off + w->dst_off, w->op,
+			       w->operand, w->result, ap);
+}
+
 const struct clanq_wire_ops clanq_wire_loop = {
 	.name		= "loop",
 	.reaches	= clanq_loop_reaches,
 	.send_oob	= clanq_loop_send_oob,
 	.import		= clanq_loop_import,
 	.rdma_write	= clanq_loop_rdma_write,
+	.rdma_read	= clanq_loop_rdma_read,
+	.rdma_atomic	= clanq_loop_rdma_atomic,
 };
 EXPORT_SYMBOL_IF_KUNIT(clanq_wire_loop);

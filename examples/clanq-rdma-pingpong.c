@@ -42,6 +42,23 @@
  *      memory and the client compares (a fresh pattern each point).
  *      MB/s (10^6 bytes) and MiB/s.
  *
+ * One-sided (the server's CPU is not involved; like ib_read_lat,
+ * ib_read_bw, ib_atomic_lat and ib_atomic_bw):
+ * read  --read-lat SIZES: READs of SIZE bytes from the server's region
+ *      into ours, one at a time, each timed from post to completion
+ *      (polled), --count of them after a tenth as many untimed.
+ * fadd  --atomic-lat: fetch-and-adds of 1 on a word of the server's
+ *      region, one at a time, timed so; each returns the value before
+ *      it, which must be the previous one's plus 1.
+ * readbw --read-bw SIZES: READs of SIZE bytes on each of --eps endpoints,
+ *      --depth queued each, --bytes in all (or --seconds), polled.
+ * faddbw --atomic-bw: fetch-and-adds so, --count per endpoint; the word
+ *      must end exactly that much higher.
+ * The server exports its region with both rights; the client imports
+ * it once more with CLANQ_AP_ATOMIC for these (without it where the
+ * wire has no atomics, siw: the atomic rows then say so and are left
+ * out).
+ *
  * The server leaves at the client's bye (or after --seconds: exit 1). A
  * client that fails sends its bye all the same (without waiting for the
  * answer), so a server in a script never waits for a client gone; a
@@ -80,6 +97,7 @@
 #define LAT_SLOTS	4u		/* source slots in turn, see above */
 #define MAX_SIZES	16u
 #define MAX_EPS		64u
+#define READ_MAX	(1u << 20)	/* a one-sided READ's size, at most */
 #define EP_SLOTS	64u		/* each endpoint's request and completion queue */
 #define CTL_COOKIE	(~0ull)		/* the OOB endpoint's registration */
 #define MODE_BLOCK	0u
@@ -118,11 +136,17 @@ static void usage(void)
 	       "  -b, --bytes BYTES    bw: bytes written per size and endpoint count\n"
 	       "                       (default 64m)\n"
 	       "  -t, --seconds S      bw: or for S seconds, if that is shorter\n"
+	       "  -r, --read-lat SIZES one-sided: READ latency, 8..%u bytes\n"
+	       "  -a, --atomic-lat     one-sided: fetch-and-add latency\n"
+	       "  -G, --read-bw SIZES  one-sided: READ bandwidth (--eps, --depth, --bytes)\n"
+	       "  -A, --atomic-bw      one-sided: fetch-and-add rate (--eps, --depth,\n"
+	       "                       --count per endpoint)\n"
 	       "  -w, --wait S         retry the hello this long while the server is\n"
 	       "                       not there yet (default 60)\n"
 	       "  -h, --help           this text\n\n"
 	       "Exit status: 0 every check passed, 1 failed, 2 bad arguments.\n",
-	       ex_prog, ex_prog, RP_SERVICE, LAT_MIN, LAT_MAX, MAX_EPS, EP_SLOTS - 1);
+	       ex_prog, ex_prog, RP_SERVICE, LAT_MIN, LAT_MAX, MAX_EPS, EP_SLOTS - 1,
+	       READ_MAX);
 }
 
 /* ---- the messages' payloads (<= CLANQ_OOB_PAYLOAD bytes) ---- */
@@ -172,7 +196,10 @@ struct rp {
 	__u64 rx_key;
 	struct clanq_ap ap;		/* onto the other side's rx */
 	bool have_ap;
+	struct clanq_ap ap1;		/* the same, for READs and atomics */
+	bool have_ap1, ap1_atomic;
 	__u32 ap_region;		/* the region it is onto */
+	__u64 ap_key;			/* client: its key */
 	struct clanq_addr other;	/* its endpoint */
 	bool session;			/* client: hello answered, bye owed */
 	struct clanq_oob_msg held;	/* taken during a wait, not yet handled */
@@ -236,7 +263,8 @@ static void rp_regions(struct rp *p, size_t rx_bytes, size_t tx_bytes)
 	__u64 tw_len = rx_bytes < LAT_MAX ? rx_bytes : LAT_MAX;
 
 	check(clanq_region_alloc(&p->dev, &p->rx, rx_bytes), "allocate the region peers write");
-	check(clanq_region_export(&p->rx, CLANQ_RIGHT_WRITE, &p->rx_key), "export it");
+	/* READ too: the client's one-sided runs (and atomics, with both) */
+	check(clanq_region_export(&p->rx, CLANQ_RIGHTS_ALL, &p->rx_key), "export it");
 	check(clanq_region_alloc(&p->dev, &p->tx, tx_bytes), "allocate the source region");
 	check(clanq_tw_create(&p->ep, &p->tw, &p->rx, 0, tw_len, 0), "tripwire on the region");
 }
@@ -246,6 +274,9 @@ static void rp_close(struct rp *p)
 	if (p->have_ap)
 		clanq_ap_close(&p->ap);
 	p->have_ap = false;
+	if (p->have_ap1)
+		clanq_ap_close(&p->ap1);
+	p->have_ap1 = false;
 	clanq_tw_destroy(&p->tw);
 	clanq_region_free(&p->tx);
 	clanq_region_free(&p->rx);
@@ -742,7 +773,9 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 struct client_opts {
 	unsigned int node, service;
 	unsigned long long lat[MAX_SIZES], bw[MAX_SIZES], eps[MAX_SIZES];
-	unsigned int nr_lat, nr_bw, nr_eps;
+	unsigned long long rlat[MAX_SIZES], rbw[MAX_SIZES];
+	unsigned int nr_lat, nr_bw, nr_eps, nr_rlat, nr_rbw;
+	bool alat, abw;
 	bool modes[2];
 	unsigned long long count, depth, bytes, wait_s;
 	__u64 spin_ns;
@@ -824,6 +857,8 @@ static void hello(struct rp *p, unsigned long long wait_s)
 				    a.region, (unsigned long long)a.len, strerror(-err),
 				    err == -EOPNOTSUPP ? " (its wire cannot write to that host)" : "");
 			p->have_ap = true;
+			p->ap_region = a.region;
+			p->ap_key = a.key;
 			printf("# hello answered after %.1f ms (%u tries): node %u's region %u, %llu bytes\n",
 			       (double)(clanq_now_ns() - t0) / 1e6, tries, p->other.node, a.region,
 			       (unsigned long long)a.len);
@@ -1106,14 +1141,248 @@ static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, 
 	fflush(stdout);
 }
 
+/* ---- one-sided: READs and fetch-and-adds ---- */
+
+#define OS_READ		0u
+#define OS_FADD		1u
+
+/* The server's region again, for READs and (if the wire can) atomics. */
+static void os_import(struct rp *p)
+{
+	struct clanq_ap_attr attr = { .flags = CLANQ_AP_ATOMIC };
+	struct clanq_addr at = { p->other.node, p->ap_region };
+	int err;
+
+	if (p->have_ap1)
+		return;
+	err = clanq_ap_import_attr(&p->dev, &p->ap1, at, p->ap_key, 0, p->ap.len,
+				   CLANQ_RIGHTS_ALL, &attr);
+	if (err == -EOPNOTSUPP) {
+		printf("# atomics: the wire to node %u has none (its RDMA device, or ours):"
+		       " no atomic rows\n", p->other.node);
+		attr.flags = 0;
+		err = clanq_ap_import_attr(&p->dev, &p->ap1, at, p->ap_key, 0, p->ap.len,
+					   CLANQ_RIGHTS_ALL, &attr);
+	} else if (!err) {
+		p->ap1_atomic = true;
+	}
+	if (err)
+		die("import of node %u's region %u to read it: %s", p->other.node,
+		    p->ap_region, strerror(-err));
+	p->have_ap1 = true;
+}
+
+/* The word the atomics add to: the last of the server's region. */
+static __u64 os_word(const struct rp *p)
+{
+	return (p->ap1.len - 8) & ~7ull;
+}
+
+/* Post one READ or FADD on @ep; -EAGAIN if its queue is full. */
+static int os_post(struct rp *p, struct clanq_ep *ep, __u32 kind, __u64 size,
+		   __u64 local_off, __u64 cookie, bool push)
+{
+	struct clanq_rdma_req req = {
+		.dst_ap = p->ap1.id, .len = size, .cookie = cookie,
+		.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+	};
+	int err;
+
+	if (kind == OS_READ) {
+		req.op = CLANQ_RDMA_OP_READ;
+		req.src_region = p->tx.addr.id;
+		req.src_off = local_off;
+	} else {
+		req.op = CLANQ_RDMA_OP_FADD;
+		req.dst_off = os_word(p);
+		req.len = 8;
+		req.operand[0] = 1;
+	}
+	err = clanq_rdma_post_init(ep, &req);
+	if (!err && push)
+		err = clanq_rdma_post_push(ep);
+	return err;
+}
+
+static const char *const os_name[] = { "read", "fadd" };
+
+/* One op at a time, each timed: like ib_read_lat and ib_atomic_lat. */
+static void os_lat(struct rp *p, const struct client_opts *o, __u32 kind, __u64 size)
+{
+	__u64 warm = o->count / 10 + 1, total = warm + o->count, e0 = 0, e1, prev = 0;
+	struct clanq_rdma_comp c;
+	double *rtt, sum = 0;
+	int err;
+
+	rtt = calloc(o->count, sizeof(*rtt));
+	if (!rtt)
+		die("latency table: %s", strerror(ENOMEM));
+	for (__u64 i = 0; i < total; i++) {
+		__u64 t0, deadline;
+
+		if (i == warm)
+			e0 = entries(p);
+		t0 = clanq_now_ns();
+		deadline = t0 + p->timeout_ns;
+		err = os_post(p, &p->ep, kind, size, 0, i, true);
+		if (err)
+			die("%s: post: %s", os_name[kind], strerror(-err));
+		while ((err = clanq_rdma_poll(&p->ep, &c)) == -EAGAIN) {
+			if (clanq_now_ns() > deadline)
+				die("%s of %llu bytes: no completion within %llu ms", os_name[kind],
+				    (unsigned long long)size,
+				    (unsigned long long)(p->timeout_ns / 1000000));
+			clanq_cpu_relax();
+		}
+		if (i >= warm)
+			rtt[i - warm] = (double)(clanq_now_ns() - t0) / 1e3;
+		if (c.status || c.cookie != i || c.len != (kind == OS_READ ? size : 8))
+			die("%s of %llu bytes: completion cookie %llu len %llu status %d (%s)",
+			    os_name[kind], (unsigned long long)size,
+			    (unsigned long long)c.cookie, (unsigned long long)c.len, c.status,
+			    strerror(c.status < 0 ? -c.status : 0));
+		/* only we add: each sees the one before it */
+		if (kind == OS_FADD && i && c.value != prev + 1)
+			die("fadd %llu: the word was %llu, the one before saw %llu",
+			    (unsigned long long)i, (unsigned long long)c.value,
+			    (unsigned long long)prev);
+		prev = c.value;
+	}
+	e1 = entries(p);
+	for (__u64 i = 0; i < o->count; i++)
+		sum += rtt[i];
+	qsort(rtt, o->count, sizeof(*rtt), cmp_double);
+	printf("%-6s %-8llu %-8llu %-10.1f %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f %s\n",
+	       os_name[kind], (unsigned long long)size, o->count, rtt[0],
+	       rtt[o->count / 2], sum / (double)o->count, rtt[(o->count * 99) / 100],
+	       rtt[o->count - 1], (double)(e1 - e0) / (double)o->count, "poll");
+	fflush(stdout);
+	free(rtt);
+}
+
+/*
+ * @eps endpoints, --depth ops queued each, polled: READ bandwidth into a
+ * slot of ours per endpoint, or the fetch-and-add rate (and the word
+ * must end exactly that much higher).
+ */
+static void os_bw(struct rp *p, struct bw_ep *be, const struct client_opts *o,
+		  __u32 kind, __u64 size, unsigned int eps)
+{
+	__u64 iters = kind == OS_READ ? o->bytes / size : o->count * eps;
+	__u64 posted = 0, done = 0, t0, t1, last, e0, e1, before = 0;
+	struct clanq_rdma_comp c;
+	double secs;
+	int err;
+
+	if (iters < eps)
+		iters = eps;
+	if (kind == OS_READ && (__u64)eps * size > p->tx.size)
+		die("%llu-byte READs on %u endpoints: our region has %llu bytes",
+		    (unsigned long long)size, eps, (unsigned long long)p->tx.size);
+	if (kind == OS_FADD) {
+		/* the word before: a fetch-and-add of 0 */
+		struct clanq_rdma_req req = {
+			.dst_ap = p->ap1.id, .dst_off = os_word(p), .len = 8,
+			.op = CLANQ_RDMA_OP_FADD, .cookie = ~0ull,
+			.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+		};
+		__u64 deadline = deadline_in(p);
+
+		check(clanq_rdma_post(&p->ep, &req), "fetch-and-add of 0");
+		while (clanq_rdma_poll(&p->ep, &c) == -EAGAIN)
+			if (clanq_now_ns() > deadline)
+				die("fetch-and-add of 0: no completion");
+		if (c.status)
+			die("fetch-and-add of 0: %s", strerror(-c.status));
+		before = c.value;
+	}
+	for (unsigned int e = 0; e < eps; e++)
+		be[e].posted = be[e].done = 0;
+	e0 = entries(p);
+	t0 = last = clanq_now_ns();
+	while (done < iters) {
+		bool any = false;
+
+		if (ex_stop)
+			die("interrupted");
+		if (o->bw_ns && iters > posted && clanq_now_ns() - t0 >= o->bw_ns)
+			iters = posted;
+		for (unsigned int e = 0; e < eps; e++) {
+			struct bw_ep *b = &be[e];
+			bool pushed = false;
+
+			while (b->posted - b->done < o->depth && posted < iters) {
+				if (os_post(p, &b->ep, kind, size, e * size, b->posted, false))
+					break;
+				b->posted++;
+				posted++;
+				pushed = true;
+			}
+			if (pushed) {
+				err = clanq_rdma_post_push(&b->ep);
+				if (err)
+					die("endpoint %u: doorbell: %s", e + 1, strerror(-err));
+			}
+			while (clanq_rdma_poll(&b->ep, &c) == 0) {
+				if (c.status || c.cookie != b->done)
+					die("%s on endpoint %u: completion cookie %llu status %d (%s)",
+					    os_name[kind], e + 1, (unsigned long long)c.cookie,
+					    c.status, strerror(c.status < 0 ? -c.status : 0));
+				b->done++;
+				done++;
+				any = true;
+			}
+		}
+		if (any) {
+			last = clanq_now_ns();
+			continue;
+		}
+		clanq_cpu_relax();
+		if (clanq_now_ns() >= last + p->timeout_ns)
+			die("%s on %u endpoints: no completion within %llu ms (%llu of %llu done)",
+			    os_name[kind], eps, (unsigned long long)(p->timeout_ns / 1000000),
+			    (unsigned long long)done, (unsigned long long)iters);
+	}
+	t1 = clanq_now_ns();
+	e1 = entries(p);
+	secs = (double)(t1 - t0) / 1e9;
+	if (kind == OS_FADD) {
+		struct clanq_rdma_req req = {
+			.dst_ap = p->ap1.id, .dst_off = os_word(p), .len = 8,
+			.op = CLANQ_RDMA_OP_FADD, .cookie = ~0ull,
+			.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+		};
+		__u64 deadline = deadline_in(p);
+
+		check(clanq_rdma_post(&p->ep, &req), "fetch-and-add of 0");
+		while (clanq_rdma_poll(&p->ep, &c) == -EAGAIN)
+			if (clanq_now_ns() > deadline)
+				die("fetch-and-add of 0: no completion");
+		if (c.status || c.value != before + done)
+			die("fetch-and-adds: the word went from %llu to %llu, %llu were added (%s)",
+			    (unsigned long long)before, (unsigned long long)c.value,
+			    (unsigned long long)done, strerror(c.status < 0 ? -c.status : 0));
+		printf("%-6s %-8u %-5u %-6llu %-8llu %-8.3f %-10.3f %-10s %-8.3f %s\n",
+		       "faddbw", 8u, eps, o->depth, (unsigned long long)done, secs,
+		       (double)done / secs / 1e6, "-", (double)(e1 - e0) / (double)done, "poll");
+	} else {
+		printf("%-6s %-8llu %-5u %-6llu %-8llu %-8.3f %-10.1f %-10.1f %-8.3f %s\n",
+		       "readbw", (unsigned long long)size, eps, o->depth,
+		       (unsigned long long)done, secs, (double)(done * size) / secs / 1e6,
+		       (double)(done * size) / secs / (1 << 20),
+		       (double)(e1 - e0) / (double)done, "poll");
+	}
+	fflush(stdout);
+}
+
 static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_ns)
 {
 	struct rp p = { .timeout_ns = timeout_ns };
 	struct clanq_oob_msg ans;
 	struct bw_ep *be = NULL;
-	unsigned long long rx_bytes = LAT_MIN, tx_bytes, max_bw = 0, max_eps = 0;
+	unsigned long long rx_bytes = LAT_MIN, tx_bytes, max_bw = 0, max_eps = 0, max_rd = 0;
 	__u32 run;
-	bool acked;
+	bool acked, need_be;
 
 	for (unsigned int k = 0; k < o->nr_lat; k++)
 		rx_bytes = o->lat[k] > rx_bytes ? o->lat[k] : rx_bytes;
@@ -1121,11 +1390,18 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 		max_bw = o->bw[k] > max_bw ? o->bw[k] : max_bw;
 	for (unsigned int k = 0; k < o->nr_eps; k++)
 		max_eps = o->eps[k] > max_eps ? o->eps[k] : max_eps;
+	for (unsigned int k = 0; k < o->nr_rlat; k++)
+		max_rd = o->rlat[k] > max_rd ? o->rlat[k] : max_rd;
+	for (unsigned int k = 0; k < o->nr_rbw; k++)
+		max_rd = o->rbw[k] * max_eps > max_rd ? o->rbw[k] * max_eps : max_rd;
 	tx_bytes = LAT_SLOTS * ((rx_bytes + 63) / 64 * 64);
 	if (max_bw > tx_bytes)
 		tx_bytes = max_bw;
+	if (max_rd > tx_bytes)
+		tx_bytes = max_rd;
+	need_be = o->nr_bw || o->nr_rbw || o->abw;
 
-	rp_open(&p, nic, 0, 1 + (o->nr_bw ? (unsigned int)max_eps : 0));
+	rp_open(&p, nic, 0, 1 + (need_be ? (unsigned int)max_eps : 0));
 	rp_regions(&p, rx_bytes, tx_bytes);
 	p.other = (struct clanq_addr){ o->node, o->service };
 	cleanup_rp = &p;
@@ -1148,11 +1424,38 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 				if (o->modes[m])
 					lat_run(&p, o, run++ & 0xffffff, (__u32)o->lat[k], m);
 	}
-	if (o->nr_bw) {
+	if (need_be) {
 		be = calloc(max_eps, sizeof(*be));
 		if (!be)
 			die("bandwidth endpoints: %s", strerror(ENOMEM));
 		bw_open(&p, be, (unsigned int)max_eps);
+	}
+	if (o->nr_rlat || o->alat) {
+		os_import(&p);
+		printf("# one-sided: READs of node %u's region into ours, fetch-and-adds on its"
+		       " last word; each op timed from post to completion, polled; us\n", o->node);
+		printf("%-6s %-8s %-8s %-10s %-10s %-10s %-10s %-10s %-8s %s\n", "#test", "bytes",
+		       "iters", "min_us", "median_us", "avg_us", "p99_us", "max_us", "sys/op",
+		       "mode");
+		for (unsigned int k = 0; k < o->nr_rlat; k++)
+			os_lat(&p, o, OS_READ, o->rlat[k]);
+		if (o->alat && p.ap1_atomic)
+			os_lat(&p, o, OS_FADD, 8);
+	}
+	if (o->nr_rbw || o->abw) {
+		os_import(&p);
+		printf("# one-sided: READs (MB/s) and fetch-and-adds (Mops/s) from eps endpoints,"
+		       " depth queued each\n");
+		printf("%-6s %-8s %-5s %-6s %-8s %-8s %-10s %-10s %-8s %s\n", "#test", "bytes", "eps",
+		       "depth", "ops", "seconds", "MB/s|Mop/s", "MiB/s", "sys/op", "mode");
+		for (unsigned int k = 0; k < o->nr_rbw; k++)
+			for (unsigned int j = 0; j < o->nr_eps; j++)
+				os_bw(&p, be, o, OS_READ, o->rbw[k], (unsigned int)o->eps[j]);
+		if (o->abw && p.ap1_atomic)
+			for (unsigned int j = 0; j < o->nr_eps; j++)
+				os_bw(&p, be, o, OS_FADD, 8, (unsigned int)o->eps[j]);
+	}
+	if (o->nr_bw) {
 		printf("# bw: RDMA writes node %u -> %u, eps endpoints with depth writes queued each,"
 		       " checked at the server; MB/s = 10^6 bytes/s; sys/w: driver entries per write\n",
 		       p.dev.node, o->node);
@@ -1205,6 +1508,10 @@ int main(int argc, char **argv)
 		{ "depth", required_argument, NULL, 'D' },
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "wait", required_argument, NULL, 'w' },
+		{ "read-lat", required_argument, NULL, 'r' },
+		{ "atomic-lat", no_argument, NULL, 'a' },
+		{ "read-bw", required_argument, NULL, 'G' },
+		{ "atomic-bw", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -1222,7 +1529,7 @@ int main(int argc, char **argv)
 
 	ex_prog = "clanq-rdma-pingpong";
 	/* the options may come before or after the role (GNU getopt permutes) */
-	while ((opt = getopt_long(argc, argv, "i:e:T:R:t:N:L:n:m:B:E:D:b:w:h", opts,
+	while ((opt = getopt_long(argc, argv, "i:e:T:R:t:N:L:n:m:B:E:D:b:w:r:aG:Ah", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'i': nic = (unsigned int)ex_parse_num("--nic", optarg, 0, 255); break;
@@ -1262,6 +1569,10 @@ int main(int argc, char **argv)
 		case 'D': o.depth = ex_parse_num("--depth", optarg, 1, EP_SLOTS - 1); break;
 		case 'b': o.bytes = ex_parse_num("--bytes", optarg, 1, 1ull << 40); break;
 		case 'w': o.wait_s = ex_parse_num("--wait", optarg, 1, 86400); break;
+		case 'r': o.nr_rlat = ex_parse_list("--read-lat", optarg, 8, READ_MAX, o.rlat, MAX_SIZES); break;
+		case 'a': o.alat = true; break;
+		case 'G': o.nr_rbw = ex_parse_list("--read-bw", optarg, 8, READ_MAX, o.rbw, MAX_SIZES); break;
+		case 'A': o.abw = true; break;
 		case 'h': usage(); return 0;
 		default: ex_usage_error("unknown option");
 		}
@@ -1276,7 +1587,7 @@ int main(int argc, char **argv)
 		ex_usage_error("client: say --node N (the server's node id)");
 	o.node = (unsigned int)node;
 	o.bw_ns = seconds * 1000000000ull;
-	if (!o.nr_lat && !o.nr_bw) {
+	if (!o.nr_lat && !o.nr_bw && !o.nr_rlat && !o.nr_rbw && !o.alat && !o.abw) {
 		o.lat[0] = 32;
 		o.nr_lat = 1;
 	}

@@ -285,7 +285,7 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 
 /** What else an import asks for (clanq_ap_import_attr()). */
 struct clanq_ap_attr {
-	__u32 flags;		/**< CLANQ_AP_SINK */
+	__u32 flags;		/**< CLANQ_AP_SINK, CLANQ_AP_ATOMIC */
 	__u32 notify_ep;	/**< endpoint id told of a revocation, or 0 */
 	__u64 notify_cookie;	/**< in that CLANQ_OOB_REVOKED notice */
 };
@@ -476,7 +476,8 @@ static inline int clanq_rdma_post_push(struct clanq_ep *ep)
 }
 
 /**
- * \brief Queue one RDMA write and hand it to the engine: init + push.
+ * \brief Queue one RDMA request (a write, or any op) and hand it to the
+ * engine: init + push.
  * \return as clanq_rdma_post_init() and clanq_rdma_post_push().
  */
 static inline int clanq_rdma_post(struct clanq_ep *ep,
@@ -486,6 +487,40 @@ static inline int clanq_rdma_post(struct clanq_ep *ep,
 
 	return err ? err : clanq_rdma_post_push(ep);
 }
+
+/**
+ * \brief Queue an RDMA READ: len bytes from offset ap_off of aperture ap
+ * into offset dst_off of region dst (of this context), and hand it to
+ * the engine. Needs the aperture's CLANQ_RIGHT_READ. The bytes are there
+ * when its completion is (ask for one with CLANQ_RDMA_SIGNAL); a later
+ * request may start before they are unless it has CLANQ_RDMA_FENCE.
+ * \return as clanq_rdma_post(); -EINVAL for unknown flags. What only
+ *         the engine can check completes with its status.
+ */
+int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
+		    __u64 ap_off, const struct clanq_region *dst,
+		    __u64 dst_off, __u64 len, __u64 cookie, __u32 flags);
+
+/**
+ * \brief Queue an atomic compare-and-swap of the 8-byte word at ap_off of
+ * aperture ap (8-byte aligned, as is the word in the exporter's region):
+ * if it holds compare, it becomes swap. The old value comes back in the
+ * completion's value (ask for one with CLANQ_RDMA_SIGNAL). Needs an
+ * aperture imported with CLANQ_RIGHT_READ, CLANQ_RIGHT_WRITE and
+ * CLANQ_AP_ATOMIC (clanq_ap_import_attr()).
+ * \return as clanq_rdma_post(); -EINVAL for unknown flags or a
+ *         misaligned ap_off.
+ */
+int clanq_rdma_cas(struct clanq_ep *ep, const struct clanq_ap *ap,
+		   __u64 ap_off, __u64 compare, __u64 swap, __u64 cookie,
+		   __u32 flags);
+
+/**
+ * \brief Queue an atomic fetch-and-add of add (mod 2^64) to the 8-byte
+ * word at ap_off of aperture ap: as clanq_rdma_cas().
+ */
+int clanq_rdma_fadd(struct clanq_ep *ep, const struct clanq_ap *ap,
+		    __u64 ap_off, __u64 add, __u64 cookie, __u32 flags);
 
 /*
  * Are requests waiting in ep's request queue? For the poller thread

@@ -127,3 +127,68 @@ int clanq_rdma_kick(struct clanq_ep *ep)
 		return -errno;
 	return 0;
 }
+
+/*
+ * READ and the atomics (LIBCLANQ_0.3). Out of line, unlike
+ * clanq_rdma_post(): they are new symbols in their own version node, so
+ * a program that uses them needs a library (and so a driver) that knows
+ * them, and the loader says so rather than the engine completing the
+ * request -EINVAL. The call costs a jump; the post itself is still the
+ * inline producer and makes a system call only if the engine is idle.
+ * What the library can see for itself (flags, alignment) is refused here
+ * at once; the rest the engine checks and completes with its status.
+ */
+static int clanq_rdma_post_op(struct clanq_ep *ep, const struct clanq_ap *ap,
+			      __u64 ap_off, __u32 op, __u64 a, __u64 b,
+			      __u64 cookie, __u32 flags)
+{
+	struct clanq_rdma_req req;
+
+	if (flags & ~CLANQ_RDMA_FLAGS || ap_off % CLANQ_RDMA_ATOMIC_LEN)
+		return -EINVAL;
+	memset(&req, 0, sizeof(req));
+	req.dst_ap = ap->id;
+	req.dst_off = ap_off;
+	req.len = CLANQ_RDMA_ATOMIC_LEN;
+	req.cookie = cookie;
+	req.flags = flags;
+	req.op = op;
+	req.operand[0] = a;
+	req.operand[1] = b;
+	return clanq_rdma_post(ep, &req);
+}
+
+int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
+		    __u64 ap_off, const struct clanq_region *dst,
+		    __u64 dst_off, __u64 len, __u64 cookie, __u32 flags)
+{
+	struct clanq_rdma_req req;
+
+	if (flags & ~CLANQ_RDMA_FLAGS)
+		return -EINVAL;
+	memset(&req, 0, sizeof(req));
+	req.src_region = dst->addr.id;
+	req.src_off = dst_off;
+	req.dst_ap = ap->id;
+	req.dst_off = ap_off;
+	req.len = len;
+	req.cookie = cookie;
+	req.flags = flags;
+	req.op = CLANQ_RDMA_OP_READ;
+	return clanq_rdma_post(ep, &req);
+}
+
+int clanq_rdma_cas(struct clanq_ep *ep, const struct clanq_ap *ap,
+		   __u64 ap_off, __u64 compare, __u64 swap, __u64 cookie,
+		   __u32 flags)
+{
+	return clanq_rdma_post_op(ep, ap, ap_off, CLANQ_RDMA_OP_CAS, compare,
+				  swap, cookie, flags);
+}
+
+int clanq_rdma_fadd(struct clanq_ep *ep, const struct clanq_ap *ap,
+		    __u64 ap_off, __u64 add, __u64 cookie, __u32 flags)
+{
+	return clanq_rdma_post_op(ep, ap, ap_off, CLANQ_RDMA_OP_FADD, add, 0,
+				  cookie, flags);
+}

@@ -126,3 +126,68 @@ int memcpy_bw(void)
 	free(dst);
 	return 0;
 }
+
+/*
+ * The CPU's own atomics between two processes: a word both compare-and-
+ * swap (lock cmpxchg on x86), this side 0 -> 1 and then waiting for 0,
+ * the other 1 -> 0: a round trip of two CASes and two cache-line
+ * transfers, what clanq's rdma-1s-fadd does with the engine in between.
+ */
+static int cas_echo(void *arg)
+{
+	uint64_t *w = arg;
+
+	for (;;) {
+		uint64_t one = 1;
+
+		while (!__atomic_compare_exchange_n(w, &one, 0, false, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE)) {
+			if (one == 2)
+				return 0;
+			one = 1;
+			__builtin_ia32_pause();
+		}
+	}
+}
+
+int shm_cas_lat(void)
+{
+	unsigned long long warm = cb.iters / 10 + 1;
+	uint64_t *w;
+	double *v;
+	struct cb_row r;
+	pid_t pid;
+
+	if (!cb_wanted("shm"))
+		return 0;
+	v = calloc(cb.iters, sizeof(*v));
+	if (!v)
+		cb_die("memory", -ENOMEM);
+	w = cb_shared(64);
+	pid = cb_fork(cas_echo, w);
+	cb_progress("lat shm/cas-pingpong 8 B");
+	for (unsigned long long i = 0; i < warm + cb.iters; i++) {
+		uint64_t t0 = cb_now_ns(), zero = 0;
+
+		while (!__atomic_compare_exchange_n(w, &zero, 1, false, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE)) {
+			zero = 0;
+			__builtin_ia32_pause();
+		}
+		while (__atomic_load_n(w, __ATOMIC_ACQUIRE))
+			__builtin_ia32_pause();
+		if (i >= warm)
+			v[i - warm] = (double)(cb_now_ns() - t0) / 1000.0;
+	}
+	__atomic_store_n(w, 2, __ATOMIC_RELEASE);
+	if (cb_reap(pid, NULL))
+		cb_die("shm cas ping-pong: the other side failed", -EIO);
+	cb_row_init(&r, "lat", "shm", "cas-pingpong", 8);
+	cb_row_lat(&r, v, cb.iters);
+	r.syscalls = 0;
+	snprintf(r.note, sizeof(r.note), "lock cmpxchg between two processes");
+	cb_emit(&r);
+	cb_unshare(w, 64);
+	free(v);
+	return 0;
+}

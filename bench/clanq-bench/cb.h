@@ -172,6 +172,7 @@ int clanq_load(void);
 
 /* base_shm.c: the physical limits */
 int shm_lat(void);	/* raw shared-memory spin ping-pong */
+int shm_cas_lat(void);	/* the CPU's lock cmpxchg ping-pong */
 int memcpy_bw(void);	/* single-core memcpy */
 
 /* base_kernel.c: the kernel's own paths */

@@ -714,6 +714,8 @@ static int rdma_engine_rows(double *v)
 	return err;
 }
 
+static int onesided_lat(double *v);
+
 int clanq_lat(void)
 {
 	static const struct lat_mode modes[] = {
@@ -736,6 +738,8 @@ int clanq_lat(void)
 		err = conn_lat(&modes[m], sizes, nr, v);
 	if (!err)
 		err = rdma_engine_rows(v);
+	if (!err)
+		err = onesided_lat(v);
 	if (!err)
 		err = oob_lat(false, v);
 	if (!err)
@@ -847,7 +851,8 @@ static int raw_exporter(void *arg)
 	if (!err)
 		err = clanq_region_alloc(&dev, &r, RAW_BYTES);
 	if (!err)
-		err = clanq_region_export(&r, CLANQ_RIGHT_WRITE, &p->key);
+		/* both rights: the one-sided rows read it and add to it too */
+		err = clanq_region_export(&r, CLANQ_RIGHTS_ALL, &p->key);
 	p->addr = r.addr;
 	p->error = err;
 	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
@@ -953,6 +958,173 @@ static int raw_rdma_bw(void)
 	return err;
 }
 
+/*
+ * One-sided (the exporter's CPU not involved), one request at a time,
+ * polled, from post to completion: a WRITE, a READ and a fetch-and-add
+ * through the engine, beside each other (and beside shm/cas-pingpong,
+ * the CPU's own lock cmpxchg between two processes). The aperture is
+ * imported with CLANQ_AP_ATOMIC.
+ */
+static int raw_open(struct raw_peer **pp, pid_t *pid, struct clanq_dev *dev,
+		    struct clanq_region *local, struct clanq_ap *ap, struct clanq_ep *ep)
+{
+	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
+	struct clanq_ap_attr aa = { .flags = CLANQ_AP_ATOMIC };
+	struct raw_peer *p = cb_shared(sizeof(*p));
+	int err;
+
+	*pp = p;
+	*pid = cb_fork(raw_exporter, p);
+	cb_wait_child(&p->ready, 1, *pid, "RDMA exporter start");
+	err = p->error ? p->error : clanq_open_nic(dev, cb.nic_a);
+	if (err) {
+		cb_kill(*pid);
+		cb_unshare(p, sizeof(*p));
+		*pp = NULL;	/* nothing left for raw_close() */
+		return err;
+	}
+	err = clanq_region_alloc(dev, local, RAW_BYTES);
+	if (!err)
+		err = clanq_ap_import_attr(dev, ap, p->addr, p->key, 0, RAW_BYTES,
+					   CLANQ_RIGHTS_ALL, &aa);
+	if (!err)
+		err = clanq_ep_create_attr(dev, ep, &attr);
+	if (!err)
+		memset(local->mem, 0x3c, RAW_BYTES);
+	return err;
+}
+
+static int raw_close(struct raw_peer *p, pid_t pid, struct clanq_dev *dev, int err)
+{
+	clanq_close(dev);
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+	if (cb_reap(pid, NULL) && !err)
+		err = -EIO;
+	cb_unshare(p, sizeof(*p));
+	return err;
+}
+
+static int onesided_lat(double *v)
+{
+	static const struct { const char *mode; __u32 op; } ops[] = {
+		{ "rdma-1s-write", CLANQ_RDMA_OP_WRITE },
+		{ "rdma-1s-read", CLANQ_RDMA_OP_READ },
+		{ "rdma-1s-fadd", CLANQ_RDMA_OP_FADD },
+	};
+	unsigned long long sizes[8];
+	unsigned int nr = cb_lat_sizes(sizes);
+	struct clanq_region local;
+	struct clanq_dev dev;
+	struct raw_peer *p;
+	struct clanq_ap ap;
+	struct clanq_ep ep;
+	pid_t pid;
+	int err;
+
+	err = raw_open(&p, &pid, &dev, &local, &ap, &ep);
+	if (err) {
+		fprintf(stderr, "clanq-bench: lat clanq/rdma-1s: set-up: %s\n", strerror(-err));
+		return p ? raw_close(p, pid, &dev, err) : err;
+	}
+	for (unsigned int o = 0; o < 3 && !err; o++) {
+		for (unsigned int s = 0; s < nr && !err; s++) {
+			bool atomic = ops[o].op == CLANQ_RDMA_OP_FADD;
+			struct clanq_rdma_req req = {
+				.src_region = atomic ? 0 : local.addr.id, .dst_ap = ap.id,
+				.len = atomic ? 8 : sizes[s], .op = ops[o].op,
+				.operand = { atomic ? 1 : 0 },
+				.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+			};
+			unsigned long long warm = cb.iters / 10 + 1;
+			struct clanq_rdma_comp c;
+			uint64_t e0 = 0, e1;
+			struct cb_row r;
+
+			if (atomic && s)
+				break;	/* one size: the word */
+			cb_progress("lat clanq/%s %llu B", ops[o].mode, req.len);
+			for (unsigned long long i = 0; i < warm + cb.iters && !err; i++) {
+				uint64_t t0;
+
+				if (i == warm)
+					e0 = entries(&dev);
+				req.cookie = i;
+				t0 = cb_now_ns();
+				err = clanq_rdma_post(&ep, &req);
+				while (!err && clanq_rdma_poll(&ep, &c) == -EAGAIN)
+					clanq_cpu_relax();
+				if (!err && (c.status || c.cookie != i))
+					err = c.status ? c.status : -EIO;
+				if (i >= warm)
+					v[i - warm] = (double)(cb_now_ns() - t0) / 1000.0;
+			}
+			if (err)
+				break;
+			e1 = entries(&dev);
+			cb_row_init(&r, "lat", "clanq", ops[o].mode, req.len);
+			cb_row_lat(&r, v, cb.iters);
+			r.syscalls = (double)(e1 - e0 - 1) / (double)cb.iters;
+			snprintf(r.note, sizeof(r.note),
+				 "one op, post to completion, polled; no peer CPU");
+			cb_emit(&r);
+		}
+	}
+	if (err)
+		fprintf(stderr, "clanq-bench: lat clanq/rdma-1s: %s\n", strerror(-err));
+	return raw_close(p, pid, &dev, err);
+}
+
+/* READ bandwidth and the fetch-and-add rate, streamed as rdma-write is. */
+static int raw_rdma_read_fadd(void)
+{
+	unsigned long long sizes[32];
+	unsigned int nr = cb_sizes(8, 4ull << 20, sizes, 32);
+	struct clanq_region local;
+	struct clanq_dev dev;
+	struct raw_peer *p;
+	struct clanq_ap ap;
+	struct clanq_ep ep;
+	pid_t pid;
+	int err;
+
+	err = raw_open(&p, &pid, &dev, &local, &ap, &ep);
+	if (err) {
+		fprintf(stderr, "clanq-bench: bw clanq/rdma-read: set-up: %s\n", strerror(-err));
+		return p ? raw_close(p, pid, &dev, err) : err;
+	}
+	for (unsigned int s = 0; s <= nr && !err; s++) {
+		bool atomic = s == nr;
+		struct clanq_rdma_req req = {
+			.src_region = atomic ? 0 : local.addr.id, .dst_ap = ap.id,
+			.len = atomic ? 8 : sizes[s],
+			.op = atomic ? CLANQ_RDMA_OP_FADD : CLANQ_RDMA_OP_READ,
+			.operand = { atomic ? 1 : 0 },
+		};
+		const char *mode = atomic ? "rdma-fadd" : "rdma-read";
+		uint64_t n, ns, e0, e1;
+		struct cb_row r;
+
+		cb_progress("bw clanq/%s %llu B", mode, req.len);
+		e0 = entries(&dev);
+		err = raw_stream(&ep, &req, &n, &ns);
+		e1 = entries(&dev);
+		if (err)
+			break;
+		cb_row_init(&r, "bw", "clanq", mode, req.len);
+		r.iters = n;
+		r.bw_mibs = (double)n * (double)req.len / ((double)ns / 1e9) / (1 << 20);
+		r.mpps = (double)n / ((double)ns / 1e3);
+		r.syscalls = (double)(e1 - e0 - 1) / (double)n;
+		snprintf(r.note, sizeof(r.note), atomic ?
+			 "engine only: fetch-and-adds on one word, no ring" :
+			 "engine only: the peer's region into ours, no ring");
+		cb_emit(&r);
+	}
+	if (err)
+		fprintf(stderr, "clanq-bench: bw clanq/rdma-read: %s\n", strerror(-err));
+	return raw_close(p, pid, &dev, err);
+}
+
 int clanq_bw(void)
 {
 	int err;
@@ -964,6 +1136,8 @@ int clanq_bw(void)
 		err = conn_bw("rdma", CLANQ_CONN_RDMA_ONLY);
 	if (!err)
 		err = raw_rdma_bw();
+	if (!err)
+		err = raw_rdma_read_fadd();
 	return err;
 }
 

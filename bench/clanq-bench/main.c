@@ -666,7 +666,8 @@ static int run_parts(const part_fn *parts)
 /* Each test: the baseline first (the ratio column needs it), then clanq. */
 static int run_test(const char *test)
 {
-	static const part_fn lat[] = { shm_lat, clanq_lat, peers_lat, kernel_lat, NULL };
+	static const part_fn lat[] = { shm_lat, shm_cas_lat, clanq_lat, peers_lat, kernel_lat,
+				       NULL };
 	static const part_fn bw[] = { memcpy_bw, clanq_bw, peers_bw, kernel_bw, NULL };
 	static const part_fn idle[] = { kernel_idle, clanq_idle, NULL };
 	static const part_fn load[] = { kernel_load, clanq_load, peers_load, NULL };

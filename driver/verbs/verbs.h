@@ -11,7 +11,8 @@
  *			WROTE, revoke
  *	verbs_import.c	the importer's side: ask, collect the grants, the
  *			remote region an aperture holds
- *	verbs_write.c		an RDMA write chunk: WRITEs then its WROTE
+ *	verbs_write.c		an RDMA write chunk: WRITEs then its WROTE; a
+ *			READ chunk; an atomic then its WROTE
  *	wire_msg.h	what goes on the wire, and its checks
  *
  * Files here include clanq_drv.h (the core, through ../) and this
@@ -31,6 +32,10 @@
 /* send queue entries beside the SENDs: RDMA WRITEs, REG_MRs */
 #define CLANQ_V_WR_CREDITS	256
 #define CLANQ_V_MAX_SGE		32
+/* READs and atomics in flight per connection, at most (the CM's depths) */
+#define CLANQ_V_RD_ATOM		16
+/* rdma_rw contexts with a registration (iWARP READs) at once, per QP */
+#define CLANQ_V_RDMA_CTXS	64
 #define CLANQ_V_MR_PAGES	512	/* pages per registration, at most */
 #define CLANQ_V_RESOLVE_MS	2000
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
@@ -66,6 +71,17 @@ struct clanq_vwrite {
 	int status;
 	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
 	struct list_head orphan;	/* conn->orphans: half posted */
+	/* DMA_TO_DEVICE: WRITEs from the source; DMA_FROM_DEVICE: READs into it */
+	enum dma_data_direction dir;
+	/* an atomic: its work request, and where the old value lands */
+	struct ib_atomic_wr atomic;
+	struct ib_sge old_sge;
+	u64 *old;			/* kmalloc()ed; NULL but for atomics */
+	u64 old_dma;
+	bool old_mapped;
+	u64 *result;			/* the engine's: *old is copied there */
+	/* a WRITE chunk: its immediate, if its one WRITE may carry it (or 0) */
+	u32 imm;
 	unsigned int nr_pieces;
 	struct clanq_vwrite_piece piece[] __counted_by(nr_pieces);
 };
@@ -81,6 +97,9 @@ struct clanq_vimport {
 	bool revoked;			/* under conn->lock */
 	u64 span;
 	u32 first;
+	u32 imm_slot;			/* the exporter's, for WRITE_WITH_IMM; 0: none */
+	/* why it cannot do atomics (region.no_atomics points here), or "" */
+	char no_atomics[64];
 	u16 nr_mrs;
 	u32 rkeys[] __counted_by(nr_mrs);
 };
@@ -109,7 +128,10 @@ struct clanq_vmr {
 struct clanq_vexport {
 	struct list_head node;		/* conn->exports, under conn->lock */
 	struct clanq_kregion *region;	/* referenced, its memory held */
+	struct clanq_vconn *conn;	/* the one it was granted over */
 	u64 span;
+	int access;			/* IB_ACCESS_* of its registrations */
+	u32 imm_slot;			/* in conn->imm_slots; 0: none */
 	u16 nr_mrs;
 	struct clanq_vmr mrs[] __counted_by(nr_mrs);
 };
@@ -146,6 +168,8 @@ struct clanq_vconn {
 	struct list_head pending;	/* active: clanq_vpending */
 	struct list_head imports;	/* active: clanq_vimport */
 	struct list_head exports;	/* passive: clanq_vexport */
+	struct ida imm_slots;		/* passive: the exports' immediate slots */
+	bool imm;			/* active: WRITE_WITH_IMM may be used */
 	unsigned int exports_busy;	/* taken off exports, not yet freed */
 	struct list_head orphans;	/* clanq_vwrite half posted */
 	/* sends complete in order on an RC QP: when each in flight left */
@@ -165,6 +189,7 @@ struct clanq_vconn {
 extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
+extern bool clanq_v_write_imm;
 /* guards peer->conn and clanq_v_conns */
 extern spinlock_t clanq_v_lock;
 extern struct list_head clanq_v_conns;
@@ -222,6 +247,7 @@ void clanq_vexport_free_all(struct clanq_vconn *conn);
 void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *q);
 void clanq_vexport_region_gone(struct clanq_kregion *r);
 void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w);
+void clanq_vexport_wrote_imm(struct clanq_vconn *conn, u32 imm, u32 len);
 
 /* verbs_import.c */
 void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,
@@ -235,7 +261,10 @@ void clanq_vimport_settle(struct clanq_vpending *p, int err);
 
 /* verbs_write.c */
 int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
+int clanq_vread_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
+int clanq_vatomic(struct clanq_nic *src, const struct clanq_wire_write *w);
 void clanq_vwrite_free_orphans(struct clanq_vconn *conn);
 void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn);
+void clanq_vwrite_release(struct clanq_vwrite *wr);
 
 #endif /* _CLANQ_VERBS_H */

@@ -33,6 +33,7 @@ static void clanq_vconn_release(struct kref *ref)
 	struct clanq_vconn *conn = container_of(ref, struct clanq_vconn, ref);
 
 	clanq_kpeer_put(conn->peer);
+	ida_destroy(&conn->imm_slots);
 	kfree(conn->bufs);
 	kfree(conn);
 }
@@ -198,6 +199,7 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	INIT_LIST_HEAD(&conn->pending);
 	INIT_LIST_HEAD(&conn->imports);
 	INIT_LIST_HEAD(&conn->exports);
+	ida_init(&conn->imm_slots);
 	INIT_LIST_HEAD(&conn->orphans);
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].conn = conn;
@@ -262,13 +264,22 @@ static int clanq_vconn_setup(struct clanq_vconn *conn, struct rdma_cm_id *id)
 	conn->max_sge = clamp_t(u32, dev->attrs.max_send_sge, 1, CLANQ_V_MAX_SGE);
 	attr.cap.max_send_sge = conn->max_sge;
 	attr.cap.max_recv_sge = 1;
-	/* only SENDs complete: the WRITEs and REG_MRs ahead of them do not */
+	/*
+	 * READs into a region's pages: on iWARP their sink is registered,
+	 * from a pool of MRs rdma_rw keeps with the QP (and more send queue
+	 * entries it adds itself); elsewhere this only adds entries
+	 */
+	attr.port_num = id->port_num;
+	attr.cap.max_rdma_ctxs = CLANQ_V_RDMA_CTXS;
+	/* only SENDs and READ chunks complete: what goes ahead of them does not */
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	err = rdma_create_qp(id, conn->pd, &attr);
 	if (err)
 		return err;
 	conn->have_qp = true;
+	/* iWARP has no immediate data: its writes keep the WROTE */
+	conn->imm = !rdma_protocol_iwarp(dev, id->port_num);
 
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].dma = conn->bufs_dma + i * CLANQ_WMSG_MAX;
@@ -383,6 +394,13 @@ static int clanq_vconn_accept(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	err = clanq_vconn_setup(conn, id);
 	if (!err) {
 		param.rnr_retry_count = 7;
+		/* the READs and atomics each side may have in flight */
+		param.responder_resources =
+			min_t(u32, ev->param.conn.initiator_depth,
+			      id->device->attrs.max_qp_rd_atom);
+		param.initiator_depth =
+			min_t(u32, ev->param.conn.responder_resources,
+			      id->device->attrs.max_qp_init_rd_atom);
 		err = rdma_accept(id, &param);
 	}
 	mutex_unlock(&conn->cm_mutex);
@@ -417,6 +435,11 @@ static int clanq_vconn_route_resolved(struct clanq_vconn *conn,
 	param.private_data_len = sizeof(hello);
 	param.retry_count = 7;
 	param.rnr_retry_count = 7;
+	/* READs and atomics in flight: as many as both ends allow */
+	param.initiator_depth = min_t(u32, CLANQ_V_RD_ATOM,
+				      id->device->attrs.max_qp_init_rd_atom);
+	param.responder_resources = min_t(u32, CLANQ_V_RD_ATOM,
+					  id->device->attrs.max_qp_rd_atom);
 	return rdma_connect_locked(id, &param);
 }
 

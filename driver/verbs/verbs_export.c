@@ -8,8 +8,17 @@
  * and registers it with fast registration work requests (REG_MR, one
  * memory region per up to the device's max_fast_reg_page_list_len
  * pages), posted on the QP the importer's writes arrive on, ahead of the
- * GRANTs that carry the rkeys. A WROTE after the importer's WRITEs says
- * which bytes changed, so that tripwires fire as on the loop wire.
+ * GRANTs that carry the rkeys. A WROTE after the importer's WRITEs (and
+ * atomics) says which bytes changed, so that tripwires fire as on the
+ * loop wire.
+ *
+ * The registrations allow what the export grants, whatever one import
+ * asks (one registration serves every import of the region over the
+ * connection): remote writes with CLANQ_RIGHT_WRITE, remote reads with
+ * CLANQ_RIGHT_READ, and atomics with both when the device can
+ * (atomic_cap IB_ATOMIC_HCA or better; the GRANT says so). So the
+ * exporter's device enforces the rights: an importer's kernel that asks
+ * beyond them is refused there, not only by the importer's own check.
  * Freeing the region deregisters its memory regions before REGION_FREE
  * returns (a write after that fails at the exporter's device, and the
  * importer sees -ENXIO) and tells the importers (REVOKED).
@@ -24,6 +33,8 @@ static void clanq_vexport_free(struct clanq_vexport *exp, struct ib_device *dev)
 	struct clanq_vmr *m;
 	u16 i;
 
+	if (exp->imm_slot)
+		ida_free(&exp->conn->imm_slots, exp->imm_slot);
 	for (i = 0; i < exp->nr_mrs; i++) {
 		m = &exp->mrs[i];
 		/* synchronous: no remote write lands in the pages after this */
@@ -60,6 +71,20 @@ void clanq_vexport_free_all(struct clanq_vconn *conn)
 		clanq_vexport_free(exp, conn->cm_id->device);
 }
 
+/* The access of @r's registrations on @dev: what the export grants. */
+static int clanq_vexport_access(struct ib_device *dev, u32 rights)
+{
+	int access = IB_ACCESS_LOCAL_WRITE;
+
+	if (rights & CLANQ_RIGHT_WRITE)
+		access |= IB_ACCESS_REMOTE_WRITE;
+	if (rights & CLANQ_RIGHT_READ)
+		access |= IB_ACCESS_REMOTE_READ;
+	if (rights == CLANQ_RIGHTS_ALL && dev->attrs.atomic_cap >= IB_ATOMIC_HCA)
+		access |= IB_ACCESS_REMOTE_ATOMIC;
+	return access;
+}
+
 /*
  * Register @r with @conn's device: its pages in spans of at most the
  * device's fast registration list, each a memory region whose address is
@@ -88,12 +113,18 @@ static struct clanq_vexport *clanq_vexport_new(struct clanq_vconn *conn,
 		return ERR_PTR(-ENOMEM);
 	exp->nr_mrs = n;
 	exp->span = span;
+	exp->conn = conn;
+	exp->access = clanq_vexport_access(dev, r->rights);
 	if (!clanq_kregion_mem_get(r)) {
 		kfree(exp);
 		return ERR_PTR(-ENOENT);
 	}
 	clanq_kregion_get(r);
 	exp->region = r;
+	/* a slot for writes with immediate; without one, WROTEs do */
+	err = ida_alloc_range(&conn->imm_slots, 1, CLANQ_WMSG_IMM_MAX_SLOT,
+			      GFP_KERNEL);
+	exp->imm_slot = err > 0 ? err : 0;
 	for (i = 0; i < n; i++) {
 		m = &exp->mrs[i];
 		lo = max_t(u64, (u64)i * span, r->first);
@@ -155,16 +186,13 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 	u32 rkeys[CLANQ_WMSG_MAX_MRS];
 	struct ib_reg_wr reg;
 	unsigned long flags;
-	int err = -ENOENT;
+	int err = -ENOENT, access = 0;
+	u32 slot = 0;
 	u16 i, n = 0;
 
 	/* a wrong key, never exported, freed: all the same to a guesser */
 	if (!r || !smp_load_acquire(&r->exported) || r->key != q->key ||
 	    READ_ONCE(r->revoked))
-		goto refuse;
-	/* across hosts an aperture is only ever written through */
-	err = -EACCES;
-	if (!(r->rights & CLANQ_RIGHT_WRITE))
 		goto refuse;
 	mutex_lock(&clanq_v_export_mutex);
 	spin_lock_irqsave(&conn->lock, flags);
@@ -172,6 +200,8 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		if (exp->region == r) {
 			n = exp->nr_mrs;
 			g.span = exp->span;
+			access = exp->access;
+			slot = exp->imm_slot;
 			for (i = 0; i < n; i++)
 				rkeys[i] = exp->mrs[i].mr->rkey;
 			break;
@@ -197,12 +227,16 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		spin_unlock_irqrestore(&conn->lock, flags);
 		n = fresh->nr_mrs;
 		g.span = fresh->span;
+		access = fresh->access;
+		slot = fresh->imm_slot;
 		for (i = 0; i < n; i++)
 			rkeys[i] = fresh->mrs[i].mr->rkey;
 	}
 	g.len = r->len;
 	g.first = r->first;
 	g.rights = r->rights;
+	g.flags = (access & IB_ACCESS_REMOTE_ATOMIC ? CLANQ_WMSG_GRANT_ATOMIC : 0) |
+		  slot << CLANQ_WMSG_GRANT_SLOT_SHIFT;
 	g.nr_mrs = n;
 	for (i = 0; i < n; i++) {
 		g.mr = i;
@@ -213,8 +247,7 @@ void clanq_vexport_grant(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 				.wr.wr_cqe	= &conn->wr_cqe,
 				.mr		= fresh->mrs[i].mr,
 				.key		= rkeys[i],
-				.access		= IB_ACCESS_LOCAL_WRITE |
-						  IB_ACCESS_REMOTE_WRITE,
+				.access		= fresh->access,
 			};
 		}
 		/* a full queue: the importer's wait for the rest times out */
@@ -232,7 +265,10 @@ refuse:
 	clanq_vexport_refuse(conn, q, err);
 }
 
-/* The peer wrote [off, off + len) of a region we granted it: tripwires. */
+/*
+ * The peer wrote [off, off + len) of a region we granted it (WRITEs, or
+ * an atomic on a word): tripwires.
+ */
 void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *w)
 {
 	struct clanq_kregion *r = NULL;
@@ -261,6 +297,37 @@ void clanq_vexport_wrote(struct clanq_vconn *conn, const struct clanq_wmsg_rgn *
 		pr_debug_ratelimited("%s: %s: peer %u: wrote [%llu, +%llu) of region %u: not one it was granted (%d)\n",
 				     conn->nic->name, clanq_vconn_devname(conn),
 				     conn->peer->node, w->off, w->len, w->id, err);
+}
+
+/*
+ * A WRITE_WITH_IMM of @len bytes landed: the immediate names the export
+ * (its slot on @conn) and the first byte (clanq_wmsg_imm()). Tripwires,
+ * as for a WROTE.
+ */
+void clanq_vexport_wrote_imm(struct clanq_vconn *conn, u32 imm, u32 len)
+{
+	struct clanq_wmsg_rgn w = { .len = len };
+	struct clanq_vexport *exp;
+	unsigned long flags;
+	u32 slot;
+
+	clanq_wmsg_imm_get(imm, &slot, &w.off);
+	w.id = U32_MAX;		/* no region has it: dropped if no slot matches */
+	spin_lock_irqsave(&conn->lock, flags);
+	list_for_each_entry(exp, &conn->exports, node) {
+		if (slot && exp->imm_slot == slot) {
+			w.id = exp->region->id;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (w.id == U32_MAX || !len) {
+		pr_debug_ratelimited("%s: %s: peer %u: a write with immediate %#x, %u bytes: no such export\n",
+				     conn->nic->name, clanq_vconn_devname(conn),
+				     conn->peer->node, imm, len);
+		return;
+	}
+	clanq_vexport_wrote(conn, &w);
 }
 
 /* The next export of @r over any connection, taken off its list; or NULL. */

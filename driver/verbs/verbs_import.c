@@ -181,10 +181,24 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	imp->nr_mrs = p->grant.nr_mrs;
 	imp->span = p->grant.span;
 	imp->first = p->grant.first;
+	imp->imm_slot = (p->grant.flags & CLANQ_WMSG_GRANT_SLOT_MASK) >>
+			CLANQ_WMSG_GRANT_SLOT_SHIFT;
 	memcpy(imp->rkeys, p->rkeys, imp->nr_mrs * sizeof(u32));
 	clanq_kregion_remote_init(&imp->region, src, addr->node, addr->id,
 				  p->grant.len, key, p->grant.rights,
 				  clanq_vimport_release);
+	/* an import asking for atomics (CLANQ_AP_ATOMIC) is refused for this */
+	if (conn->cm_id->device->attrs.atomic_cap < IB_ATOMIC_HCA)
+		snprintf(imp->no_atomics, sizeof(imp->no_atomics),
+			 "%s has no atomics (atomic_cap %d)",
+			 clanq_vconn_devname(conn),
+			 conn->cm_id->device->attrs.atomic_cap);
+	else if (!(p->grant.flags & CLANQ_WMSG_GRANT_ATOMIC))
+		snprintf(imp->no_atomics, sizeof(imp->no_atomics),
+			 "node %u's RDMA device has no atomics",
+			 addr->node);
+	if (imp->no_atomics[0])
+		imp->region.no_atomics = imp->no_atomics;
 	imp->conn = conn;		/* our reference */
 	kfree(p);
 	/*

@@ -37,6 +37,10 @@ unsigned int clanq_v_ack_ms = 3000;
 module_param_named(ack_ms, clanq_v_ack_ms, uint, 0644);
 MODULE_PARM_DESC(ack_ms, "How long sends may wait with not one of them acknowledged before the peer is taken for dead, checked at the next send; the provider's own retries decide first where they can (rxe restarts its retry timer at every send, so a steady sender would never see them run out) (milliseconds, 0: never; default 3000)");
 
+bool clanq_v_write_imm = true;
+module_param_named(write_imm, clanq_v_write_imm, bool, 0644);
+MODULE_PARM_DESC(write_imm, "Tell the exporter what a write changed in the write itself (RDMA WRITE with immediate) where it can, instead of a second message after it (default on; iWARP devices never can)");
+
 DEFINE_SPINLOCK(clanq_v_lock);
 LIST_HEAD(clanq_v_conns);
 struct workqueue_struct *clanq_v_wq;
@@ -190,6 +194,8 @@ static struct clanq_wire_ops clanq_v_ops = {
 	.send_oob	= clanq_v_send_oob,
 	.import		= clanq_vimport_new,
 	.rdma_write	= clanq_vwrite_chunk,
+	.rdma_read	= clanq_vread_chunk,
+	.rdma_atomic	= clanq_vatomic,
 	.bind		= clanq_v_bind,
 	.peer_gone	= clanq_v_peer_gone,
 	.region_gone	= clanq_vexport_region_gone,

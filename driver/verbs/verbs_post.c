@@ -67,6 +67,15 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(wc);
 	unsigned long flags;
 
+	/*
+	 * A READ chunk's last READ or a WRITE with immediate completes here
+	 * itself: the exporter's device refused its rkey (revoked), as
+	 * clanq_vconn_wr_failed() says for the work requests ahead of a SEND
+	 */
+	if (wc->status == IB_WC_REM_ACCESS_ERR) {
+		err = -ENXIO;
+		cmpxchg(&conn->wr_error, 0, err);
+	}
 	b->write = NULL;
 	spin_lock_irqsave(&conn->lock, flags);
 	conn->tx_acked++;
@@ -82,17 +91,21 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 		/*
 		 * The WRITEs ahead of it failed first, if one did: say why.
 		 * Otherwise the connection ended under it (iWARP reports
-		 * a refused rkey by a TERMINATE, not on the WRITE), and the
-		 * import with it: -ENXIO, but for a peer that stopped
-		 * answering (-ETIMEDOUT).
+		 * a refused rkey by a TERMINATE, not on the WRITE; a READ
+		 * chunk's own last READ completes here, a refused rkey
+		 * among them), and the import with it: -ENXIO, but for a
+		 * peer that stopped answering (-ETIMEDOUT).
 		 */
 		wr->status = !err ? 0 : READ_ONCE(conn->wr_error) ?:
 			     err == -ETIMEDOUT ? err : -ENXIO;
 		clanq_vwrite_unmap(wr, conn);
+		/* an atomic's old value: in order, before this completion */
+		if (!wr->status && wr->result)
+			*wr->result = READ_ONCE(*wr->old);
 		/* an idle engine hears now; a busy one from the work queue */
 		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
 			clanq_kep_put(wr->ep);
-			kfree(wr);
+			clanq_vwrite_release(wr);
 		} else {
 			queue_work(clanq_v_done_wq, &wr->done);
 		}
@@ -362,7 +375,16 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	int err;
 
 	if (wc->status != IB_WC_SUCCESS) {
-		if (wc->status != IB_WC_WR_FLUSH_ERR)
+		/*
+		 * A write with immediate that our device refused (its region
+		 * was revoked: deregistered) completes the receive it took
+		 * with this, and the QP is in error. The writer learns it
+		 * from its own completion (-ENXIO) and ends the connection, as
+		 * for a plain WRITE, which our side never sees: ending it here
+		 * too would race that and tell the writer -ECONNRESET instead.
+		 */
+		if (wc->status != IB_WC_WR_FLUSH_ERR &&
+		    wc->status != IB_WC_REM_ACCESS_ERR)
 			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
 		return;
 	}
@@ -373,6 +395,12 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	 */
 	if (!conn->active && READ_ONCE(conn->state) == CLANQ_PEER_CONNECTING)
 		clanq_vconn_up(conn, conn->cm_id);
+	/* a write that says itself what it wrote: nothing in the buffer */
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
+		clanq_vexport_wrote_imm(conn, be32_to_cpu(wc->ex.imm_data),
+					wc->byte_len);
+		goto again;
+	}
 	ib_dma_sync_single_for_cpu(conn->cm_id->device, b->dma, CLANQ_WMSG_MAX,
 				   DMA_BIDIRECTIONAL);
 	err = clanq_wmsg_get(b->data, wc->byte_len, &m);
@@ -382,6 +410,7 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 				      conn->peer->node, wc->byte_len, err);
 	else
 		clanq_vconn_deliver(conn, &m);
+again:
 	if (READ_ONCE(conn->state) != CLANQ_PEER_DOWN) {
 		err = clanq_vconn_post_recv(conn, b);
 		if (err)

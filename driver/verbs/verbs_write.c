@@ -5,6 +5,30 @@
  * region's pages), a piece per registration of the destination it
  * crosses, followed on the same QP by a WROTE that tells the exporter
  * which bytes changed; the WROTE's completion completes the chunk.
+ *
+ * A READ chunk is the same pieces the other way (rdma_rw, DMA_FROM_DEVICE,
+ * into the requester's region) with no message after it: its last READ
+ * is signaled on the send slot it took (clanq_vconn_take()), as a WROTE
+ * would be, so one completion path (clanq_vconn_tx_done()) serves both,
+ * and a slot's credits bound what is in flight. An atomic is one
+ * IB_WR_ATOMIC_CMP_AND_SWP or _FETCH_AND_ADD into an 8-byte buffer of
+ * its own, then a WROTE of its word: the exporter cannot see an atomic,
+ * so it learns of it as of a write and fires the word's tripwires (also
+ * for a compare-and-swap that did not swap: only the importer knows).
+ * Send queue completions come in order, so when the WROTE's completes
+ * the old value is in the buffer.
+ *
+ * Write with immediate. A write chunk that is one WRITE (one
+ * registration of the exporter's, at most max_sge pages: every chunk of
+ * a region under one registration span, so every small write), into a
+ * region whose export has an immediate slot, starting in its first 4 MiB
+ * (wire_msg.h), goes as one IB_WR_RDMA_WRITE_WITH_IMM instead of
+ * WRITE + WROTE: the exporter's receive completion names the export and
+ * the first byte, its byte_len the length, and it fires the tripwires
+ * as for a WROTE. One message instead of two, and the importer's chunk
+ * completes on the WRITE's own completion. Everything else (iWARP, which
+ * has no immediate; chunks of several WRITEs; offsets past 4 MiB; more
+ * than 1023 exports on a connection) keeps the WROTE.
  */
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -23,10 +47,21 @@ void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn)
 		if (p->rw_ready)
 			rdma_rw_ctx_destroy(&p->rw, conn->cm_id->qp,
 					    conn->cm_id->port_num, p->sgt.sgl,
-					    p->sgt.orig_nents, DMA_TO_DEVICE);
+					    p->sgt.orig_nents, wr->dir);
 		p->rw_ready = false;
 		sg_free_table(&p->sgt);
 	}
+	if (wr->old_mapped)
+		ib_dma_unmap_single(conn->cm_id->device, wr->old_dma,
+				    sizeof(*wr->old), DMA_FROM_DEVICE);
+	wr->old_mapped = false;
+}
+
+/* @wr's memory, once unmapped. */
+void clanq_vwrite_release(struct clanq_vwrite *wr)
+{
+	kfree(wr->old);
+	kfree(wr);
 }
 
 /* The engine learns how the chunk went (clanq_v_done_wq). */
@@ -36,13 +71,13 @@ static void clanq_vwrite_done(struct work_struct *work)
 
 	clanq_engine_write_done(wr->ep, wr->status);
 	clanq_kep_put(wr->ep);
-	kfree(wr);
+	clanq_vwrite_release(wr);
 }
 
 static void clanq_vwrite_free(struct clanq_vwrite *wr, struct clanq_vconn *conn)
 {
 	clanq_vwrite_unmap(wr, conn);
-	kfree(wr);
+	clanq_vwrite_release(wr);
 }
 
 /* Chunks whose post failed half way: their WRs are flushed now. */
@@ -70,25 +105,45 @@ static int clanq_vwrite_sg(struct clanq_vwrite_piece *p, struct clanq_kregion *s
 }
 
 /*
+ * The send queue entries rdma_rw may take for @nents entries of one
+ * piece, at most: a WRITE per max_sge of them; a READ per entry (its
+ * max_sge is the device's max_sge_rd), and on iWARP, where a READ's sink
+ * must be registered, a REG_MR and a LOCAL_INV beside it.
+ */
+static u32 clanq_vwrite_credits(struct clanq_vconn *conn,
+				enum dma_data_direction dir, u32 nents)
+{
+	if (dir == DMA_TO_DEVICE)
+		return DIV_ROUND_UP(nents, conn->max_sge);
+	if (rdma_protocol_iwarp(conn->cm_id->device, conn->cm_id->port_num))
+		return 3 * nents;
+	return nents;
+}
+
+/*
  * The pieces of a chunk of @w->len bytes at page-space offset @off of
- * @imp: one per registration it crosses, each a table of the source's
- * pages; the send queue entries their WRITEs take in *@credits.
+ * @imp: one per registration it crosses, each a table of the local
+ * region's pages (@dir: written from, or read into); the send queue
+ * entries they take in *@credits. @n 0: an atomic, no pieces.
  */
 static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 					     const struct clanq_wire_write *w,
-					     u64 off, u32 *credits)
+					     u64 off, enum dma_data_direction dir,
+					     u32 *credits)
 {
 	u64 end = off + w->len, pos, stop;
 	struct clanq_vwrite_piece *p;
 	struct clanq_vwrite *wr;
-	unsigned int i, n;
+	unsigned int i, n = 0;
 	int err;
 
-	n = div64_u64(end - 1, imp->span) - div64_u64(off, imp->span) + 1;
+	if (w->op == CLANQ_RDMA_OP_WRITE || w->op == CLANQ_RDMA_OP_READ)
+		n = div64_u64(end - 1, imp->span) - div64_u64(off, imp->span) + 1;
 	wr = kzalloc(struct_size(wr, piece, n), GFP_KERNEL);
 	if (!wr)
 		return ERR_PTR(-ENOMEM);
 	wr->nr_pieces = n;
+	wr->dir = dir;
 	INIT_WORK(&wr->done, clanq_vwrite_done);
 	INIT_LIST_HEAD(&wr->orphan);
 	*credits = 0;
@@ -100,11 +155,11 @@ static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 		err = clanq_vwrite_sg(p, w->src, w->src_off + (pos - off), stop - pos);
 		if (err)
 			goto fail;
-		/* rdma_rw's count, at most: a WRITE per max_sge entries */
-		*credits += DIV_ROUND_UP(p->sgt.orig_nents, imp->conn->max_sge);
+		/* rdma_rw's count, at most */
+		*credits += clanq_vwrite_credits(imp->conn, dir, p->sgt.orig_nents);
 	}
 	if (*credits > CLANQ_V_WR_CREDITS) {
-		pr_notice_ratelimited("%s: a chunk of %llu bytes takes %u RDMA WRITEs, more than %u: lower clanq's rdma_max_xfer\n",
+		pr_notice_ratelimited("%s: a chunk of %llu bytes takes %u RDMA work requests, more than %u: lower clanq's rdma_max_xfer\n",
 				      imp->conn->nic->name, w->len, *credits,
 				      CLANQ_V_WR_CREDITS);
 		err = -EMSGSIZE;
@@ -113,16 +168,17 @@ static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 	return wr;
 fail:
 	clanq_vwrite_unmap(wr, imp->conn);	/* no rw context yet: tables only */
-	kfree(wr);
+	clanq_vwrite_release(wr);
 	return ERR_PTR(err);
 }
 
 /*
- * Post @wr's WRITEs and then @send, @b's WROTE, with conn->post held.
- * Takes @wr and @b whatever happens: 0 once posted (the WROTE's
+ * Post @wr's WRITEs (or its atomic) and then @send, @b's WROTE, with
+ * conn->post held; or, @send NULL, @wr's READs, the last signaled on
+ * @b's completion. Takes @wr and @b whatever happens: 0 once posted (the
  * completion tells the engine); else -errno, with @b given back and @wr
- * freed, or, if some of its WRITEs went, left for the teardown to free
- * once they are flushed.
+ * freed, or, if some of its work requests went, left for the teardown
+ * to free once they are flushed.
  */
 static int clanq_vwrite_post(struct clanq_vconn *conn, struct clanq_vimport *imp,
 			     struct clanq_kap *ap, struct clanq_kep *ep,
@@ -132,26 +188,53 @@ static int clanq_vwrite_post(struct clanq_vconn *conn, struct clanq_vimport *imp
 	struct ib_send_wr *head = send, *x;
 	const struct ib_send_wr *bad;
 	struct clanq_vwrite_piece *p;
-	unsigned int i;
+	unsigned int i, count = 0;
 	int err = -ENXIO;
 
 	lockdep_assert_held(&conn->post);
 	if (READ_ONCE(conn->state) != CLANQ_PEER_UP)
 		goto unposted;	/* the QP may be gone */
+	b->cqe.done = clanq_vconn_tx_done;
 	for (i = wr->nr_pieces; i-- > 0; ) {
 		p = &wr->piece[i];
 		err = rdma_rw_ctx_init(&p->rw, conn->cm_id->qp, conn->cm_id->port_num,
 				       p->sgt.sgl, p->sgt.orig_nents, 0, p->raddr,
-				       p->rkey, DMA_TO_DEVICE);
+				       p->rkey, wr->dir);
 		if (err < 0)
 			goto unposted;
+		count += err;
 		p->rw_ready = true;
+		/* a READ chunk: its very last work request completes it */
 		head = rdma_rw_ctx_wrs(&p->rw, conn->cm_id->qp, conn->cm_id->port_num,
-				       NULL, head);
+				       !send && !head ? &b->cqe : NULL, head);
+	}
+	if (wr->old) {
+		wr->atomic.wr.next = head;
+		head = &wr->atomic.wr;
+		count++;
+	}
+	/* what rdma_rw made fits what was taken (a READ also has the slot's) */
+	err = -EMSGSIZE;
+	if (WARN_ON_ONCE(!head || count > b->credits + !send))
+		goto unposted;
+	/*
+	 * One WRITE, and the exporter gave a slot: it says what it wrote
+	 * itself (WRITE_WITH_IMM, taking the peer's receive the WROTE would
+	 * have), on the send slot's completion; the WROTE is not sent.
+	 */
+	if (wr->imm && send && count == 1 && head->next == send &&
+	    head->opcode == IB_WR_RDMA_WRITE) {
+		head->opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+		head->ex.imm_data = cpu_to_be32(wr->imm);
+		head->send_flags |= IB_SEND_SIGNALED;
+		head->wr_cqe = &b->cqe;
+		head->next = NULL;
+		send = NULL;
 	}
 	/* unsignaled; should one fail, the connection learns why */
-	for (x = head; x != send; x = x->next)
-		x->wr_cqe = &conn->wr_cqe;
+	for (x = head; x && x != send; x = x->next)
+		if (x->wr_cqe != &b->cqe)
+			x->wr_cqe = &conn->wr_cqe;
 	/* a revocation waits for us; one before us is seen */
 	down_read(&imp->region.revoke_sem);
 	if (imp->region.revoked || ap->closed) {
@@ -176,16 +259,77 @@ static int clanq_vwrite_post(struct clanq_vconn *conn, struct clanq_vimport *imp
 		spin_unlock_irq(&conn->lock);
 		return -ENXIO;
 	}
-	clanq_vwrite_unmap(wr, conn);
-	kfree(wr);
+	clanq_vwrite_free(wr, conn);
 	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
 
 unposted:
 	b->write = NULL;
 	clanq_vconn_give_back(conn, b);
-	clanq_vwrite_unmap(wr, conn);
-	kfree(wr);
+	clanq_vwrite_free(wr, conn);
 	return err;
+}
+
+/* The import behind @w's aperture, if it may still be used. */
+static struct clanq_vimport *clanq_vwrite_import(const struct clanq_wire_write *w)
+{
+	struct clanq_kap *ap = w->dst;
+	struct clanq_vimport *imp;
+
+	if (WARN_ON_ONCE(!ap->region->remote))
+		return ERR_PTR(-EINVAL);
+	imp = container_of(ap->region, struct clanq_vimport, region);
+	if (READ_ONCE(imp->region.revoked) || READ_ONCE(ap->closed) ||
+	    READ_ONCE(imp->conn->state) != CLANQ_PEER_UP)
+		return ERR_PTR(-ENXIO);
+	return imp;
+}
+
+/*
+ * Post @wr on @imp's connection: with a WROTE of [@off, + @len) of the
+ * region after it (@wrote), or, a READ, alone. -EINPROGRESS once posted.
+ */
+static int clanq_vwrite_go(struct clanq_nic *src, const struct clanq_wire_write *w,
+			   struct clanq_vimport *imp, struct clanq_vwrite *wr,
+			   u32 credits, bool wrote, u64 off, u64 len)
+{
+	struct clanq_vconn *conn = imp->conn;
+	struct clanq_wmsg_rgn msg = {};
+	struct ib_send_wr send;
+	struct clanq_vbuf *b;
+	struct ib_sge sge;
+	int err;
+
+	b = clanq_vconn_take(conn, credits, true);
+	if (IS_ERR(b)) {
+		clanq_vwrite_free(wr, conn);
+		err = PTR_ERR(b);
+		/* a connection that ended took the import with it */
+		return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+	}
+	if (wrote) {
+		msg.id = imp->region.id;
+		msg.off = off - imp->first;
+		msg.len = len;
+		clanq_vconn_send_wr(conn, b,
+				    clanq_wmsg_put_region(b->data, CLANQ_WMSG_WROTE,
+							  src->node,
+							  imp->region.remote_node,
+							  &msg),
+				    &send, &sge);
+	}
+	mutex_lock(&conn->post);
+	err = clanq_vwrite_post(conn, imp, w->dst, w->ep, wr, b,
+				wrote ? &send : NULL);
+	mutex_unlock(&conn->post);
+	return err ?: -EINPROGRESS;
+}
+
+/* Page-space offset of @w's first byte at the exporter. */
+static u64 clanq_vwrite_off(const struct clanq_vimport *imp,
+			    const struct clanq_wire_write *w)
+{
+	/* the engine checked the window */
+	return imp->first + w->dst->off + w->dst_off;
 }
 
 /*
@@ -196,54 +340,106 @@ unposted:
  */
 int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
 {
-	struct clanq_kap *ap = w->dst;
-	struct clanq_wmsg_rgn msg = {};
-	struct clanq_vimport *imp;
-	struct clanq_vconn *conn;
+	struct clanq_vimport *imp = clanq_vwrite_import(w);
 	struct clanq_vwrite *wr;
-	struct ib_send_wr send;
-	struct clanq_vbuf *b;
-	struct ib_sge sge;
 	u32 credits;
 	u64 off;
-	int err;
 
-	if (WARN_ON_ONCE(!ap->region->remote))
-		return -EINVAL;
-	imp = container_of(ap->region, struct clanq_vimport, region);
-	conn = imp->conn;
-	if (READ_ONCE(imp->region.revoked) || READ_ONCE(ap->closed) ||
-	    READ_ONCE(conn->state) != CLANQ_PEER_UP)
-		return -ENXIO;
+	if (IS_ERR(imp))
+		return PTR_ERR(imp);
 	if (!w->len)
 		return 0;
-	/* page space of the destination; the engine checked the window */
-	off = imp->first + ap->off + w->dst_off;
-	wr = clanq_vwrite_new(imp, w, off, &credits);
-	if (IS_ERR(wr)) {
-		err = PTR_ERR(wr);
-		goto failed;
-	}
-	b = clanq_vconn_take(conn, credits, true);
-	if (IS_ERR(b)) {
-		clanq_vwrite_unmap(wr, conn);
-		kfree(wr);
-		err = PTR_ERR(b);
-		goto failed;
-	}
-	msg.id = imp->region.id;
-	msg.off = off - imp->first;
-	msg.len = w->len;
-	clanq_vconn_send_wr(conn, b, clanq_wmsg_put_region(b->data, CLANQ_WMSG_WROTE,
-							   src->node, imp->region.remote_node,
-							   &msg),
-			    &send, &sge);
-	mutex_lock(&conn->post);
-	err = clanq_vwrite_post(conn, imp, ap, w->ep, wr, b, &send);
-	mutex_unlock(&conn->post);
-	return err ?: -EINPROGRESS;
+	off = clanq_vwrite_off(imp, w);
+	wr = clanq_vwrite_new(imp, w, off, DMA_TO_DEVICE, &credits);
+	if (IS_ERR(wr))
+		return READ_ONCE(imp->conn->state) == CLANQ_PEER_UP ?
+		       PTR_ERR(wr) : -ENXIO;
+	/* a slot, a first byte the immediate can name: no WROTE (if one WRITE) */
+	if (imp->imm_slot && imp->conn->imm && READ_ONCE(clanq_v_write_imm) &&
+	    off - imp->first < CLANQ_WMSG_IMM_OFF_LIMIT)
+		wr->imm = clanq_wmsg_imm(imp->imm_slot, off - imp->first);
+	return clanq_vwrite_go(src, w, imp, wr, credits, true, off, w->len);
+}
 
-failed:
-	/* a connection that ended took the import with it */
-	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+/*
+ * One chunk of a READ from another host's region into w->src: RDMA
+ * READs, a piece per registration of the exporter's it crosses, the last
+ * signaled. The exporter's registrations allow reads only if its export
+ * grants CLANQ_RIGHT_READ (verbs_export.c): its device refuses the rest.
+ */
+int clanq_vread_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
+{
+	struct clanq_vimport *imp = clanq_vwrite_import(w);
+	struct clanq_vwrite *wr;
+	u32 credits;
+	u64 off;
+
+	if (IS_ERR(imp))
+		return PTR_ERR(imp);
+	if (!w->len)
+		return 0;
+	off = clanq_vwrite_off(imp, w);
+	wr = clanq_vwrite_new(imp, w, off, DMA_FROM_DEVICE, &credits);
+	if (IS_ERR(wr))
+		return READ_ONCE(imp->conn->state) == CLANQ_PEER_UP ?
+		       PTR_ERR(wr) : -ENXIO;
+	return clanq_vwrite_go(src, w, imp, wr, credits, false, off, 0);
+}
+
+/*
+ * An atomic on another host's word: IB_WR_ATOMIC_CMP_AND_SWP or
+ * _FETCH_AND_ADD into a buffer of the chunk's own, then a WROTE of the
+ * word. The import was refused unless both devices can
+ * (clanq_vimport_new(), CLANQ_AP_ATOMIC); a device that cannot still
+ * refuses the work request, and the chunk fails with the connection.
+ */
+int clanq_vatomic(struct clanq_nic *src, const struct clanq_wire_write *w)
+{
+	struct clanq_vimport *imp = clanq_vwrite_import(w);
+	struct ib_device *dev;
+	struct clanq_vwrite *wr;
+	u32 credits;
+	u64 off;
+
+	if (IS_ERR(imp))
+		return PTR_ERR(imp);
+	off = clanq_vwrite_off(imp, w);
+	/* the word in the exporter's memory, as IB atomics want it */
+	if (!IS_ALIGNED(off, CLANQ_RDMA_ATOMIC_LEN) ||
+	    w->len != CLANQ_RDMA_ATOMIC_LEN)
+		return -EINVAL;
+	wr = clanq_vwrite_new(imp, w, off, DMA_FROM_DEVICE, &credits);
+	if (IS_ERR(wr))
+		return PTR_ERR(wr);
+	dev = imp->conn->cm_id->device;
+	wr->old = kzalloc(sizeof(*wr->old), GFP_KERNEL);
+	if (!wr->old) {
+		clanq_vwrite_release(wr);
+		return -ENOMEM;
+	}
+	wr->old_dma = ib_dma_map_single(dev, wr->old, sizeof(*wr->old),
+					DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(dev, wr->old_dma)) {
+		clanq_vwrite_release(wr);
+		return -ENOMEM;
+	}
+	wr->old_mapped = true;
+	wr->result = w->result;
+	wr->old_sge = (struct ib_sge){
+		.addr = wr->old_dma,
+		.length = sizeof(*wr->old),
+		.lkey = imp->conn->pd->local_dma_lkey,
+	};
+	wr->atomic = (struct ib_atomic_wr){
+		.wr.opcode = w->op == CLANQ_RDMA_OP_CAS ?
+			     IB_WR_ATOMIC_CMP_AND_SWP : IB_WR_ATOMIC_FETCH_AND_ADD,
+		.wr.sg_list = &wr->old_sge,
+		.wr.num_sge = 1,
+		.remote_addr = off,
+		.compare_add = w->operand[0],
+		.swap = w->operand[1],
+		.rkey = imp->rkeys[div64_u64(off, imp->span)],
+	};
+	return clanq_vwrite_go(src, w, imp, wr, 1, true, off,
+			       CLANQ_RDMA_ATOMIC_LEN);
 }

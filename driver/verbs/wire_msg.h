@@ -17,6 +17,7 @@
 #include <linux/errno.h>
 #include <linux/build_bug.h>
 #include <linux/math.h>
+#include <linux/bits.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -26,7 +27,11 @@
 #include <clanq/uapi.h>
 
 #define CLANQ_WMSG_MAGIC	0x57514c43u	/* "CLQW" */
-#define CLANQ_WMSG_VERSION	1
+/*
+ * 2: GRANT's flags (was padding): atomics, the export's immediate slot;
+ * READ, atomics and WRITE_WITH_IMM on the wire (issue 26)
+ */
+#define CLANQ_WMSG_VERSION	2
 
 /* Message types */
 #define CLANQ_WMSG_OOB		1	/* an OOB message for dst_node:dst_id */
@@ -40,6 +45,35 @@
 
 /* What an exporter may register a region with, at most (GRANTs per import). */
 #define CLANQ_WMSG_MAX_MRS	32
+
+/* GRANT flags: the registrations take atomics (IB_ACCESS_REMOTE_ATOMIC) */
+#define CLANQ_WMSG_GRANT_ATOMIC	0x1u
+#define CLANQ_WMSG_GRANT_FLAGS	CLANQ_WMSG_GRANT_ATOMIC
+
+/*
+ * Write with immediate: a WRITE that ends a chunk may carry, instead of
+ * a WROTE after it, a 32-bit immediate naming the export and the
+ * chunk's first byte: the export's slot on the connection (1..1023, 0:
+ * none, GRANT's flags bits 16..25) in the top 10 bits, the region
+ * offset (below 4 MiB) in the low 22. The length is the WRITE's own
+ * (the receive completion's byte_len).
+ */
+#define CLANQ_WMSG_IMM_OFF_BITS	22
+#define CLANQ_WMSG_IMM_OFF_LIMIT	BIT_ULL(CLANQ_WMSG_IMM_OFF_BITS)
+#define CLANQ_WMSG_IMM_MAX_SLOT	((1u << (32 - CLANQ_WMSG_IMM_OFF_BITS)) - 1)
+#define CLANQ_WMSG_GRANT_SLOT_SHIFT	16
+#define CLANQ_WMSG_GRANT_SLOT_MASK	(CLANQ_WMSG_IMM_MAX_SLOT << CLANQ_WMSG_GRANT_SLOT_SHIFT)
+
+static inline u32 clanq_wmsg_imm(u32 slot, u64 off)
+{
+	return slot << CLANQ_WMSG_IMM_OFF_BITS | (u32)off;
+}
+
+static inline void clanq_wmsg_imm_get(u32 imm, u32 *slot, u64 *off)
+{
+	*slot = imm >> CLANQ_WMSG_IMM_OFF_BITS;
+	*off = imm & (CLANQ_WMSG_IMM_OFF_LIMIT - 1);
+}
 
 /* The connection request's private data: who asks, and for which node. */
 struct clanq_whello {
@@ -87,7 +121,7 @@ struct clanq_wmsg_region {
 	__le16 mr;		/* GRANT */
 	__le16 nr_mrs;		/* GRANT */
 	__le32 err;		/* REFUSE: a positive errno */
-	__le32 pad;
+	__le32 flags;		/* GRANT: CLANQ_WMSG_GRANT_* */
 } __packed;
 
 /* The largest message: what every receive buffer holds. */
@@ -102,6 +136,7 @@ struct clanq_wmsg_rgn {
 	u32 first, rights, rkey;
 	u16 mr, nr_mrs;
 	int err;		/* REFUSE: -errno */
+	u32 flags;		/* GRANT */
 };
 
 /* A decoded message: kernel values, every field checked. */
@@ -206,6 +241,7 @@ static inline size_t clanq_wmsg_put_region(void *buf, u8 type, u32 src_node,
 		g->rkey = cpu_to_le32(r->rkey);
 		g->mr = cpu_to_le16(r->mr);
 		g->nr_mrs = cpu_to_le16(r->nr_mrs);
+		g->flags = cpu_to_le32(r->flags);
 		break;
 	case CLANQ_WMSG_REFUSE:
 		g->req = cpu_to_le32(r->req);
@@ -240,10 +276,13 @@ static inline int clanq_wmsg_get_region(const struct clanq_wmsg_region *g,
 	r->mr = le16_to_cpu(g->mr);
 	r->nr_mrs = le16_to_cpu(g->nr_mrs);
 	r->err = -(int)min_t(u32, le32_to_cpu(g->err), MAX_ERRNO + 1);
+	r->flags = le32_to_cpu(g->flags);
 	switch (type) {
 	case CLANQ_WMSG_GRANT:
 		/* whole pages per registration, at least the bytes of one */
 		if (!r->len || !r->rights || (r->rights & ~CLANQ_RIGHTS_ALL) ||
+		    (r->flags & ~(CLANQ_WMSG_GRANT_FLAGS |
+				  CLANQ_WMSG_GRANT_SLOT_MASK)) ||
 		    r->first >= PAGE_SIZE || !r->span ||
 		    !PAGE_ALIGNED(r->span) || !r->nr_mrs ||
 		    r->nr_mrs > CLANQ_WMSG_MAX_MRS || r->mr >= r->nr_mrs ||

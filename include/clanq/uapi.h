@@ -409,7 +409,14 @@ struct clanq_ioc_region_export {
  * not it is ever needed.
  */
 #define CLANQ_AP_SINK		0x1u
-#define CLANQ_AP_FLAGS		CLANQ_AP_SINK
+/*
+ * CLANQ_AP_ATOMIC: the aperture will do CAS and FADD (they need it, with
+ * both rights). Across hosts the import is refused with -EOPNOTSUPP if
+ * either host's RDMA device has no atomics (siw), so that an application
+ * learns it once, at import, not from each request.
+ */
+#define CLANQ_AP_ATOMIC		0x2u
+#define CLANQ_AP_FLAGS		(CLANQ_AP_SINK | CLANQ_AP_ATOMIC)
 
 struct clanq_ioc_ap_import {
 	struct clanq_addr region;	/* in: exporter's node and region id */
@@ -445,53 +452,125 @@ struct clanq_ioc_ap_close {
  * including the one flagged LAST) are served together, unless they pass
  * the engine's transfer limit, when they are split across turns.
  *
+ * Operations (op; 0 is WRITE, so a request written before there were
+ * others means what it always meant). A request names a region of this
+ * context (src_region, src_off: the local side, whatever the direction)
+ * and an aperture (dst_ap, dst_off: the remote side):
+ *  CLANQ_RDMA_OP_WRITE  len bytes, region -> aperture. Needs the
+ *	aperture's CLANQ_RIGHT_WRITE. Fires the tripwires it touches.
+ *  CLANQ_RDMA_OP_READ   len bytes, aperture -> region. Needs
+ *	CLANQ_RIGHT_READ. Fires no tripwire (not even in the region the
+ *	bytes land in). The bytes are in the region when the completion
+ *	is seen; until then the region's range holds no defined value.
+ *  CLANQ_RDMA_OP_CAS    compare-and-swap of the 8-byte word at dst_off:
+ *	if it holds operand[0], it becomes operand[1].
+ *  CLANQ_RDMA_OP_FADD   fetch-and-add: the word at dst_off becomes
+ *	itself plus operand[0] (mod 2^64); operand[1] must be 0.
+ *  For CAS and FADD: len is 8, src_region and src_off are 0 (the old
+ *  value comes back in the completion's value, not in a region), the
+ *  word's offset in the exported region (the import's offset + dst_off)
+ *  is a multiple of 8, and the aperture was imported with
+ *  CLANQ_AP_ATOMIC and both CLANQ_RIGHT_READ and CLANQ_RIGHT_WRITE (an
+ *  atomic reads the word and may change it). An
+ *  atomic that changed the word fires its tripwires like a write; a CAS
+ *  that did not swap wrote nothing and fires none. The exporter's memory
+ *  must be 8-byte aligned there too: a region registered at an address
+ *  that makes the word misaligned refuses atomics (-EINVAL).
+ *  For WRITE and READ, operand[] is 0.
+ *
+ * Atomicity. CAS and FADD are atomic against every other clanq atomic on
+ * that word, from any endpoint, node or host, and on the loop wire also
+ * against the CPU's own atomic instructions on the word through a PIO
+ * mapping (the engine uses them on the same memory). A WRITE (RDMA or a
+ * plain PIO store) that races with an atomic on the same word leaves the
+ * word undefined: either may win, and a WRITE's bytes are not stored as
+ * one word. Across hosts (the verbs wire) an atomic is atomic against
+ * other atomics through the same device kind; against the exporter's CPU
+ * it is atomic only if that host's device reports IB_ATOMIC_GLOB, and
+ * undefined otherwise, as verbs define it. Atomics across hosts need
+ * devices with IB_ATOMIC_HCA or better on both hosts: an import with
+ * CLANQ_AP_ATOMIC is refused with -EOPNOTSUPP otherwise (siw has none).
+ *
  * What a receiver may rely on (every wire keeps it):
  *  - the requests of one queue become visible at the destination in
- *    queue order: everything a request wrote is visible before anything
- *    a later request of that queue writes;
- *  - within one request, the last naturally aligned 8 bytes wholly
+ *    queue order: everything a WRITE (or an atomic) wrote is visible
+ *    before anything a later WRITE or atomic of that queue writes;
+ *  - within one WRITE, the last naturally aligned 8 bytes wholly
  *    inside it (its "final word") become visible last, with release
  *    semantics: a receiver that sees the final word's new value with an
  *    acquire load (or a load, then a read barrier) sees every other byte
  *    of the request. So polling the last word of a message works, as on
  *    many RDMA NICs, provided that word is 8-byte aligned and changes.
- *  A request shorter than 8 bytes, or with no aligned word inside it,
- *  has no final word: its bytes land in no defined order.
+ *  A WRITE shorter than 8 bytes, or with no aligned word inside it, has
+ *  no final word: its bytes land in no defined order.
+ *
+ * What the requester may rely on:
+ *  - completions come in queue order;
+ *  - a READ's bytes, and an atomic's old value, are there when its
+ *    completion is seen (acquire, as every completion);
+ *  - without CLANQ_RDMA_FENCE, a request may start before an earlier
+ *    READ or atomic of its queue has finished at the target: a WRITE
+ *    may land before an earlier READ of the same bytes has read them,
+ *    as verbs allow. With FENCE it starts only after every earlier
+ *    READ and atomic of its queue completed (verbs' IB_SEND_FENCE).
+ *    WRITEs and atomics are ordered among themselves without it, and a
+ *    READ sees what the same queue's earlier WRITEs and atomics wrote.
+ *    (Today's engine runs one request of a queue at a time, so FENCE
+ *    costs nothing; it is what keeps a program right on an engine that
+ *    pipelines.)
  */
 #define CLANQ_RDMA_LAST		0x1u	/* last of a logical message */
 #define CLANQ_RDMA_SIGNAL	0x2u	/* complete even on success */
-#define CLANQ_RDMA_FLAGS	(CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL)
+#define CLANQ_RDMA_FENCE	0x4u	/* after earlier READs and atomics */
+#define CLANQ_RDMA_FLAGS	(CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL | \
+				 CLANQ_RDMA_FENCE)
+
+#define CLANQ_RDMA_OP_WRITE	0u	/* region -> aperture */
+#define CLANQ_RDMA_OP_READ	1u	/* aperture -> region */
+#define CLANQ_RDMA_OP_CAS	2u	/* compare-and-swap an 8-byte word */
+#define CLANQ_RDMA_OP_FADD	3u	/* fetch-and-add an 8-byte word */
+#define CLANQ_RDMA_NR_OPS	4u
+
+/* The size of the word CAS and FADD work on, and its alignment. */
+#define CLANQ_RDMA_ATOMIC_LEN	8u
 
 struct clanq_rdma_req {
-	__u32 src_region;	/* a region of this context */
+	__u32 src_region;	/* a region of this context (0: atomics) */
 	__u32 dst_ap;		/* an aperture of this context */
 	__u64 src_off;		/* into the region */
 	__u64 dst_off;		/* into the aperture */
-	__u64 len;		/* bytes; 0 is a valid no-op */
+	__u64 len;		/* bytes; 0 is a valid no-op (atomics: 8) */
 	__u64 cookie;		/* returned in the completion */
 	__u32 flags;		/* CLANQ_RDMA_* */
-	__u32 reserved0;	/* must be zero */
-	__u64 reserved[2];	/* must be zero */
+	__u32 op;		/* CLANQ_RDMA_OP_* (was reserved0) */
+	/* CAS: compare, swap; FADD: add, 0; WRITE, READ: 0, 0 */
+	__u64 operand[2];
 };
 
 /*
  * RDMA completions (engine -> application), in request order. A request
  * completes when it is flagged SIGNAL, or when it fails:
- *	-EINVAL   unknown flags, non-zero reserved fields
+ *	-EINVAL   unknown flags or op, operands an op does not take,
+ *		  an atomic that is not 8 bytes, names a region, or is
+ *		  misaligned
  *	-ENOENT   no such region or aperture in this context
- *	-EACCES   the aperture was imported without CLANQ_RIGHT_WRITE
+ *	-EACCES   the aperture lacks the rights the op needs (WRITE:
+ *		  CLANQ_RIGHT_WRITE; READ: CLANQ_RIGHT_READ; atomics: both,
+ *		  and the import's CLANQ_AP_ATOMIC)
  *	-ERANGE   outside the region or the aperture (or overflowing)
- *	-ENXIO    the region behind the aperture, or the source, was freed
+ *	-ENXIO    the region behind the aperture, or the local region, was
+ *		  freed (a READ racing that returns no byte of it)
+ *	-EOPNOTSUPP  the wire to the aperture's host cannot do the op
  * The engine takes a request only while the completion queue has room,
  * so no completion is ever dropped: a full completion queue stalls that
  * endpoint's requests, nobody else's.
  */
 struct clanq_rdma_comp {
 	__u64 cookie;
-	__u64 len;		/* bytes written */
+	__u64 len;		/* bytes written (READ: read) */
 	__s32 status;		/* 0 or -errno */
 	__u32 reserved0;
-	__u64 reserved;
+	__u64 value;		/* CAS, FADD: the word's old value; else 0 */
 };
 
 /*

@@ -324,6 +324,10 @@ static void gen_template(struct prog *p)
 		{ OP_AP_IMPORT, { 0, 0, 0, 0, 4096, CLANQ_RIGHTS_ALL } },
 		{ OP_MMAP, { 2, 0, 0, 0 } },			/* the aperture */
 		{ OP_RDMA_POST, { 0, 0, 0, 16, 512, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
+		/* a READ back (op 1), a CAS (2) and a FENCEd FADD (3) */
+		{ OP_RDMA_POST, { 0, 0, 1024, 16, 512, 1 << 6 | CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
+		{ OP_RDMA_POST, { 0, 0, 0, 64, 8, 2 << 6 | CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
+		{ OP_RDMA_POST, { 0, 0, 1, 64, 8, 3 << 6 | CLANQ_RDMA_FENCE | CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL } },
 		{ OP_EVQ_CREATE, { 0, 8 } },
 		{ OP_EVQ_REG, { 0, 0, CLANQ_EV_ALL, 7 } },
 		{ OP_OOB_SEND, { 0, 0, 1 << 4, CLANQ_OOB_TYPE_USER, 8 } },
@@ -1216,10 +1220,23 @@ static void do_rdma_post(const struct call *c)
 	req.len = c->a[4];
 	req.cookie = c->a[1];
 	req.flags = (c->a[5] & 0x100) ? (u32)(c->a[5] >> 32) : c->a[5] & CLANQ_RDMA_FLAGS;
+	/* bits 6-7: the op; an atomic is mostly well formed, to get deep */
+	req.op = c->a[5] >> 6 & 3;
+	if (req.op == CLANQ_RDMA_OP_CAS || req.op == CLANQ_RDMA_OP_FADD) {
+		req.operand[0] = c->a[2] ^ c->a[3];
+		if (req.op == CLANQ_RDMA_OP_CAS)
+			req.operand[1] = c->a[4];
+		if (!(c->a[5] & 0x4000)) {
+			req.src_region = 0;
+			req.src_off = 0;
+			req.len = CLANQ_RDMA_ATOMIC_LEN;
+			req.dst_off &= ~7ull;
+		}
+	}
 	if ((c->a[5] & 0xe00) == 0xe00)
-		req.reserved0 = c->a[5] >> 40;
+		req.op = c->a[5] >> 40;
 	if ((c->a[5] & 0x3000) == 0x3000)
-		req.reserved[1] = c->a[5];
+		req.operand[1] = c->a[5];
 	prod = r->rq_prod & (q->nr_slots - 1);
 	memcpy(r->map + q->slots + (u64)prod * q->slot_size, &req, sizeof(req));
 	r->rq_prod = (prod + 1) & (q->nr_slots - 1);

@@ -108,11 +108,12 @@ static void each_bad_request_completes_with_its_status_and_stalls_nothing(void *
 	 * the whole region below would find.
 	 */
 	base = itest_rdma_req(src.addr.id, apw.id, 0, 0, 32, 0, CLANQ_RDMA_LAST);
-	BAD("unknown flag", -EINVAL, flags, CLANQ_RDMA_LAST | (1u << 2));
+	BAD("unknown flag", -EINVAL, flags, CLANQ_RDMA_LAST | (1u << 3));
 	BAD("all flags", -EINVAL, flags, ~0u);
-	BAD("reserved0", -EINVAL, reserved0, 1);
-	BAD("reserved[0]", -EINVAL, reserved[0], 1);
-	BAD("reserved[1]", -EINVAL, reserved[1], 1ull << 63);
+	BAD("unknown op", -EINVAL, op, CLANQ_RDMA_NR_OPS);
+	BAD("op bit 31", -EINVAL, op, 1u << 31);
+	BAD("WRITE with operand[0]", -EINVAL, operand[0], 1);
+	BAD("WRITE with operand[1]", -EINVAL, operand[1], 1ull << 63);
 	BAD("unknown region", -ENOENT, src_region, 0xfffffffeu);
 	BAD("another context's region", -ENOENT, src_region, other.addr.id);
 	BAD("unknown aperture", -ENOENT, dst_ap, 0xfffffffeu);

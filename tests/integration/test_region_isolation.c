@@ -278,7 +278,7 @@ static void hostile(void *arg)
 				     w >> 20,
 				     w, (__u32)(w >> 50) & 0xf);
 			if ((w & 0xe0) == 0xe0)
-				q.reserved[1] = w;
+				q.operand[1] = w;
 			memcpy(clanq_q_slot(&ep.rq, slot), &q, sizeof(q));
 			break;
 		}

@@ -118,8 +118,8 @@ struct clanq_kregion *region_pin(struct kunit *test,
 }
 
 /* Copy @len bytes to (@write) or from region @r at @off. */
-static void region_io(struct kunit *test, struct clanq_kregion *r, u64 off,
-		      u8 *buf, u64 len, bool write)
+void region_io(struct kunit *test, struct clanq_kregion *r, u64 off,
+	       u8 *buf, u64 len, bool write)
 {
 	u64 a, end;
 	size_t po, n;
@@ -172,8 +172,16 @@ struct src src_create(struct kunit *test, struct rdma_env *e, u64 len,
 	return s;
 }
 
+/* With both rights, an import may do atomics too (CLANQ_AP_ATOMIC). */
 u32 ap_import(struct kunit *test, struct rdma_env *e, u32 region,
 	      u64 key, u64 off, u64 len, u32 rights)
+{
+	return ap_import_flags(test, e, region, key, off, len, rights,
+			       rights == CLANQ_RIGHTS_ALL ? CLANQ_AP_ATOMIC : 0);
+}
+
+u32 ap_import_flags(struct kunit *test, struct rdma_env *e, u32 region,
+		    u64 key, u64 off, u64 len, u32 rights, u32 flags)
 {
 	struct clanq_ioc_ap_import im = {
 		.region = { .node = e->peer->node, .id = region },
@@ -181,6 +189,7 @@ u32 ap_import(struct kunit *test, struct rdma_env *e, u32 region,
 		.offset = off,
 		.len = len,
 		.rights = rights,
+		.flags = flags,
 	};
 
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
@@ -298,7 +307,7 @@ void expect_comp(struct kunit *test, struct uep *u, u64 cookie,
 	KUNIT_EXPECT_EQ_MSG(test, c.len, len, "cookie %#llx", cookie);
 	KUNIT_EXPECT_EQ_MSG(test, c.status, status, "cookie %#llx", cookie);
 	KUNIT_EXPECT_EQ(test, c.reserved0, 0);
-	KUNIT_EXPECT_EQ(test, c.reserved, 0);
+	KUNIT_EXPECT_EQ(test, c.value, 0);
 }
 
 u64 ctr(const __u64 *field)

@@ -10,6 +10,9 @@
  *				doorbell protocol
  *	rdma_hostile_kunit.c	clanq_rdma_hostile: a hostile application side,
  *				and revocation while a request is in progress
+ *	rdma_ops_kunit.c	clanq_rdma_ops: READ, CAS, FADD and FENCE:
+ *				their fields refused, reads split and revoked,
+ *				atomics' old values
  *
  * Every test gets a NIC of its own, with no engine thread: the test steps
  * the engine by hand (clanq_engine_step(), one turn per call), so
@@ -68,6 +71,8 @@ u32 region_alloc(struct kunit *test, struct clanq_ctx *ctx, u64 size);
 void region_free(struct kunit *test, struct clanq_ctx *ctx, u32 id);
 struct clanq_kregion *region_pin(struct kunit *test,
 				 struct clanq_ctx *ctx, u32 id);
+void region_io(struct kunit *test, struct clanq_kregion *r, u64 off,
+	       u8 *buf, u64 len, bool write);
 long region_diff(struct kunit *test, struct clanq_kregion *r,
 		 const u8 *want);
 
@@ -97,6 +102,8 @@ struct dst {
 
 u32 ap_import(struct kunit *test, struct rdma_env *e, u32 region,
 	      u64 key, u64 off, u64 len, u32 rights);
+u32 ap_import_flags(struct kunit *test, struct rdma_env *e, u32 region,
+		    u64 key, u64 off, u64 len, u32 rights, u32 flags);
 struct dst dst_create(struct kunit *test, struct rdma_env *e, u64 size,
 		      u64 ap_off, u64 ap_len, u32 rights);
 void dst_expect(struct dst *d, const struct src *s,

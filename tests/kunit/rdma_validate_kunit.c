@@ -176,13 +176,14 @@ static void validation_checks_every_field_and_holds_nothing_on_failure(struct ku
 	      (r_.src_off = V_SRC_LEN, r_.dst_off = V_AP_LEN, r_.len = 0));
 	VCASE(0, "whole aperture", r_.len = V_AP_LEN);
 
-	VCASE(-EINVAL, "flag bit 2", r_.flags |= 1u << 2);
+	VCASE(-EINVAL, "flag bit 3", r_.flags |= 1u << 3);
+	VCASE(0, "FENCE", r_.flags |= CLANQ_RDMA_FENCE);
 	VCASE(-EINVAL, "flag bit 31", r_.flags |= 1u << 31);
 	VCASE(-EINVAL, "all flag bits", r_.flags = ~0u);
-	VCASE(-EINVAL, "reserved0 = 1", r_.reserved0 = 1);
-	VCASE(-EINVAL, "reserved0 bit 31", r_.reserved0 = 1u << 31);
-	VCASE(-EINVAL, "reserved[0] = 1", r_.reserved[0] = 1);
-	VCASE(-EINVAL, "reserved[1] bit 63", r_.reserved[1] = 1ull << 63);
+	VCASE(-EINVAL, "op = 4 (unknown)", r_.op = CLANQ_RDMA_NR_OPS);
+	VCASE(-EINVAL, "op bit 31", r_.op = 1u << 31);
+	VCASE(-EINVAL, "WRITE with operand[0] = 1", r_.operand[0] = 1);
+	VCASE(-EINVAL, "WRITE with operand[1] bit 63", r_.operand[1] = 1ull << 63);
 
 	VCASE(-ENOENT, "source region 0", r_.src_region = 0);
 	VCASE(-ENOENT, "source region S32_MAX", r_.src_region = S32_MAX);

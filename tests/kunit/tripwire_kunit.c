@@ -297,6 +297,44 @@ static void write_fires_at_every_edge(struct kunit *test)
 }
 
 /*
+ * An atomic fires the tripwires on its word when it changes it: a FADD
+ * (even of 0: it is a write) and a CAS that swapped; a CAS that found
+ * another value wrote nothing and fires nothing. The word beside the
+ * tripwire fires nothing. A READ of the tripwire's bytes fires nothing.
+ */
+static void an_atomic_fires_its_word_and_a_read_fires_nothing(struct kunit *test)
+{
+	struct tw_env *t = test->priv;
+	struct tw tw = tw_new(test, t, 1024, 64, PERSISTENT);
+	u64 add[2] = { 5, 0 }, cas[2] = { 999, 1 }, old = 0;
+
+	clear_fired(t);
+	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1016, CLANQ_RDMA_OP_FADD,
+					      add, &old, NULL), 0);
+	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "FADD of the word before it");
+	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1088, CLANQ_RDMA_OP_FADD,
+					      add, &old, NULL), 0);
+	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "FADD of the word after it");
+	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1080, CLANQ_RDMA_OP_CAS,
+					      cas, &old, NULL), 0);
+	KUNIT_EXPECT_EQ(test, old, 0);
+	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "CAS that did not swap");
+	KUNIT_ASSERT_EQ(test, clanq_rx_read(t->d.r, 0, t->s.r, 0, REGION_LEN,
+					    NULL), 0);
+	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "READ of the whole region");
+	cas[0] = 0;
+	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1080, CLANQ_RDMA_OP_CAS,
+					      cas, &old, NULL), 0);
+	KUNIT_EXPECT_TRUE_MSG(test, is_fired(t, tw.bit), "CAS that swapped");
+	clear_fired(t);
+	add[0] = 0;
+	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1024, CLANQ_RDMA_OP_FADD,
+					      add, &old, NULL), 0);
+	KUNIT_EXPECT_TRUE_MSG(test, is_fired(t, tw.bit), "FADD of 0");
+	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_fires), 2);
+}
+
+/*
  * A flush is byte-precise too, although the armed bitmap made the writer
  * ask for whole 64-byte blocks: the tripwire [1030, 1079] fires iff the
  * flushed bytes touch it, and a flush of its block that misses its
@@ -1337,6 +1375,7 @@ static void ap_flush_refuses_garbage(struct kunit *test)
 
 static struct kunit_case clanq_tripwire_cases[] = {
 	KUNIT_CASE(write_fires_at_every_edge),
+	KUNIT_CASE(an_atomic_fires_its_word_and_a_read_fires_nothing),
 	KUNIT_CASE(flush_fires_at_every_edge),
 	KUNIT_CASE(a_write_fires_every_tripwire_it_overlaps),
 	KUNIT_CASE(a_write_inside_a_long_tripwire_fires_it),

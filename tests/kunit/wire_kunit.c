@@ -375,6 +375,54 @@ static void rdma_write_goes_through_the_wire_of_the_import(struct kunit *test)
 }
 
 /*
+ * A wire without rdma_read and rdma_atomic (this fake one) is never
+ * asked: an import with CLANQ_AP_ATOMIC through it is refused
+ * (-EOPNOTSUPP), a READ completes -EOPNOTSUPP, an atomic through an
+ * import without the flag -EACCES, and a write after them still goes.
+ */
+static void ops_a_wire_lacks_complete_eopnotsupp(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_ioc_region_export ex = { .rights = CLANQ_RIGHTS_ALL };
+	struct clanq_ioc_ap_import im = {
+		.region = { .node = FAKE_NODE },
+		.len = REGION_LEN,
+		.rights = CLANQ_RIGHTS_ALL,
+		.flags = CLANQ_AP_ATOMIC,
+	};
+	struct clanq_kregion *dst = region_new(test, e->remote.ctx);
+	struct clanq_rdma_req rd, at;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	ex.id = dst->id;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_export(e->remote.ctx, &ex), 0);
+	im.region.id = dst->id;
+	im.key = ex.key;
+	KUNIT_EXPECT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), -EOPNOTSUPP);
+	im.flags = 0;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
+	rd = p.req;
+	rd.op = CLANQ_RDMA_OP_READ;
+	rd.dst_ap = im.id;
+	at = (struct clanq_rdma_req){
+		.dst_ap = im.id, .len = 8, .op = CLANQ_RDMA_OP_FADD,
+		.operand = { 1 }, .cookie = 0xfa4e,
+		.flags = CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST,
+	};
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &rd));
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &at));
+	rdma_path_post(test, &p, 5);
+	while (clanq_engine_step(e->local))
+		;
+	rdma_path_comp(test, &p, 0, -EOPNOTSUPP);
+	rdma_path_comp(test, &p, 0, -EACCES);
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_EXPECT_EQ(test, fake->writes, 2);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
+}
+
+/*
  * A wire that completes a write later (-EINPROGRESS) parks the queue:
  * the engine serves nothing more of it, a kick does not put it back in
  * line, the application is not asked to kick (need_wakeup stays clear)
@@ -466,6 +514,7 @@ static struct kunit_case clanq_wire_cases[] = {
 	KUNIT_CASE(oob_send_goes_through_the_wire_of_the_destination),
 	KUNIT_CASE(rdma_write_goes_through_the_wire_of_the_import),
 	KUNIT_CASE(a_write_that_completes_later_parks_its_queue),
+	KUNIT_CASE(ops_a_wire_lacks_complete_eopnotsupp),
 	KUNIT_CASE(an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports),
 	{}
 };

@@ -144,6 +144,7 @@ static size_t region_put(u8 *buf, u8 type, const struct clanq_wmsg_rgn *r)
 static const struct clanq_wmsg_rgn grant = {
 	.id = 5, .req = 77, .len = 3 * 4096 + 1, .span = 2 * 4096, .first = 100,
 	.rights = CLANQ_RIGHT_WRITE, .rkey = 0xabcdef, .mr = 1, .nr_mrs = 2,
+	.flags = CLANQ_WMSG_GRANT_ATOMIC | 1023u << CLANQ_WMSG_GRANT_SLOT_SHIFT,
 };
 
 /* Each region message decodes to the fields its type carries, the rest 0. */
@@ -174,6 +175,7 @@ static void region_messages_round_trip(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, d.rgn.rkey, grant.rkey);
 	KUNIT_EXPECT_EQ(test, d.rgn.mr, grant.mr);
 	KUNIT_EXPECT_EQ(test, d.rgn.nr_mrs, grant.nr_mrs);
+	KUNIT_EXPECT_EQ(test, d.rgn.flags, grant.flags);
 	KUNIT_EXPECT_EQ(test, d.rgn.key, 0ull);
 
 	n = region_put(buf, CLANQ_WMSG_REFUSE, &q);
@@ -213,6 +215,9 @@ static void bad_region_fields_are_refused(struct kunit *test)
 	REFUSED(CLANQ_WMSG_GRANT, g.len = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.rights = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.rights = 4);
+	REFUSED(CLANQ_WMSG_GRANT, g.flags = CLANQ_WMSG_GRANT_FLAGS + 1);
+	REFUSED(CLANQ_WMSG_GRANT, g.flags = 1u << 31);
+	REFUSED(CLANQ_WMSG_GRANT, g.flags = 1024u << CLANQ_WMSG_GRANT_SLOT_SHIFT);
 	REFUSED(CLANQ_WMSG_GRANT, g.first = PAGE_SIZE);
 	REFUSED(CLANQ_WMSG_GRANT, g.span = 0);
 	REFUSED(CLANQ_WMSG_GRANT, g.span = PAGE_SIZE + 1);
@@ -298,6 +303,29 @@ static void hello_round_trips_and_garbage_is_refused(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, clanq_whello_get(buf, sizeof(buf), &src, &dst), -EPROTO);
 }
 
+/*
+ * A write's immediate: the slot in the top 10 bits, the offset in the
+ * low 22, each at its limits, and neither spills into the other.
+ */
+static void write_immediates_round_trip(struct kunit *test)
+{
+	static const struct { u32 slot; u64 off; } c[] = {
+		{ 1, 0 }, { 1023, CLANQ_WMSG_IMM_OFF_LIMIT - 1 }, { 512, 4095 },
+		{ 1, CLANQ_WMSG_IMM_OFF_LIMIT - 1 }, { 1023, 0 },
+	};
+	unsigned int i;
+	u32 slot;
+	u64 off;
+
+	KUNIT_EXPECT_EQ(test, CLANQ_WMSG_IMM_MAX_SLOT, 1023u);
+	KUNIT_EXPECT_EQ(test, CLANQ_WMSG_IMM_OFF_LIMIT, 4ull << 20);
+	for (i = 0; i < ARRAY_SIZE(c); i++) {
+		clanq_wmsg_imm_get(clanq_wmsg_imm(c[i].slot, c[i].off), &slot, &off);
+		KUNIT_EXPECT_EQ(test, slot, c[i].slot);
+		KUNIT_EXPECT_EQ(test, off, c[i].off);
+	}
+}
+
 static struct kunit_case clanq_wire_msg_cases[] = {
 	KUNIT_CASE(oob_round_trips),
 	KUNIT_CASE(truncated_and_padded_messages_are_refused),
@@ -306,6 +334,7 @@ static struct kunit_case clanq_wire_msg_cases[] = {
 	KUNIT_CASE(bad_region_fields_are_refused),
 	KUNIT_CASE(random_bytes_decode_within_bounds),
 	KUNIT_CASE(hello_round_trips_and_garbage_is_refused),
+	KUNIT_CASE(write_immediates_round_trip),
 	{}
 };
 

@@ -49,6 +49,12 @@ row "bw clanq pio" '$1 == "bw" && $2 == "clanq" && $3 == "pio" && $14 > 0'
 row "bw clanq rdma" '$1 == "bw" && $2 == "clanq" && $3 == "rdma" && $14 > 0'
 row "bw clanq rdma-write (the engine alone)" '$1 == "bw" && $2 == "clanq" && $3 == "rdma-write" && $14 > 0'
 row "bw memcpy" '$1 == "bw" && $2 == "memcpy" && $14 > 0'
+for m in rdma-1s-write rdma-1s-read rdma-1s-fadd; do
+	row "lat clanq $m (one-sided)" "\$1 == \"lat\" && \$2 == \"clanq\" && \$3 == \"$m\" && \$9 > 0"
+done
+row "lat shm cas-pingpong (the CPU's atomics)" '$1 == "lat" && $2 == "shm" && $3 == "cas-pingpong" && $9 > 0'
+row "bw clanq rdma-read (the engine alone)" '$1 == "bw" && $2 == "clanq" && $3 == "rdma-read" && $14 > 0'
+row "bw clanq rdma-fadd (the engine alone)" '$1 == "bw" && $2 == "clanq" && $3 == "rdma-fadd" && $15 > 0'
 # (not all: under the debug kernel a slow turn makes some ping-pong
 # doorbells look like a stream, which goes to the thread; 65% seen)
 row "lat clanq rdma: the doorbell ran turns inline" \

@@ -85,9 +85,9 @@ expect "rdma-pingpong: a size that is no multiple of 8" 2 "not a multiple of 8" 
 	clanq-rdma-pingpong client -N 1 -L 12
 clanq-rdma-pingpong server -i 1 -e 24 -t 120 > $t/rdmapp 2>&1 &
 rdmapp=$!
-expect "rdma-pingpong: round trips (block, poll) and bandwidth (1, 4 endpoints), node 0 to 1" \
-	0 "^bw  *65536  *4 " clanq-rdma-pingpong client -i 0 -N 1 -e 24 -L 8,32 -n 200 -m both \
-	-B 3000,64k -E 1,4 -b 1m
+expect "rdma-pingpong: round trips (block, poll), bandwidth (1, 4 endpoints), one-sided READs and fetch-and-adds, node 0 to 1" \
+	0 "^faddbw  *8  *4 " clanq-rdma-pingpong client -i 0 -N 1 -e 24 -L 8,32 -n 200 -m both \
+	-B 3000,64k -E 1,4 -b 1m -r 8,4096 -a -G 64k -A
 sed 's/^/   /' $t/out
 wait $rdmapp
 rc=$?

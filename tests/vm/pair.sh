@@ -23,7 +23,13 @@
 #   rdma-write-bw   clanq-rdma-pingpong: a's RDMA writes of 64 KiB,
 #                 256 KiB and 1 MiB into b's region, 1, 4 and 16
 #                 endpoints at once
+#   rdma-write-lat-wrote  the same round trips with clanq_verbs
+#                 write_imm=0 on both sides (WRITE + WROTE, the path
+#                 before WRITE_WITH_IMM), and the ratio of the two
 #   ib-write-bw-64k, -256k, -1m  perftest's ib_write_bw, each size
+#   rdma-read     clanq-rdma-pingpong's one-sided READ and fetch-and-add
+#                 latency, READ bandwidth and fetch-and-add rate
+#   ib-read-lat, ib-atomic-lat, ib-read-bw, ib-atomic-bw  perftest's
 # and a prints clanq's numbers beside perftest's and their ratios (the
 # issue's goals: round trip <= 1.2 x, bandwidth >= 0.9 x).
 #
@@ -281,6 +287,28 @@ if ! [ -f /clanq/pair-suite ] && [ $net_ok = 1 ]; then
 			fi
 		fi
 	fi
+	# the same round trips with the two-message path (WRITE, then a
+	# WROTE SEND: clanq_verbs write_imm=0 on both sides), for the ratio
+	# of WRITE_WITH_IMM to what was there before it, in the same run
+	imm=/sys/module/clanq_verbs/parameters/write_imm
+	if [ $setup_ok = 1 ] && [ -w $imm ]; then
+		echo 0 > $imm
+		if [ $role = b ]; then
+			rp_serve rdma-write-lat-wrote
+		else
+			rp_client rdma-write-lat-wrote "^lat  *32  *$wn " -L 32 -n $wn -m block,poll
+			for m in block poll; do
+				c1=$(awk -v m=$m '$1 == "lat" && $2 == 32 && $10 == m { print $5 }' \
+					$t/rdma-write-lat 2>/dev/null)
+				c0=$(awk -v m=$m '$1 == "lat" && $2 == 32 && $10 == m { print $5 }' \
+					$t/rdma-write-lat-wrote 2>/dev/null)
+				[ -n "$c1" ] && [ -n "$c0" ] && awk -v a=$c1 -v b=$c0 -v m=$m 'BEGIN {
+					printf "== RDMA write round trip, 32 bytes (median, %s): WRITE with" \
+						" immediate %.1f us, WRITE + WROTE %.1f us: %.2fx\n", m, a, b, a / b }'
+			done
+		fi
+		echo 1 > $imm
+	fi
 	# bandwidth: clanq's, then perftest's, size by size
 	if [ $role = b ]; then
 		[ $setup_ok = 1 ] && rp_serve rdma-write-bw
@@ -323,6 +351,88 @@ if ! [ -f /clanq/pair-suite ] && [ $net_ok = 1 ]; then
 					" ib_write_bw %.1f MB/s (its %.2f MiB/s): %.2fx (goal >= 0.9x: %s)\n",
 					s / 1024, c, e, p, a, x, (x >= 0.9 ? "met" : "not met") }'
 		done
+	fi
+fi
+
+# rdma-read (pair-run): clanq's one-sided READs and fetch-and-adds
+# (clanq-rdma-pingpong --read-lat, --atomic-lat, --read-bw, --atomic-bw)
+# beside perftest's ib_read_lat, ib_atomic_lat, ib_read_bw and
+# ib_atomic_bw. perftest prints a READ's and an atomic's whole time (no
+# half round trip): clanq's median beside its t_typical.
+if ! [ -f /clanq/pair-suite ] && [ $net_ok = 1 ]; then
+	have_rperf=0
+	command -v ib_read_lat > /dev/null && command -v ib_atomic_lat > /dev/null &&
+		command -v ib_read_bw > /dev/null && command -v ib_atomic_bw > /dev/null &&
+		have_rperf=1
+	gid=$(gid_index)
+	rp=$((wport + 20))
+	rl="ib_read_lat -d $rdev -x $gid -F -s 32 -n $wn -p $rp"
+	al="ib_atomic_lat -d $rdev -x $gid -F -n $wn -p $((rp + 1))"
+	rb="ib_read_bw -d $rdev -x $gid -F -s 65536 -n 512 -p $((rp + 2))"
+	ab="ib_atomic_bw -d $rdev -x $gid -F -n $((wn * 4)) -p $((rp + 3))"
+	if [ $role = b ]; then
+		[ $setup_ok = 1 ] && rp_serve rdma-read
+		if [ $have_rperf = 1 ]; then
+			perf_serve ib-read-lat $rl
+			perf_serve ib-atomic-lat $al
+			perf_serve ib-read-bw $rb
+			perf_serve ib-atomic-bw $ab
+		fi
+	else
+		if [ $setup_ok = 1 ]; then
+			echo "== a: clanq-rdma-pingpong client -> node $peer: one-sided READs of" \
+				"32 bytes and fetch-and-adds, $wn each; READs of 64 KiB and" \
+				"fetch-and-adds from 1 and 4 endpoints"
+			rp_client rdma-read "^read  *32  *$wn " -r 32 -a -n $wn -G 65536 -A \
+				-E 1,4 -D 4 -b $((32 << 20)) -t 10
+		fi
+		if [ $have_rperf = 1 ]; then
+			for x in "ib-read-lat:$rl" "ib-atomic-lat:$al" "ib-read-bw:$rb" "ib-atomic-bw:$ab"; do
+				name=${x%%:*}
+				perf_client $t/$name ${x#*:} $other
+				cat $t/$name
+			done
+			# lat: bytes iterations t_min t_max t_typical ...
+			for x in "read:32:ib-read-lat" "fadd:8:ib-atomic-lat"; do
+				set -- $(echo $x | tr : ' ')
+				p=$(awk -v s=$2 '$1 == s && NF >= 5 { print $3, $5 }' $t/$3)
+				if [ -z "$p" ]; then
+					bad "$3" "no result from it: $(tail -n 3 $t/$3)"
+					continue
+				fi
+				ok "$3"
+				c=$(awk -v k=$1 -v s=$2 '$1 == k && $2 == s { print $4, $5 }' \
+					$t/rdma-read 2>/dev/null)
+				[ -n "$c" ] && awk -v k=$1 -v cmin="${c% *}" -v cmed="${c#* }" \
+					-v pmin="${p% *}" -v ptyp="${p#* }" -v who=$3 'BEGIN {
+					printf "== RDMA %s latency: clanq %.1f us (median), %s %.1f us" \
+						" (typical): %.2fx; minimum %.1f us, %.1f us: %.2fx\n", k,
+						cmed, who, ptyp, cmed / ptyp, cmin, pmin, cmin / pmin }'
+			done
+			# bw: bytes iterations BW-peak BW-average[MiB/s] MsgRate[Mpps]
+			p=$(awk '$1 == 65536 && NF >= 5 { print $4 }' $t/ib-read-bw)
+			c=$(awk '$1 == "readbw" && $2 == 65536 && $7 > b { b = $7 } END { if (b) print b }' \
+				$t/rdma-read 2>/dev/null)
+			if [ -n "$p" ]; then
+				ok "ib-read-bw"
+				[ -n "$c" ] && awk -v c=$c -v a=$p 'BEGIN { p = a * 1.048576
+					printf "== RDMA READ bandwidth, 64 KiB: clanq %.1f MB/s (best), ib_read_bw" \
+						" %.1f MB/s: %.2fx\n", c, p, c / p }'
+			else
+				bad "ib-read-bw" "no result from it: $(tail -n 3 $t/ib-read-bw)"
+			fi
+			p=$(awk '$1 == 8 && NF >= 5 { print $5 }' $t/ib-atomic-bw)
+			c=$(awk '$1 == "faddbw" && $7 > b { b = $7 } END { if (b) print b }' \
+				$t/rdma-read 2>/dev/null)
+			if [ -n "$p" ]; then
+				ok "ib-atomic-bw"
+				[ -n "$c" ] && awk -v c=$c -v p=$p 'BEGIN {
+					printf "== RDMA fetch-and-add rate: clanq %.3f Mops/s (best), ib_atomic_bw" \
+						" %.3f Mpps: %.2fx\n", c, p, c / p }'
+			else
+				bad "ib-atomic-bw" "no result from it: $(tail -n 3 $t/ib-atomic-bw)"
+			fi
+		fi
 	fi
 fi
 

@@ -261,12 +261,14 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 		tests/vm/mods-pack.sh "$rootfs/clanq/mods" "/lib/modules/$release" \
 			virtio_net crc32_generic rdma_rxe rdma_cm ib_uverbs >>"$buildlog" 2>&1 ||
 			die "packing the stock kernel's modules failed (log: $buildlog)"
-		# raw verbs beside clanq's ping-pong and RDMA writes on the
-		# same devices: perftest's ib_send_lat, ib_write_lat and
-		# ib_write_bw (one package: scripts/deps.sh), libibverbs and its
+		# raw verbs beside clanq's ping-pong and RDMA writes, reads and
+		# atomics on the same devices: perftest's ib_send_lat,
+		# ib_write_lat/_bw, ib_read_lat/_bw and ib_atomic_lat/_bw (one
+		# package: scripts/deps.sh), libibverbs and its
 		# rxe provider (ldd below finds the libraries they link)
 		if command -v ib_send_lat >/dev/null; then
-			for p in ib_send_lat ib_write_lat ib_write_bw; do
+			for p in ib_send_lat ib_write_lat ib_write_bw ib_read_lat ib_read_bw \
+				 ib_atomic_lat ib_atomic_bw; do
 				cp -L "$(command -v $p)" "$rootfs/clanq/bin/" ||
 					die "perftest without $p? (scripts/deps.sh installs perftest)"
 			done
