@@ -15,7 +15,9 @@
 #   lib/exports    libclanq.so.2 exports exactly the functions of clanq.h,
 #                  clanq/net.h and clanq/admin.h that are not static inline
 #   lib/link       a program built with pkg-config against libclanq-dev:
-#                  NEEDED libclanq.so.2, symbols versioned LIBCLANQ_<ver>
+#                  NEEDED libclanq.so.2, its symbols versioned (one of the
+#                  first release, LIBCLANQ_0.2; one of this one's,
+#                  LIBCLANQ_<ver>)
 #   man            the installed man pages are found and render
 #                  (SKIP while docs/man/ has none)
 # The packages stay installed: a later stage boots the 6.12 module DKMS
@@ -255,8 +257,10 @@ int main(void)
 	struct clanq_dev dev;
 	int err = clanq_open_nic(&dev, 0);
 
-	if (!err)
+	if (!err) {
+		printf("last error: '%s'\n", clanq_strerror_last(&dev));
 		clanq_close(&dev);
+	}
 	printf("clanq_open_nic: %d\n", err);
 	return 0;
 }
@@ -270,8 +274,10 @@ elif ! cc -std=gnu11 -Wall -Wextra -Werror -o "$tmp/t" "$tmp/t.c" \
 	why="does not build with pkg-config's flags"
 elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.2\]'; then
 	why="no NEEDED libclanq.so.2"
-elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_open_nic\$"; then
-	why="clanq_open_nic not versioned LIBCLANQ_$version"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.2) *clanq_open_nic\$"; then
+	why="clanq_open_nic not versioned LIBCLANQ_0.2"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_strerror_last\$"; then
+	why="clanq_strerror_last not versioned LIBCLANQ_$version"
 elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.2" { print $3 }')")" != \
 	"$(readlink -f "$so")" ]; then
 	why="ldd: $(ldd "$tmp/t" | grep libclanq) (not $so)"
@@ -280,7 +286,7 @@ elif ! "$tmp/t" >>"$log" 2>&1; then
 fi
 if [ -z "$why" ]; then
 	result PASS lib/link
-	echo "      $(objdump -T "$tmp/t" | grep -c "LIBCLANQ_$version") symbols LIBCLANQ_$version; $(ldd "$tmp/t" | grep -o 'libclanq.so.2 => [^ ]*')"
+	echo "      $(objdump -T "$tmp/t" | grep -c "LIBCLANQ_") symbols LIBCLANQ_*; $(ldd "$tmp/t" | grep -o 'libclanq.so.2 => [^ ]*')"
 else
 	result FAIL lib/link "$why"
 fi
