@@ -172,6 +172,12 @@ fail:
 	return ERR_PTR(err);
 }
 
+/* @err for a chunk; a connection that ended took the import with it. */
+static int clanq_vwrite_err(const struct clanq_vconn *conn, int err)
+{
+	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+}
+
 /*
  * Post @wr's WRITEs (or its atomic) and then @send, @b's WROTE, with
  * conn->post held; or, @send NULL, @wr's READs, the last signaled on
@@ -260,7 +266,7 @@ static int clanq_vwrite_post(struct clanq_vconn *conn, struct clanq_vimport *imp
 		return -ENXIO;
 	}
 	clanq_vwrite_free(wr, conn);
-	return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+	return clanq_vwrite_err(conn, err);
 
 unposted:
 	b->write = NULL;
@@ -302,9 +308,7 @@ static int clanq_vwrite_go(struct clanq_nic *src, const struct clanq_wire_write 
 	b = clanq_vconn_take(conn, credits, true);
 	if (IS_ERR(b)) {
 		clanq_vwrite_free(wr, conn);
-		err = PTR_ERR(b);
-		/* a connection that ended took the import with it */
-		return READ_ONCE(conn->state) == CLANQ_PEER_UP ? err : -ENXIO;
+		return clanq_vwrite_err(conn, PTR_ERR(b));
 	}
 	if (wrote) {
 		msg.id = imp->region.id;
@@ -333,6 +337,29 @@ static u64 clanq_vwrite_off(const struct clanq_vimport *imp,
 }
 
 /*
+ * What a WRITE or READ chunk starts with: its import (*@impp), the
+ * page-space offset of its first byte (*@off) and its pieces, with the
+ * credits they take; NULL for a chunk of no bytes, or an ERR_PTR.
+ */
+static struct clanq_vwrite *clanq_vwrite_begin(const struct clanq_wire_write *w,
+					       enum dma_data_direction dir,
+					       struct clanq_vimport **impp,
+					       u64 *off, u32 *credits)
+{
+	struct clanq_vimport *imp = clanq_vwrite_import(w);
+	struct clanq_vwrite *wr;
+
+	if (IS_ERR(imp))
+		return ERR_CAST(imp);
+	if (!w->len)
+		return NULL;
+	*impp = imp;
+	*off = clanq_vwrite_off(imp, w);
+	wr = clanq_vwrite_new(imp, w, *off, dir, credits);
+	return IS_ERR(wr) ? ERR_PTR(clanq_vwrite_err(imp->conn, PTR_ERR(wr))) : wr;
+}
+
+/*
  * One chunk to another host's region: RDMA WRITEs from the source pages,
  * a piece per registration it crosses, then the WROTE, all one chain on
  * the connection the import was granted over. The WROTE's completion
@@ -340,20 +367,14 @@ static u64 clanq_vwrite_off(const struct clanq_vimport *imp,
  */
 int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
 {
-	struct clanq_vimport *imp = clanq_vwrite_import(w);
+	struct clanq_vimport *imp;
 	struct clanq_vwrite *wr;
 	u32 credits;
 	u64 off;
 
-	if (IS_ERR(imp))
-		return PTR_ERR(imp);
-	if (!w->len)
-		return 0;
-	off = clanq_vwrite_off(imp, w);
-	wr = clanq_vwrite_new(imp, w, off, DMA_TO_DEVICE, &credits);
-	if (IS_ERR(wr))
-		return READ_ONCE(imp->conn->state) == CLANQ_PEER_UP ?
-		       PTR_ERR(wr) : -ENXIO;
+	wr = clanq_vwrite_begin(w, DMA_TO_DEVICE, &imp, &off, &credits);
+	if (IS_ERR_OR_NULL(wr))
+		return PTR_ERR_OR_ZERO(wr);
 	/* a slot, a first byte the immediate can name: no WROTE (if one WRITE) */
 	if (imp->imm_slot && imp->conn->imm && READ_ONCE(clanq_v_write_imm) &&
 	    off - imp->first < CLANQ_WMSG_IMM_OFF_LIMIT)
@@ -369,20 +390,14 @@ int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
  */
 int clanq_vread_chunk(struct clanq_nic *src, const struct clanq_wire_write *w)
 {
-	struct clanq_vimport *imp = clanq_vwrite_import(w);
+	struct clanq_vimport *imp;
 	struct clanq_vwrite *wr;
 	u32 credits;
 	u64 off;
 
-	if (IS_ERR(imp))
-		return PTR_ERR(imp);
-	if (!w->len)
-		return 0;
-	off = clanq_vwrite_off(imp, w);
-	wr = clanq_vwrite_new(imp, w, off, DMA_FROM_DEVICE, &credits);
-	if (IS_ERR(wr))
-		return READ_ONCE(imp->conn->state) == CLANQ_PEER_UP ?
-		       PTR_ERR(wr) : -ENXIO;
+	wr = clanq_vwrite_begin(w, DMA_FROM_DEVICE, &imp, &off, &credits);
+	if (IS_ERR_OR_NULL(wr))
+		return PTR_ERR_OR_ZERO(wr);
 	return clanq_vwrite_go(src, w, imp, wr, credits, false, off, 0);
 }
 
