@@ -154,13 +154,13 @@ static struct {
 	struct clanq_ep ep;
 	char *src_buf, *dst_buf;	/* private memory: memcpy, PIO */
 	struct clanq_addr exp_addr;	/* the exporter's region ... */
-	__u64 exp_key;			/* ... and its key */
+	uint64_t exp_key;		/* ... and its key */
 	int cmd_fd, ans_fd;		/* pipes to and from the exporter */
 	int stats_fd;			/* clanq1's stats in debugfs, or -1 */
 	pid_t exp_pid, flood_pid;	/* the fairness test's flood too */
 	uint64_t seed;			/* a fresh pattern for each run */
 	uint64_t run;			/* cookies carry it in their top half */
-	__u64 entry_cost;		/* what a QUERY adds to the next one */
+	uint64_t entry_cost;		/* what a QUERY adds to the next one */
 	double *lat_us;			/* single-shot RDMA: each transfer's us */
 	uint64_t lat_nr, lat_cap;
 } b = { .cmd_fd = -1, .ans_fd = -1, .stats_fd = -1 };
@@ -263,7 +263,7 @@ static int xread(int fd, void *buf, size_t len, int timeout)
 struct exp_hello {
 	int err;
 	struct clanq_addr addr;
-	__u64 key;
+	uint64_t key;
 };
 
 struct exp_cmd {
@@ -368,7 +368,7 @@ static int reap(pid_t pid, const char *who)
 /* ---- RDMA helpers ---- */
 
 struct ctrs {
-	__u64 reqs, bytes, errors, kicks;
+	uint64_t reqs, bytes, errors, kicks;
 };
 
 static struct ctrs ctrs_read(const struct clanq_ep *ep)
@@ -431,7 +431,7 @@ static void wait_comp(struct clanq_ep *ep, struct clanq_rdma_comp *c, const char
 	}
 }
 
-static void check_comp(const struct clanq_rdma_comp *c, __u64 cookie, __u64 len,
+static void check_comp(const struct clanq_rdma_comp *c, uint64_t cookie, uint64_t len,
 		       const char *what)
 {
 	if (c->status || c->cookie != cookie || c->len != len)
@@ -442,8 +442,8 @@ static void check_comp(const struct clanq_rdma_comp *c, __u64 cookie, __u64 len,
 }
 
 static struct clanq_rdma_req rdma_req(const struct clanq_region *src,
-				      const struct clanq_ap *ap, __u64 dst_off,
-				      __u64 len)
+				      const struct clanq_ap *ap, uint64_t dst_off,
+				      uint64_t len)
 {
 	struct clanq_rdma_req r;
 
@@ -456,7 +456,7 @@ static struct clanq_rdma_req rdma_req(const struct clanq_region *src,
 }
 
 /* One RDMA write of len bytes, posted and waited for. */
-static void rdma_one(struct clanq_rdma_req *req, __u64 cookie, const char *what)
+static void rdma_one(struct clanq_rdma_req *req, uint64_t cookie, const char *what)
 {
 	struct clanq_rdma_comp c;
 
@@ -709,9 +709,9 @@ static void crossover(const struct bw_row *rows, unsigned int nr)
 
 /* ---- kicks ---- */
 
-static __u64 entries(void)
+static uint64_t entries(void)
 {
-	__u64 e;
+	uint64_t e;
 
 	check(clanq_ctx_entries(&b.dev, &e), "clanq_ctx_entries");
 	return e;
@@ -722,7 +722,7 @@ static void kicks(void)
 	struct clanq_rdma_req req = rdma_req(&b.src, &b.ap, 0, STREAM_SIZE);
 	uint64_t n = cfg.stream_reqs, t;
 	struct ctrs c0, c1;
-	__u64 e0, e1;
+	uint64_t e0, e1;
 
 	fill(b.src.mem, STREAM_SIZE, ++b.seed);
 	c0 = ctrs_read(&b.ep);
@@ -1300,7 +1300,7 @@ static void *xalloc(size_t size)
 static void setup(void)
 {
 	struct clanq_ep_attr attr = { .rq_slots = RQ_SLOTS, .cq_slots = CQ_SLOTS };
-	__u64 e;
+	uint64_t e;
 
 	start_exporter();
 	check(clanq_open_nic(&b.dev, 1), "open /dev/clanq1");

@@ -24,7 +24,7 @@
  *           all); each has its own region, so nothing is re-armed between
  *           rounds. Ratios are of medians, to memcpy.
  *   pingpong  round trips between two processes (fork), us/RT:
- *             pio_spin     each watches a __u64 of its own region and
+ *             pio_spin     each watches a uint64_t of its own region and
  *                          writes the peer's by PIO (clanq_ap_write());
  *                          both poll: no system call
  *             tw_block     the same, both block: clanq_tw_set_spin(0),
@@ -205,18 +205,18 @@ static uint64_t sleeps(uint64_t *preempted)
 }
 
 /* Driver entries of dev's context, less what asking adds. */
-static __u64 entries(const struct clanq_dev *dev)
+static uint64_t entries(const struct clanq_dev *dev)
 {
-	__u64 e;
+	uint64_t e;
 
 	check(clanq_ctx_entries(dev, &e), "clanq_ctx_entries");
 	return e;
 }
 
 /* what one entries() adds to the next one's count (0 or 1) */
-static __u64 entry_cost(const struct clanq_dev *dev)
+static uint64_t entry_cost(const struct clanq_dev *dev)
 {
-	__u64 e = entries(dev);
+	uint64_t e = entries(dev);
 
 	return entries(dev) - e;
 }
@@ -244,7 +244,7 @@ static struct {
 	struct clanq_region r[4];	/* 0, 1 and 1000 armed; waits */
 	struct clanq_ap ap[3];		/* node 1's apertures onto r[0..2] */
 	struct clanq_tw near1, wait_tw;	/* r[1] block 1; r[3] word 0 */
-	const __u32 *lean_word;		/* P_LEAN: ap[0]'s bitmap word of block 0 */
+	const uint32_t *lean_word;	/* P_LEAN: ap[0]'s bitmap word of block 0 */
 	char src[64];
 } p;
 
@@ -252,7 +252,7 @@ static void pio_setup(void)
 {
 	struct clanq_ep_attr attr = { .tw_slots = 1088 };
 	struct clanq_tw tw;
-	__u64 key;
+	uint64_t key;
 
 	check(clanq_open_nic(&p.d0, 0), "open /dev/clanq0");
 	check(clanq_open_nic(&p.d1, 1), "open /dev/clanq1");
@@ -291,7 +291,7 @@ static inline __attribute__((always_inline)) void pio_loop(int m, uint64_t n,
 							    const size_t size)
 {
 	struct clanq_ap *ap = &p.ap[m == P_AP1000 ? 2 : m >= P_AP1 ? 1 : 0];
-	__u64 off = m == P_INTO ? 64 : 0;
+	uint64_t off = m == P_INTO ? 64 : 0;
 
 	for (uint64_t i = 0; i < n; i++) {
 		switch (m) {
@@ -332,7 +332,7 @@ static void pio_bench(size_t size)
 {
 	unsigned int rounds = cfg.pio_rounds;
 	double *v = calloc((size_t)NR_P * rounds, sizeof(*v));
-	__u64 e0, fires0, flushes0, fires, flushes, writes = 0;
+	uint64_t e0, fires0, flushes0, fires, flushes, writes = 0;
 	struct lat l[NR_P];
 
 	if (!v)
@@ -413,7 +413,7 @@ static void cost_one(int c, uint64_t n, int efd)
 	struct clanq_ioc_query q;
 	struct clanq_nic_info info;
 	uint64_t x = 1;
-	__u64 sink = 0;
+	uint64_t sink = 0;
 
 	switch (c) {
 	case C_CLOCK:
@@ -618,7 +618,7 @@ struct side_stats {
 /* a page shared by the two sides of one slice */
 struct pp_shared {
 	struct clanq_addr addr[2];	/* region (K_PIO_SPIN, K_TW) or endpoint */
-	__u64 key[2];
+	uint64_t key[2];
 	int ready;
 	uint64_t rts;			/* initiator -> responder: round trips */
 	struct side_stats st[2];
@@ -789,7 +789,7 @@ static void side_send(struct side *s, uint64_t val)
  */
 static uint64_t side_recv(struct side *s, uint64_t old)
 {
-	volatile __u64 *word = (volatile __u64 *)s->r.mem;
+	volatile uint64_t *word = (volatile uint64_t *)s->r.mem;
 	uint64_t val = 0, deadline = 0;
 	struct clanq_oob_msg msg;
 	struct clanq_event ev;
@@ -816,12 +816,12 @@ static uint64_t side_recv(struct side *s, uint64_t old)
 		if (s->has_pending) {
 			s->has_pending = 0;
 			err = clanq_ap_write_wait(&s->ap, 0, &s->pending, sizeof(s->pending),
-						  &s->tw, (const __u64 *)word, old, -1);
+						  &s->tw, (const uint64_t *)word, old, -1);
 			if (err != -EINTR)
 				check(err, "clanq_ap_write_wait");
 		}
 		do {
-			err = clanq_tw_wait_change(&s->tw, (const __u64 *)word, old,
+			err = clanq_tw_wait_change(&s->tw, (const uint64_t *)word, old,
 						   s->mode->timeout ? (int64_t)TIMEOUT_NS : -1);
 		} while (err == -EINTR);	/* the watchdog's tick */
 

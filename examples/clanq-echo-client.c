@@ -28,7 +28,7 @@ struct client {
 	struct clanq_conn **conns;
 	unsigned int nr;
 	unsigned int flags;	/* CLANQ_MSG_DONTWAIT when polling */
-	__u8 *out, *in;
+	uint8_t *out, *in;
 };
 
 static void usage(void)
@@ -53,22 +53,22 @@ static void usage(void)
 	       ex_prog);
 }
 
-static void fill(__u8 *p, size_t len, __u64 seq)
+static void fill(uint8_t *p, size_t len, uint64_t seq)
 {
-	__u64 x = seq * 0x9e3779b97f4a7c15ull + len;
+	uint64_t x = seq * 0x9e3779b97f4a7c15ull + len;
 
 	for (size_t i = 0; i < len; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		p[i] = (__u8)x;
+		p[i] = (uint8_t)x;
 	}
 }
 
 /* One round trip on c: ns from the send to the answer's arrival. */
-static __u64 round_trip(struct client *cl, struct clanq_conn *c, size_t len)
+static uint64_t round_trip(struct client *cl, struct clanq_conn *c, size_t len)
 {
-	__u64 t0, t1;
+	uint64_t t0, t1;
 	ssize_t n;
 	int err;
 
@@ -136,9 +136,9 @@ int main(int argc, char **argv)
 		case 'p': cl.flags = CLANQ_MSG_DONTWAIT; break;
 		case 'B': cl.flags = 0; break;
 		case 'I': idle = ex_parse_num("--idle", optarg, 0, 1u << 20); break;
-		case 'R': co.rx_ring = co.tx_ring = (__u32)ex_parse_num("--ring", optarg,
+		case 'R': co.rx_ring = co.tx_ring = (uint32_t)ex_parse_num("--ring", optarg,
 									 64, 1u << 30); break;
-		case 'T': co.rdma_threshold = (__u32)ex_parse_num("--rdma-threshold", optarg,
+		case 'T': co.rdma_threshold = (uint32_t)ex_parse_num("--rdma-threshold", optarg,
 								    1, 1u << 30); break;
 		case 'O': co.flags |= CLANQ_CONN_RDMA_ONLY; break;
 		case 'h': usage(); return 0;
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
 		/* what the idle ones cost, both ends (the server may be here too) */
 		unsigned long long avail0 = ex_meminfo_kib("MemAvailable"), rss0 = ex_rss_kib();
 		struct clanq_conn_opts io = { 0 };
-		__u64 t0 = clanq_now_ns();
+		uint64_t t0 = clanq_now_ns();
 
 		for (unsigned long long i = 0; i < idle; i++) {
 			err = ex_connect(cl.net, &idle_conns[i], node, service, &io);
@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 	for (unsigned int s = 0; s < nr_sizes; s++) {
 		size_t len = sizes[s];
 		unsigned long long warm = msgs / 10 < 100 ? msgs / 10 : 100;
-		__u64 e0, e1;
+		uint64_t e0, e1;
 		struct lat l;
 
 		for (unsigned long long i = 0; i < warm; i++) {

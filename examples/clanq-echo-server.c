@@ -39,9 +39,9 @@ struct server {
 	struct echo_conn *pool, *free;	/* max_conns of them */
 	unsigned int max_conns;
 	unsigned int open, accepted, closed, reset, verbose;
-	__u64 msgs, bytes, stalls, rdma, waits;
+	uint64_t msgs, bytes, stalls, rdma, waits;
 	/* totals of the connections that are gone */
-	__u64 gone_in, gone_out, gone_bytes;
+	uint64_t gone_in, gone_out, gone_bytes;
 };
 
 static volatile sig_atomic_t stop;
@@ -122,7 +122,7 @@ static void do_accept(struct server *s)
 		s->free = e->next_free;
 		e->id = s->accepted++;
 		e->stalled = false;
-		clanq_conn_set_cookie(e->c, (__u64)(uintptr_t)e);
+		clanq_conn_set_cookie(e->c, (uint64_t)(uintptr_t)e);
 		s->open++;
 	}
 }
@@ -166,18 +166,18 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			return;
 		}
 		s->msgs++;
-		s->bytes += (__u64)n;
+		s->bytes += (uint64_t)n;
 	}
 }
 
-static void report(struct server *s, double secs, __u64 entries)
+static void report(struct server *s, double secs, uint64_t entries)
 {
 	struct clanq_addr where = clanq_listener_addr(s->l);
 	struct clanq_listener_stats ls;
 	struct clanq_net_stats ns;
 	struct rusage ru;
 	double cpu_us;
-	__u64 in = s->gone_in, out = s->gone_out, bytes = s->gone_bytes;
+	uint64_t in = s->gone_in, out = s->gone_out, bytes = s->gone_bytes;
 	unsigned int shown = 0;
 
 	getrusage(RUSAGE_SELF, &ru);
@@ -190,7 +190,7 @@ static void report(struct server *s, double secs, __u64 entries)
 	if (s->open)
 		printf("# open connections%s:\n", s->open > 20 ? " (first 20)" : "");
 	/* the pool holds every connection the server has open (all accepted) */
-	for (__u32 i = 0; i < s->max_conns; i++) {
+	for (uint32_t i = 0; i < s->max_conns; i++) {
 		struct echo_conn *e = &s->pool[i];
 		struct clanq_conn_stats st;
 
@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	struct server s = { 0 };
 	struct sigaction sa = { 0 };
 	struct clanq_dev dev;
-	__u64 e0 = 0, e1 = 0, t0, deadline;
+	uint64_t e0 = 0, e1 = 0, t0, deadline;
 	int opt, err, n;
 
 	ex_prog = "clanq-echo-server";
@@ -291,7 +291,7 @@ int main(int argc, char **argv)
 	deadline = seconds ? t0 + seconds * 1000000000ull : ~0ull;
 	while (!stop && (!exit_after || s.closed < exit_after)) {
 		/* a clock read costs ~60 ns in the VM: only with a deadline */
-		__u64 now = seconds ? clanq_now_ns() : 0;
+		uint64_t now = seconds ? clanq_now_ns() : 0;
 
 		if (now >= deadline)
 			break;

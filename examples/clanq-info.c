@@ -64,14 +64,14 @@ struct verbs {
 
 struct nic {
 	unsigned int index;
-	__u32 node, nr_nics;
+	uint32_t node, nr_nics;
 	struct file_recs stats, objects;
 	struct verbs verbs;
 };
 
 /* A region of a NIC and its owner, for the connections' peers. */
 struct owner {
-	__u32 node, region;
+	uint32_t node, region;
 	long long pid;
 	const char *comm;
 };
@@ -247,7 +247,7 @@ static struct owner *owners_build(const struct nic *nics, unsigned int nr,
 				o = more;
 			}
 			o[n++] = (struct owner){ nics[i].node,
-						 (__u32)rec_num(r, "id"), pid, comm };
+						 (uint32_t)rec_num(r, "id"), pid, comm };
 		}
 	}
 	if (n)
@@ -335,7 +335,7 @@ static void show_ap(const struct rec *r)
 	printf("%s\n", rec_num(r, "revoked") ? " REVOKED" : "");
 }
 
-static bool node_here(const struct nic *nics, unsigned int nr, __u32 node)
+static bool node_here(const struct nic *nics, unsigned int nr, uint32_t node)
 {
 	for (unsigned int i = 0; i < nr; i++)
 		if (nics[i].node == node)
@@ -362,8 +362,8 @@ static void show_conns(const struct nic *nic, const struct nic *nics,
 			pid = rec_num(r, "pid");
 		if (!is_conn(r))
 			continue;
-		key.node = (__u32)rec_num(r, "node");
-		key.region = (__u32)rec_num(r, "region");
+		key.node = (uint32_t)rec_num(r, "node");
+		key.region = (uint32_t)rec_num(r, "region");
 		printf("    ctx pid %llu -> node %u region %u", pid, key.node,
 		       key.region);
 		o = nown ? bsearch(&key, owners, nown, sizeof(*owners), owner_cmp) : NULL;

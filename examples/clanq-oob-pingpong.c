@@ -73,12 +73,12 @@ struct pp {
 	struct clanq_dev dev;
 	struct clanq_ep ep;
 	struct clanq_evq evq;
-	__u64 notices;		/* driver notices taken (unreachable, ...) */
-	__u64 blocks;		/* waits that reached the event queue */
+	uint64_t notices;	/* driver notices taken (unreachable, ...) */
+	uint64_t blocks;	/* waits that reached the event queue */
 };
 
 static void pp_open(struct pp *p, unsigned int nic, unsigned int service,
-		    __u64 spin_ns)
+		    uint64_t spin_ns)
 {
 	struct clanq_ep_attr attr = { .service = service };
 	int err;
@@ -107,10 +107,10 @@ static void pp_close(struct pp *p)
  * The next OOB message before deadline (clanq_now_ns() time): 0, or
  * -ETIMEDOUT, -EINTR (a signal), -errno of the wait.
  */
-static int pp_recv(struct pp *p, struct clanq_oob_msg *msg, __u64 deadline)
+static int pp_recv(struct pp *p, struct clanq_oob_msg *msg, uint64_t deadline)
 {
 	struct clanq_event ev;
-	__u64 now;
+	uint64_t now;
 	int err;
 
 	for (;;) {
@@ -131,12 +131,12 @@ static int pp_recv(struct pp *p, struct clanq_oob_msg *msg, __u64 deadline)
 
 /* ---- server ---- */
 
-static int server(unsigned int nic, unsigned int service, __u64 spin_ns,
+static int server(unsigned int nic, unsigned int service, uint64_t spin_ns,
 		  unsigned long long seconds)
 {
 	struct clanq_oob_msg msg;
 	struct pp p = { 0 };
-	__u64 t0, deadline, echoed = 0, failed = 0;
+	uint64_t t0, deadline, echoed = 0, failed = 0;
 	bool bye = false;
 	int err = 0;
 
@@ -188,18 +188,18 @@ static int server(unsigned int nic, unsigned int service, __u64 spin_ns,
 
 /* ---- client ---- */
 
-static void fill(__u8 *buf, size_t len, __u32 seq)
+static void fill(uint8_t *buf, size_t len, uint32_t seq)
 {
 	for (size_t i = 0; i < len; i++)
-		buf[i] = (__u8)(seq * 131u + i * 7u + 0x5a);
+		buf[i] = (uint8_t)(seq * 131u + i * 7u + 0x5a);
 }
 
 /* Is msg the echo of ping seq, from dst, right to the byte? 1 yes, 0 a
  * late echo of an earlier message (ignore it), -1 wrong (says why). */
 static int check_echo(const struct clanq_oob_msg *msg, struct clanq_addr dst,
-		      __u32 seq, size_t size)
+		      uint32_t seq, size_t size)
 {
-	__u8 want[CLANQ_OOB_PAYLOAD];
+	uint8_t want[CLANQ_OOB_PAYLOAD];
 
 	if ((msg->type & PP_KIND) == PP_PING && (msg->type & PP_SEQ) != (seq & PP_SEQ))
 		return 0;
@@ -230,7 +230,7 @@ static int check_echo(const struct clanq_oob_msg *msg, struct clanq_addr dst,
 
 static int cmp_u64(const void *a, const void *b)
 {
-	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
 }
@@ -238,11 +238,11 @@ static int cmp_u64(const void *a, const void *b)
 /* Send ping 0 every retry_ns (the node unknown yet, nobody at the id yet)
  * until its echo comes; exits when wait_s pass first. */
 static void hello(struct pp *p, struct clanq_addr dst, size_t size,
-		  unsigned long long wait_s, __u64 retry_ns)
+		  unsigned long long wait_s, uint64_t retry_ns)
 {
-	__u8 buf[CLANQ_OOB_PAYLOAD];
+	uint8_t buf[CLANQ_OOB_PAYLOAD];
 	struct clanq_oob_msg msg;
-	__u64 t0 = clanq_now_ns(), until = t0 + wait_s * 1000000000ull, next;
+	uint64_t t0 = clanq_now_ns(), until = t0 + wait_s * 1000000000ull, next;
 	unsigned int tries = 0, unreachable = 0;
 	int err, last = 0;
 
@@ -290,13 +290,13 @@ static void hello(struct pp *p, struct clanq_addr dst, size_t size,
 }
 
 /* Say bye: sent up to 3 times until the server sends it back. */
-static bool bye(struct pp *p, struct clanq_addr dst, __u64 timeout_ns)
+static bool bye(struct pp *p, struct clanq_addr dst, uint64_t timeout_ns)
 {
 	struct clanq_oob_msg msg;
 	int err;
 
 	for (int i = 0; i < 3; i++) {
-		__u64 deadline;
+		uint64_t deadline;
 
 		err = clanq_oob_send(&p->ep, dst, PP_BYE, NULL, 0);
 		if (err) {
@@ -313,16 +313,16 @@ static bool bye(struct pp *p, struct clanq_addr dst, __u64 timeout_ns)
 	return false;
 }
 
-static int client(unsigned int nic, unsigned int service, __u64 spin_ns,
+static int client(unsigned int nic, unsigned int service, uint64_t spin_ns,
 		  unsigned int node, unsigned long long count, size_t size,
 		  unsigned long long timeout_ms, unsigned long long wait_s)
 {
-	__u8 buf[CLANQ_OOB_PAYLOAD];
+	uint8_t buf[CLANQ_OOB_PAYLOAD];
 	struct clanq_addr dst = { .node = node, .id = service };
 	struct clanq_oob_msg msg;
 	struct pp p = { 0 };
-	__u64 *rtt, t0, t1, start, late = 0;
-	__u64 timeout_ns = timeout_ms * 1000000ull;
+	uint64_t *rtt, t0, t1, start, late = 0;
+	uint64_t timeout_ns = timeout_ms * 1000000ull;
 	int err;
 
 	rtt = calloc(count, sizeof(*rtt));
@@ -336,7 +336,7 @@ static int client(unsigned int nic, unsigned int service, __u64 spin_ns,
 	hello(&p, dst, size, wait_s, 250000000ull);
 
 	start = clanq_now_ns();
-	for (__u32 seq = 1; seq <= count; seq++) {
+	for (uint32_t seq = 1; seq <= count; seq++) {
 		fill(buf, size, seq);
 		t0 = clanq_now_ns();
 		err = clanq_oob_send(&p.ep, dst, PP_PING | (seq & PP_SEQ), buf, size);

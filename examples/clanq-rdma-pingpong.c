@@ -152,32 +152,32 @@ static void usage(void)
 /* ---- the messages' payloads (<= CLANQ_OOB_PAYLOAD bytes) ---- */
 
 struct rp_hello {		/* RP_HELLO, and its answer */
-	__u32 magic;
-	__s32 err;		/* answer: 0, or why the import failed */
-	__u32 region;		/* the sender's region, for the other to import */
-	__u32 pad;
-	__u64 key;
-	__u64 len;
+	uint32_t magic;
+	int32_t err;		/* answer: 0, or why the import failed */
+	uint32_t region;	/* the sender's region, for the other to import */
+	uint32_t pad;
+	uint64_t key;
+	uint64_t len;
 };
 
 struct rp_lat {			/* RP_LAT: a latency run follows */
-	__u32 run;		/* the tags' run */
-	__u32 size;
-	__u32 total;		/* round trips, warm-up included */
-	__u32 mode;		/* MODE_* */
-	__u64 spin_ns;
+	uint32_t run;		/* the tags' run */
+	uint32_t size;
+	uint32_t total;		/* round trips, warm-up included */
+	uint32_t mode;		/* MODE_* */
+	uint64_t spin_ns;
 };
 
 struct rp_sum {			/* RP_SUM: checksum [off, off + len) */
-	__u32 seq;
-	__s32 err;		/* answer */
-	__u64 off, len;
-	__u64 sum;		/* answer */
+	uint32_t seq;
+	int32_t err;		/* answer */
+	uint64_t off, len;
+	uint64_t sum;		/* answer */
 };
 
 struct rp_status {		/* RP_LAT's answer, RP_BYE, RP_ABORT */
-	__s32 err;
-	__u32 at;		/* ABORT: the round trip */
+	int32_t err;
+	uint32_t at;		/* ABORT: the round trip */
 };
 
 _Static_assert(sizeof(struct rp_hello) <= CLANQ_OOB_PAYLOAD, "hello");
@@ -193,19 +193,19 @@ struct rp {
 	struct clanq_region rx;		/* exported: the other side writes here */
 	struct clanq_region tx;		/* our writes' source */
 	struct clanq_tw tw;		/* on rx's round-trip words */
-	__u64 rx_key;
+	uint64_t rx_key;
 	struct clanq_ap ap;		/* onto the other side's rx */
 	bool have_ap;
 	struct clanq_ap ap1;		/* the same, for READs and atomics */
 	bool have_ap1, ap1_atomic;
-	__u32 ap_region;		/* the region it is onto */
-	__u64 ap_key;			/* client: its key */
+	uint32_t ap_region;		/* the region it is onto */
+	uint64_t ap_key;		/* client: its key */
 	struct clanq_addr other;	/* its endpoint */
 	bool session;			/* client: hello answered, bye owed */
 	struct clanq_oob_msg held;	/* taken during a wait, not yet handled */
 	bool have_held;
-	__u64 timeout_ns;
-	__u64 notices;
+	uint64_t timeout_ns;
+	uint64_t notices;
 };
 
 static struct rp *cleanup_rp;	/* client: the bye on the way out */
@@ -260,7 +260,7 @@ static void rp_open(struct rp *p, unsigned int nic, unsigned int service,
 /* Our two regions: rx exported for writing, with a tripwire on its head. */
 static void rp_regions(struct rp *p, size_t rx_bytes, size_t tx_bytes)
 {
-	__u64 tw_len = rx_bytes < LAT_MAX ? rx_bytes : LAT_MAX;
+	uint64_t tw_len = rx_bytes < LAT_MAX ? rx_bytes : LAT_MAX;
 
 	check(clanq_region_alloc(&p->dev, &p->rx, rx_bytes), "allocate the region peers write");
 	/* READ too: the client's one-sided runs (and atomics, with both) */
@@ -285,7 +285,7 @@ static void rp_close(struct rp *p)
 	clanq_close(&p->dev);
 }
 
-static __u64 deadline_in(const struct rp *p)
+static uint64_t deadline_in(const struct rp *p)
 {
 	return clanq_now_ns() + p->timeout_ns;
 }
@@ -296,10 +296,10 @@ static __u64 deadline_in(const struct rp *p)
  * bandwidth endpoints that come meanwhile are left for their loop (it
  * drains every completion queue before it waits).
  */
-static int rp_recv(struct rp *p, struct clanq_oob_msg *msg, __u64 deadline)
+static int rp_recv(struct rp *p, struct clanq_oob_msg *msg, uint64_t deadline)
 {
 	struct clanq_event ev;
-	__u64 now;
+	uint64_t now;
 	int err;
 
 	if (p->have_held) {
@@ -321,13 +321,13 @@ static int rp_recv(struct rp *p, struct clanq_oob_msg *msg, __u64 deadline)
 	}
 }
 
-static int rp_send(struct rp *p, __u32 type, const void *payload, size_t len)
+static int rp_send(struct rp *p, uint32_t type, const void *payload, size_t len)
 {
 	return clanq_oob_send(&p->ep, p->other, type, payload, len);
 }
 
 /* Is msg the answer of type from the other side? Notices are counted. */
-static bool is_answer(struct rp *p, const struct clanq_oob_msg *msg, __u32 type)
+static bool is_answer(struct rp *p, const struct clanq_oob_msg *msg, uint32_t type)
 {
 	if (msg->type & CLANQ_OOB_NOTICE) {
 		p->notices++;
@@ -347,38 +347,38 @@ static void rp_send_bye(struct rp *p, int status)
 /* ---- patterns, checksums ---- */
 
 /* A round trip's tag: run (24 bits, not 0), direction, round trip. */
-static __u64 tag_of(__u32 run, __u32 dir, __u32 i)
+static uint64_t tag_of(uint32_t run, uint32_t dir, uint32_t i)
 {
-	return (__u64)run << 33 | (__u64)dir << 32 | i;
+	return (uint64_t)run << 33 | (uint64_t)dir << 32 | i;
 }
 
-static __u64 mix(__u64 tag, __u64 j)
+static uint64_t mix(uint64_t tag, uint64_t j)
 {
 	return (tag ^ (j * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
 }
 
 /* A round trip's message: size / 8 words, the last one the tag. */
-static void lat_fill(__u64 *w, __u32 size, __u64 tag)
+static void lat_fill(uint64_t *w, uint32_t size, uint64_t tag)
 {
-	__u32 n = size / 8;
+	uint32_t n = size / 8;
 
-	for (__u32 j = 0; j + 1 < n; j++)
+	for (uint32_t j = 0; j + 1 < n; j++)
 		w[j] = mix(tag, j);
 	__atomic_store_n(&w[n - 1], tag, __ATOMIC_RELEASE);
 }
 
 /* Index of the first word of the message that is wrong, or -1. */
-static long lat_wrong(const volatile __u64 *w, __u32 size, __u64 tag)
+static long lat_wrong(const volatile uint64_t *w, uint32_t size, uint64_t tag)
 {
-	__u32 n = size / 8;
+	uint32_t n = size / 8;
 
-	for (__u32 j = 0; j + 1 < n; j++)
+	for (uint32_t j = 0; j + 1 < n; j++)
 		if (w[j] != mix(tag, j))
 			return j;
 	return w[n - 1] == tag ? -1 : (long)n - 1;
 }
 
-static __u64 xorshift(__u64 *x)
+static uint64_t xorshift(uint64_t *x)
 {
 	*x ^= *x >> 12;
 	*x ^= *x << 25;
@@ -387,31 +387,31 @@ static __u64 xorshift(__u64 *x)
 }
 
 /* xorshift64*: whole words, then the bytes of a last partial one */
-static void bw_fill(void *p, __u64 len, __u64 seed)
+static void bw_fill(void *p, uint64_t len, uint64_t seed)
 {
-	__u64 x = seed * 0x9e3779b97f4a7c15ull | 1, *w = p;
-	__u8 *b = p;
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1, *w = p;
+	uint8_t *b = p;
 
-	for (__u64 i = 0; i < len / 8; i++)
+	for (uint64_t i = 0; i < len / 8; i++)
 		w[i] = xorshift(&x);
-	for (__u64 i = len / 8 * 8; i < len; i++)
-		b[i] = (__u8)(xorshift(&x) >> 56);
+	for (uint64_t i = len / 8 * 8; i < len; i++)
+		b[i] = (uint8_t)(xorshift(&x) >> 56);
 }
 
 /* FNV-1a over bytes, 8 at a time (any length; alignment of p: 8) */
-static __u64 csum_add(__u64 h, const void *p, __u64 len)
+static uint64_t csum_add(uint64_t h, const void *p, uint64_t len)
 {
-	const __u64 *w = p;
-	const __u8 *b = p;
+	const uint64_t *w = p;
+	const uint8_t *b = p;
 
-	for (__u64 i = 0; i < len / 8; i++)
+	for (uint64_t i = 0; i < len / 8; i++)
 		h = (h ^ w[i]) * 0x100000001b3ull;
-	for (__u64 i = len / 8 * 8; i < len; i++)
+	for (uint64_t i = len / 8 * 8; i < len; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
 }
 
-static __u64 csum_init(__u64 total_len)
+static uint64_t csum_init(uint64_t total_len)
 {
 	return 0xcbf29ce484222325ull ^ total_len;
 }
@@ -438,11 +438,11 @@ static int hold(struct rp *p)
  * Wait until the word at w holds want, before deadline: 0; -ETIMEDOUT;
  * -EINTR; -ECANCELED when an OOB message came (in p->held); -errno.
  */
-static int wait_word(struct rp *p, const __u64 *w, __u64 want, __u32 mode,
-		     __u64 deadline)
+static int wait_word(struct rp *p, const uint64_t *w, uint64_t want, uint32_t mode,
+		     uint64_t deadline)
 {
 	unsigned int spins = 0;
-	__u64 v, now;
+	uint64_t v, now;
 	int err;
 
 	for (;;) {
@@ -478,8 +478,8 @@ static int wait_word(struct rp *p, const __u64 *w, __u64 want, __u32 mode,
 
 /* Completions of the round trips' writes: in order, cookie = round trip. */
 struct lat_comps {
-	__u32 size;
-	__u32 seen;		/* writes 1 .. seen completed */
+	uint32_t size;
+	uint32_t seen;		/* writes 1 .. seen completed */
 };
 
 static int lat_drain(struct rp *p, struct lat_comps *lc, char *why, size_t why_len)
@@ -500,11 +500,11 @@ static int lat_drain(struct rp *p, struct lat_comps *lc, char *why, size_t why_l
 }
 
 /* Until writes 1 .. n have completed (bounded). */
-static int lat_wait_comp(struct rp *p, struct lat_comps *lc, __u32 n, char *why,
+static int lat_wait_comp(struct rp *p, struct lat_comps *lc, uint32_t n, char *why,
 			 size_t why_len)
 {
 	static const struct timespec us = { .tv_nsec = 1000 };
-	__u64 deadline = deadline_in(p);
+	uint64_t deadline = deadline_in(p);
 	unsigned int spins = 0;
 	int err;
 
@@ -525,11 +525,11 @@ static int lat_wait_comp(struct rp *p, struct lat_comps *lc, __u32 n, char *why,
 }
 
 /* Write round trip i's message from source slot i % LAT_SLOTS. */
-static int lat_post(struct rp *p, struct lat_comps *lc, __u32 i, __u64 tag, char *why,
+static int lat_post(struct rp *p, struct lat_comps *lc, uint32_t i, uint64_t tag, char *why,
 		    size_t why_len)
 {
-	__u64 stride = (lc->size + 63) / 64 * 64;
-	__u64 off = (i % LAT_SLOTS) * stride;
+	uint64_t stride = (lc->size + 63) / 64 * 64;
+	uint64_t off = (i % LAT_SLOTS) * stride;
 	struct clanq_rdma_req req = {
 		.src_region = p->tx.addr.id,
 		.dst_ap = p->ap.id,
@@ -547,7 +547,7 @@ static int lat_post(struct rp *p, struct lat_comps *lc, __u32 i, __u64 tag, char
 		if (err)
 			return err;
 	}
-	lat_fill((__u64 *)((char *)p->tx.mem + off), lc->size, tag);
+	lat_fill((uint64_t *)((char *)p->tx.mem + off), lc->size, tag);
 	err = clanq_rdma_post(&p->ep, &req);
 	if (err)
 		snprintf(why, why_len, "round trip %u: post: %s", i, strerror(-err));
@@ -558,15 +558,15 @@ static int lat_post(struct rp *p, struct lat_comps *lc, __u32 i, __u64 tag, char
  * Round trip i's message has its tag: check the rest, which may still be
  * landing (a copy need not go in address order), until the deadline.
  */
-static int lat_check(struct rp *p, __u32 size, __u64 tag, __u32 i, __u64 deadline,
+static int lat_check(struct rp *p, uint32_t size, uint64_t tag, uint32_t i, uint64_t deadline,
 		     char *why, size_t why_len)
 {
-	const volatile __u64 *w = p->rx.mem;
+	const volatile uint64_t *w = p->rx.mem;
 	long bad;
 
 	while ((bad = lat_wrong(w, size, tag)) >= 0) {
 		if (clanq_now_ns() >= deadline) {
-			__u64 want = (__u32)bad == size / 8 - 1 ? tag : mix(tag, bad);
+			uint64_t want = (uint32_t)bad == size / 8 - 1 ? tag : mix(tag, bad);
 
 			snprintf(why, why_len, "round trip %u: word %ld of the message is %#llx, not %#llx",
 				 i, bad, (unsigned long long)w[bad], (unsigned long long)want);
@@ -577,7 +577,7 @@ static int lat_check(struct rp *p, __u32 size, __u64 tag, __u32 i, __u64 deadlin
 	return 0;
 }
 
-static const char *wait_error(int err, __u64 timeout_ns)
+static const char *wait_error(int err, uint64_t timeout_ns)
 {
 	static char buf[96];
 
@@ -592,16 +592,16 @@ static const char *wait_error(int err, __u64 timeout_ns)
 /* ---- server ---- */
 
 /* Serve a latency run: 0, or -errno with why filled in. */
-static int serve_lat(struct rp *p, const struct rp_lat *l, __u32 *at, char *why, size_t why_len)
+static int serve_lat(struct rp *p, const struct rp_lat *l, uint32_t *at, char *why, size_t why_len)
 {
-	const __u64 *word = (const __u64 *)((char *)p->rx.mem + l->size - 8);
+	const uint64_t *word = (const uint64_t *)((char *)p->rx.mem + l->size - 8);
 	struct lat_comps lc = { .size = l->size };
-	__u64 tag;
+	uint64_t tag;
 	int err;
 
 	clanq_tw_set_spin(&p->tw, l->spin_ns);
-	for (__u32 i = 1; i <= l->total; i++) {
-		__u64 deadline = deadline_in(p);
+	for (uint32_t i = 1; i <= l->total; i++) {
+		uint64_t deadline = deadline_in(p);
 
 		*at = i;
 		tag = tag_of(l->run, 0, i);
@@ -627,11 +627,11 @@ static int serve_lat(struct rp *p, const struct rp_lat *l, __u32 *at, char *why,
 }
 
 static int server(unsigned int nic, unsigned int service, unsigned long long region,
-		  unsigned long long seconds, __u64 timeout_ns)
+		  unsigned long long seconds, uint64_t timeout_ns)
 {
 	struct clanq_oob_msg msg;
 	struct rp p = { .timeout_ns = timeout_ns };
-	__u64 t0, deadline, lat_runs = 0, sums = 0, ignored = 0;
+	uint64_t t0, deadline, lat_runs = 0, sums = 0, ignored = 0;
 	bool bye = false, failed = false;
 	char why[192];
 	int err = 0;
@@ -697,7 +697,7 @@ static int server(unsigned int nic, unsigned int service, unsigned long long reg
 		if (msg.type == RP_LAT) {
 			struct rp_lat l;
 			struct rp_status s = { 0 };
-			__u32 at = 0;
+			uint32_t at = 0;
 
 			memcpy(&l, msg.payload, sizeof(l));
 			if (!p.have_ap)
@@ -778,15 +778,15 @@ struct client_opts {
 	bool alat, abw;
 	bool modes[2];
 	unsigned long long count, depth, bytes, wait_s;
-	__u64 spin_ns;
-	__u64 bw_ns;		/* a bandwidth point posts no longer than this */
+	uint64_t spin_ns;
+	uint64_t bw_ns;		/* a bandwidth point posts no longer than this */
 };
 
 /* A request and its answer, bounded; the answer's payload in *ans. */
-static void ask(struct rp *p, __u32 type, const void *req, size_t len,
+static void ask(struct rp *p, uint32_t type, const void *req, size_t len,
 		struct clanq_oob_msg *ans, const char *what)
 {
-	__u64 deadline = deadline_in(p);
+	uint64_t deadline = deadline_in(p);
 	int err;
 
 	err = rp_send(p, type, req, len);
@@ -815,7 +815,7 @@ static void hello(struct rp *p, unsigned long long wait_s)
 	struct rp_hello h = { .magic = RP_MAGIC, .region = p->rx.addr.id, .key = p->rx_key,
 			      .len = p->rx.size }, a;
 	struct clanq_oob_msg msg;
-	__u64 t0 = clanq_now_ns(), until = t0 + wait_s * 1000000000ull, next;
+	uint64_t t0 = clanq_now_ns(), until = t0 + wait_s * 1000000000ull, next;
 	unsigned int tries = 0, unreachable = 0;
 	int err, last = 0;
 
@@ -876,27 +876,27 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static __u64 entries(struct rp *p)
+static uint64_t entries(struct rp *p)
 {
-	__u64 e = 0;
+	uint64_t e = 0;
 
 	(void)clanq_ctx_entries(&p->dev, &e);
 	return e;
 }
 
 /* One latency run: size bytes, waiting by mode. */
-static void lat_run(struct rp *p, const struct client_opts *o, __u32 run, __u32 size,
-		    __u32 mode)
+static void lat_run(struct rp *p, const struct client_opts *o, uint32_t run, uint32_t size,
+		    uint32_t mode)
 {
-	__u32 warm = (__u32)(o->count / 10) + 1, total = warm + (__u32)o->count;
+	uint32_t warm = (uint32_t)(o->count / 10) + 1, total = warm + (uint32_t)o->count;
 	struct rp_lat l = { .run = run, .size = size, .total = total, .mode = mode,
 			    .spin_ns = o->spin_ns };
-	const __u64 *word = (const __u64 *)((char *)p->rx.mem + size - 8);
+	const uint64_t *word = (const uint64_t *)((char *)p->rx.mem + size - 8);
 	struct lat_comps lc = { .size = size };
 	struct clanq_oob_msg ans;
 	struct rp_status s;
 	double *rtt, sum = 0;
-	__u64 t0, e0 = 0, e1;
+	uint64_t t0, e0 = 0, e1;
 	char why[192];
 	int err;
 
@@ -908,8 +908,8 @@ static void lat_run(struct rp *p, const struct client_opts *o, __u32 run, __u32 
 	if (s.err)
 		die("the server refused %u-byte round trips: %s", size, strerror(-s.err));
 	clanq_tw_set_spin(&p->tw, o->spin_ns);
-	for (__u32 i = 1; i <= total; i++) {
-		__u64 deadline, tag = tag_of(run, 1, i);
+	for (uint32_t i = 1; i <= total; i++) {
+		uint64_t deadline, tag = tag_of(run, 1, i);
 
 		if (i == warm + 1)
 			e0 = entries(p);
@@ -943,7 +943,7 @@ static void lat_run(struct rp *p, const struct client_opts *o, __u32 run, __u32 
 	e1 = entries(p);
 	if (lat_wait_comp(p, &lc, total, why, sizeof(why)))
 		die("%s", why);
-	for (__u64 i = 0; i < o->count; i++)
+	for (uint64_t i = 0; i < o->count; i++)
 		sum += rtt[i];
 	qsort(rtt, o->count, sizeof(*rtt), cmp_double);
 	printf("lat    %-8u %-8llu %-10.1f %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f %s\n", size,
@@ -957,7 +957,7 @@ static void lat_run(struct rp *p, const struct client_opts *o, __u32 run, __u32 
 /* The bandwidth endpoints: their own queues, on the event queue. */
 struct bw_ep {
 	struct clanq_ep ep;
-	__u64 posted, done;
+	uint64_t posted, done;
 };
 
 static void bw_open(struct rp *p, struct bw_ep *be, unsigned int n)
@@ -977,9 +977,9 @@ static void bw_open(struct rp *p, struct bw_ep *be, unsigned int n)
 }
 
 struct bw_point {
-	__u64 size, iters, posted, done;
+	uint64_t size, iters, posted, done;
 	unsigned int eps, slots;
-	__u64 depth;
+	uint64_t depth;
 };
 
 /*
@@ -987,7 +987,7 @@ struct bw_point {
  * point's total.
  */
 static void bw_top_up(struct rp *p, struct bw_ep *b, unsigned int e, struct bw_point *pt,
-		      __u64 max)
+		      uint64_t max)
 {
 	struct clanq_rdma_req req = {
 		.src_region = p->tx.addr.id,
@@ -1046,14 +1046,14 @@ static void bw_oob(struct rp *p)
 	}
 }
 
-static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, __u32 run,
-		   __u64 size, unsigned int eps, __u32 mode)
+static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, uint32_t run,
+		   uint64_t size, unsigned int eps, uint32_t mode)
 {
 	struct bw_point pt = { .size = size, .eps = eps, .depth = o->depth };
 	struct clanq_oob_msg ans;
 	struct clanq_event ev;
 	struct rp_sum sreq = { .seq = run }, sans;
-	__u64 t0, t1, last, e0, e1, want;
+	uint64_t t0, t1, last, e0, e1, want;
 	unsigned int spins = 0, used;
 	double secs;
 	int err;
@@ -1072,7 +1072,7 @@ static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, 
 	e0 = entries(p);
 	t0 = last = clanq_now_ns();
 	/* one write per endpoint at a time: each writes its slot at least once */
-	for (__u64 d = 0; d < pt.depth; d++)
+	for (uint64_t d = 0; d < pt.depth; d++)
 		for (unsigned int e = 0; e < eps; e++)
 			bw_top_up(p, &be[e], e, &pt, 1);
 	while (pt.done < pt.iters) {
@@ -1089,7 +1089,7 @@ static void bw_run(struct rp *p, struct bw_ep *be, const struct client_opts *o, 
 			if (!(++spins % 256))
 				bw_oob(p);
 		} else {
-			__u64 now = clanq_now_ns();
+			uint64_t now = clanq_now_ns();
 
 			err = clanq_evq_wait(&p->evq, &ev,
 					     now < last + p->timeout_ns ?
@@ -1173,14 +1173,14 @@ static void os_import(struct rp *p)
 }
 
 /* The word the atomics add to: the last of the server's region. */
-static __u64 os_word(const struct rp *p)
+static uint64_t os_word(const struct rp *p)
 {
 	return (p->ap1.len - 8) & ~7ull;
 }
 
 /* Post one READ or FADD on @ep; -EAGAIN if its queue is full. */
-static int os_post(struct rp *p, struct clanq_ep *ep, __u32 kind, __u64 size,
-		   __u64 local_off, __u64 cookie, bool push)
+static int os_post(struct rp *p, struct clanq_ep *ep, uint32_t kind, uint64_t size,
+		   uint64_t local_off, uint64_t cookie, bool push)
 {
 	struct clanq_rdma_req req = {
 		.dst_ap = p->ap1.id, .len = size, .cookie = cookie,
@@ -1207,9 +1207,9 @@ static int os_post(struct rp *p, struct clanq_ep *ep, __u32 kind, __u64 size,
 static const char *const os_name[] = { "read", "fadd" };
 
 /* One op at a time, each timed: like ib_read_lat and ib_atomic_lat. */
-static void os_lat(struct rp *p, const struct client_opts *o, __u32 kind, __u64 size)
+static void os_lat(struct rp *p, const struct client_opts *o, uint32_t kind, uint64_t size)
 {
-	__u64 warm = o->count / 10 + 1, total = warm + o->count, e0 = 0, e1, prev = 0;
+	uint64_t warm = o->count / 10 + 1, total = warm + o->count, e0 = 0, e1, prev = 0;
 	struct clanq_rdma_comp c;
 	double *rtt, sum = 0;
 	int err;
@@ -1217,8 +1217,8 @@ static void os_lat(struct rp *p, const struct client_opts *o, __u32 kind, __u64 
 	rtt = calloc(o->count, sizeof(*rtt));
 	if (!rtt)
 		die("latency table: %s", strerror(ENOMEM));
-	for (__u64 i = 0; i < total; i++) {
-		__u64 t0, deadline;
+	for (uint64_t i = 0; i < total; i++) {
+		uint64_t t0, deadline;
 
 		if (i == warm)
 			e0 = entries(p);
@@ -1249,7 +1249,7 @@ static void os_lat(struct rp *p, const struct client_opts *o, __u32 kind, __u64 
 		prev = c.value;
 	}
 	e1 = entries(p);
-	for (__u64 i = 0; i < o->count; i++)
+	for (uint64_t i = 0; i < o->count; i++)
 		sum += rtt[i];
 	qsort(rtt, o->count, sizeof(*rtt), cmp_double);
 	printf("%-6s %-8llu %-8llu %-10.1f %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f %s\n",
@@ -1266,17 +1266,17 @@ static void os_lat(struct rp *p, const struct client_opts *o, __u32 kind, __u64 
  * must end exactly that much higher).
  */
 static void os_bw(struct rp *p, struct bw_ep *be, const struct client_opts *o,
-		  __u32 kind, __u64 size, unsigned int eps)
+		  uint32_t kind, uint64_t size, unsigned int eps)
 {
-	__u64 iters = kind == OS_READ ? o->bytes / size : o->count * eps;
-	__u64 posted = 0, done = 0, t0, t1, last, e0, e1, before = 0;
+	uint64_t iters = kind == OS_READ ? o->bytes / size : o->count * eps;
+	uint64_t posted = 0, done = 0, t0, t1, last, e0, e1, before = 0;
 	struct clanq_rdma_comp c;
 	double secs;
 	int err;
 
 	if (iters < eps)
 		iters = eps;
-	if (kind == OS_READ && (__u64)eps * size > p->tx.size)
+	if (kind == OS_READ && (uint64_t)eps * size > p->tx.size)
 		die("%llu-byte READs on %u endpoints: our region has %llu bytes",
 		    (unsigned long long)size, eps, (unsigned long long)p->tx.size);
 	if (kind == OS_FADD) {
@@ -1286,7 +1286,7 @@ static void os_bw(struct rp *p, struct bw_ep *be, const struct client_opts *o,
 			.op = CLANQ_RDMA_OP_FADD, .cookie = ~0ull,
 			.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
 		};
-		__u64 deadline = deadline_in(p);
+		uint64_t deadline = deadline_in(p);
 
 		check(clanq_rdma_post(&p->ep, &req), "fetch-and-add of 0");
 		while (clanq_rdma_poll(&p->ep, &c) == -EAGAIN)
@@ -1352,7 +1352,7 @@ static void os_bw(struct rp *p, struct bw_ep *be, const struct client_opts *o,
 			.op = CLANQ_RDMA_OP_FADD, .cookie = ~0ull,
 			.flags = CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
 		};
-		__u64 deadline = deadline_in(p);
+		uint64_t deadline = deadline_in(p);
 
 		check(clanq_rdma_post(&p->ep, &req), "fetch-and-add of 0");
 		while (clanq_rdma_poll(&p->ep, &c) == -EAGAIN)
@@ -1375,13 +1375,13 @@ static void os_bw(struct rp *p, struct bw_ep *be, const struct client_opts *o,
 	fflush(stdout);
 }
 
-static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_ns)
+static int client(unsigned int nic, const struct client_opts *o, uint64_t timeout_ns)
 {
 	struct rp p = { .timeout_ns = timeout_ns };
 	struct clanq_oob_msg ans;
 	struct bw_ep *be = NULL;
 	unsigned long long rx_bytes = LAT_MIN, tx_bytes, max_bw = 0, max_eps = 0, max_rd = 0;
-	__u32 run;
+	uint32_t run;
 	bool acked, need_be;
 
 	for (unsigned int k = 0; k < o->nr_lat; k++)
@@ -1406,7 +1406,7 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 	p.other = (struct clanq_addr){ o->node, o->service };
 	cleanup_rp = &p;
 	/* a run id per process: a write of an earlier client never matches */
-	run = (__u32)((clanq_now_ns() ^ ((__u64)getpid() << 16)) & 0x7fffff) | 0x800000;
+	run = (uint32_t)((clanq_now_ns() ^ ((uint64_t)getpid() << 16)) & 0x7fffff) | 0x800000;
 	printf("# clanq-rdma-pingpong client: node %u ep %u -> node %u ep %u\n",
 	       p.dev.node, p.ep.addr.id, o->node, o->service);
 	fflush(stdout);
@@ -1420,9 +1420,9 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 		       "iters", "min_us", "median_us", "avg_us", "p99_us", "max_us", "sys/rt",
 		       "mode");
 		for (unsigned int k = 0; k < o->nr_lat; k++)
-			for (__u32 m = 0; m < 2; m++)
+			for (uint32_t m = 0; m < 2; m++)
 				if (o->modes[m])
-					lat_run(&p, o, run++ & 0xffffff, (__u32)o->lat[k], m);
+					lat_run(&p, o, run++ & 0xffffff, (uint32_t)o->lat[k], m);
 	}
 	if (need_be) {
 		be = calloc(max_eps, sizeof(*be));
@@ -1463,7 +1463,7 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 		       "depth", "writes", "seconds", "MB/s", "MiB/s", "sys/w", "mode");
 		for (unsigned int k = 0; k < o->nr_bw; k++)
 			for (unsigned int j = 0; j < o->nr_eps; j++)
-				for (__u32 m = 0; m < 2; m++)
+				for (uint32_t m = 0; m < 2; m++)
 					if (o->modes[m])
 						bw_run(&p, be, o, run++ & 0xffffff, o->bw[k],
 						       (unsigned int)o->eps[j], m);
@@ -1473,7 +1473,7 @@ static int client(unsigned int nic, const struct client_opts *o, __u64 timeout_n
 	p.session = false;
 	acked = false;
 	for (int i = 0; i < 3 && !acked; i++) {
-		__u64 deadline = deadline_in(&p);
+		uint64_t deadline = deadline_in(&p);
 
 		rp_send_bye(&p, 0);
 		while (!acked && rp_recv(&p, &ans, deadline) == 0)

@@ -30,9 +30,9 @@
 #define SEQ_END		(~0ull)		/* the last message: totals */
 
 struct stream_hdr {
-	__u64 seq;
-	__u64 flags;	/* HDR_NO_SUM: the sender computed no checksum */
-	__u64 sum;	/* of the payload; or, in the last one, the bytes sent */
+	uint64_t seq;
+	uint64_t flags;	/* HDR_NO_SUM: the sender computed no checksum */
+	uint64_t sum;	/* of the payload; or, in the last one, the bytes sent */
 };
 
 #define HDR_NO_SUM	0x1ull
@@ -63,9 +63,9 @@ static void usage(void)
 }
 
 /* A 64-bit checksum of len bytes (len % 8 == 0 not required). */
-static __u64 checksum(const __u8 *p, size_t len)
+static uint64_t checksum(const uint8_t *p, size_t len)
 {
-	__u64 a = 0x243f6a8885a308d3ull, b = 0, w;
+	uint64_t a = 0x243f6a8885a308d3ull, b = 0, w;
 	size_t i = 0;
 
 	for (; i + 8 <= len; i += 8) {
@@ -92,10 +92,10 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 	printf("# clanq-stream: receiving on node %u service %u\n", dev->node, service);
 	fflush(stdout);
 	for (unsigned long long s = 0; s < streams; s++) {
-		__u64 seq = 0, bytes = 0, sums = 0, t0 = 0, t1, e0, e1;
+		uint64_t seq = 0, bytes = 0, sums = 0, t0 = 0, t1, e0, e1;
 		struct stream_hdr h;
 		struct clanq_conn *c;
-		const __u8 *data;
+		const uint8_t *data;
 		bool ended = false;
 		ssize_t n;
 
@@ -143,7 +143,7 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 				}
 				sums++;
 			}
-			bytes += (__u64)n - HDR;
+			bytes += (uint64_t)n - HDR;
 			seq++;
 			clanq_recv_done(c);
 		}
@@ -182,8 +182,8 @@ static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int nod
 		  unsigned long long seconds, struct clanq_conn_opts *co)
 {
 	size_t payload = size - HDR;
-	__u8 *pattern = malloc(PATTERN + payload);
-	__u64 seq = 0, bytes = 0, t0, t1, e0, e1, deadline, x = 88172645463325252ull;
+	uint8_t *pattern = malloc(PATTERN + payload);
+	uint64_t seq = 0, bytes = 0, t0, t1, e0, e1, deadline, x = 88172645463325252ull;
 	struct stream_hdr h;
 	struct clanq_conn_stats st;
 	struct clanq_conn *c;
@@ -196,10 +196,10 @@ static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int nod
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		pattern[i] = (__u8)x;
+		pattern[i] = (uint8_t)x;
 	}
 	if (!co->rx_ring)
-		co->tx_ring = (__u32)(4 * size + 64 < (256u << 10) ? 256u << 10 : 4 * size + 64);
+		co->tx_ring = (uint32_t)(4 * size + 64 < (256u << 10) ? 256u << 10 : 4 * size + 64);
 	err = ex_connect(net, &c, node, service, co);
 	if (err)
 		ex_fail(err == -ECONNREFUSED ? "connect: refused (is the receiver there?)" :
@@ -283,8 +283,8 @@ int main(int argc, char **argv)
 		case 't': seconds = ex_parse_num("--seconds", optarg, 1, 1u << 20); break;
 		case 'x': streams = ex_parse_num("--streams", optarg, 1, 1ull << 32); break;
 		case 'R': co.tx_ring = co.rx_ring =
-				(__u32)ex_parse_num("--ring", optarg, 64, 1u << 30); break;
-		case 'H': co.rdma_threshold = (__u32)ex_parse_num("--rdma-threshold", optarg,
+				(uint32_t)ex_parse_num("--ring", optarg, 64, 1u << 30); break;
+		case 'H': co.rdma_threshold = (uint32_t)ex_parse_num("--rdma-threshold", optarg,
 								    1, 1u << 30); break;
 		case 'O': co.flags |= CLANQ_CONN_RDMA_ONLY; break;
 		case 'C': no_check = true; break;

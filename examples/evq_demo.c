@@ -53,7 +53,7 @@ int main(void)
 	struct clanq_addr addrs[NR_EPS];
 	struct clanq_ep eps[NR_EPS];
 	unsigned int got = 0, events = 0, i;
-	__u64 entries0, entries1;
+	uint64_t entries0, entries1;
 	struct clanq_event ev;
 	struct clanq_evq evq;
 	struct clanq_dev dev;

@@ -177,7 +177,7 @@ static inline int ex_connect(struct clanq_net *net, struct clanq_conn **c,
 			     unsigned int node, unsigned int service,
 			     const struct clanq_conn_opts *o)
 {
-	__u64 until = clanq_now_ns() + 5000000000ull;
+	uint64_t until = clanq_now_ns() + 5000000000ull;
 	int err;
 
 	for (;;) {

@@ -56,8 +56,8 @@ extern "C" {
 /** A handle on one soft NIC: an open context of /dev/clanqN. */
 struct clanq_dev {
 	int fd;			/**< the context's file descriptor */
-	__u32 node;		/**< this NIC's node id */
-	__u32 nr_nics;		/**< soft NICs in the kernel */
+	uint32_t node;		/**< this NIC's node id */
+	uint32_t nr_nics;	/**< soft NICs in the kernel */
 };
 
 /**
@@ -88,6 +88,12 @@ int clanq_open_nic(struct clanq_dev *dev, unsigned int index);
  * \return the sentence's length, as snprintf().
  */
 int clanq_open_explain(const char *path, int err, char *buf, size_t len);
+
+/**
+ * \brief clanq_open_explain() for clanq_open_nic() of NIC @p index: the
+ * same sentence about CLANQ_DEV_PREFIX "<index>".
+ */
+int clanq_open_nic_explain(unsigned int index, int err, char *buf, size_t len);
 
 /**
  * \brief Why the driver refused the last refused call of @p dev's
@@ -134,11 +140,11 @@ struct clanq_ep {
 	struct clanq_queue oob;		/**< consumer side, private */
 	struct clanq_queue rq;		/**< RDMA requests: producer side */
 	struct clanq_queue cq;		/**< RDMA completions: consumer side */
-	const __u32 *need_wakeup;	/**< engine's sleep flag (driver-written) */
-	__u32 rq_batch;			/**< requests written, not yet pushed */
+	const uint32_t *need_wakeup;	/**< engine's sleep flag (driver-written) */
+	uint32_t rq_batch;		/**< requests written, not yet pushed */
 	const struct clanq_ep_counters *counters; /**< driver-written */
-	__u64 *tw_fired;		/**< fired bitmap: its tripwires' bits */
-	__u32 tw_words;			/**< words in tw_fired */
+	uint64_t *tw_fired;		/**< fired bitmap: its tripwires' bits */
+	uint32_t tw_words;		/**< words in tw_fired */
 };
 
 /** Queue lengths of a new endpoint; 0 picks the driver's default. */
@@ -187,7 +193,7 @@ int clanq_ep_destroy(struct clanq_ep *ep);
  * \param len  payload bytes, <= CLANQ_OOB_PAYLOAD
  * \return 0; -EMSGSIZE; -EHOSTUNREACH for an unknown node; -errno.
  */
-int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
+int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, uint32_t type,
 		   const void *payload, size_t len);
 
 /**
@@ -202,7 +208,7 @@ static inline int clanq_oob_recv(struct clanq_ep *ep, struct clanq_oob_msg *msg)
 }
 
 /** \brief Messages discarded at this endpoint because its queue was full. */
-static inline __u64 clanq_ep_dropped(const struct clanq_ep *ep)
+static inline uint64_t clanq_ep_dropped(const struct clanq_ep *ep)
 {
 	return __atomic_load_n(&ep->counters->oob_dropped, __ATOMIC_RELAXED);
 }
@@ -248,30 +254,30 @@ int clanq_region_free(struct clanq_region *r);
  * r->addr and *key.
  * \return 0; -EBUSY if it was exported already; -EINVAL.
  */
-int clanq_region_export(struct clanq_region *r, __u32 rights, __u64 *key);
+int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key);
 
 /** An aperture: a window onto a peer's exported region. */
 struct clanq_ap {
 	int fd;				/**< the context it lives in */
-	__u32 id;			/**< for clanq_rdma_req.dst_ap */
-	__u32 rights;			/**< CLANQ_RIGHT_* it was imported with */
-	__u64 len;			/**< bytes in the window */
-	__u64 mmap_offset;		/**< where to map it, if it can be */
+	uint32_t id;			/**< for clanq_rdma_req.dst_ap */
+	uint32_t rights;		/**< CLANQ_RIGHT_* it was imported with */
+	uint64_t len;			/**< bytes in the window */
+	uint64_t mmap_offset;		/**< where to map it, if it can be */
 	size_t map_size;		/**< 0: no PIO, use RDMA */
-	__u32 map_delta;		/**< first byte's offset in the mapping */
+	uint32_t map_delta;		/**< first byte's offset in the mapping */
 	void *map;			/**< after clanq_ap_map() */
 	char *base;			/**< the window's byte 0, when mapped */
-	__u64 region_off;		/**< the window's byte 0 in the region */
-	__u64 armed_mmap_offset;	/**< the region's armed bitmap */
+	uint64_t region_off;		/**< the window's byte 0 in the region */
+	uint64_t armed_mmap_offset;	/**< the region's armed bitmap */
 	size_t armed_map_size;		/**< 0: none (no PIO mapping) */
 	/**
 	 * The armed bitmap, read-only, after clanq_ap_map(): bit b (bit
 	 * b % 32 of word b / 32) is set while a tripwire is armed on region
-	 * bytes [64 b, 64 b + 63]. The ABI's __u64 words, read 32 bits at a
+	 * bytes [64 b, 64 b + 63]. The ABI's uint64_t words, read 32 bits at a
 	 * time (a 32-bit process can load them atomically): the same bits on
 	 * a little-endian CPU, the only kind the driver builds for.
 	 */
-	const __u32 *armed;
+	const uint32_t *armed;
 };
 
 /**
@@ -280,14 +286,14 @@ struct clanq_ap {
  *         export does not grant; -ERANGE outside the region.
  */
 int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
-		    struct clanq_addr region, __u64 key, __u64 offset,
-		    __u64 len, __u32 rights);
+		    struct clanq_addr region, uint64_t key, uint64_t offset,
+		    uint64_t len, uint32_t rights);
 
 /** What else an import asks for (clanq_ap_import_attr()). */
 struct clanq_ap_attr {
-	__u32 flags;		/**< CLANQ_AP_SINK, CLANQ_AP_ATOMIC */
-	__u32 notify_ep;	/**< endpoint id told of a revocation, or 0 */
-	__u64 notify_cookie;	/**< in that CLANQ_OOB_REVOKED notice */
+	uint32_t flags;		/**< CLANQ_AP_SINK, CLANQ_AP_ATOMIC */
+	uint32_t notify_ep;	/**< endpoint id told of a revocation, or 0 */
+	uint64_t notify_cookie;	/**< in that CLANQ_OOB_REVOKED notice */
 };
 
 /**
@@ -298,8 +304,8 @@ struct clanq_ap_attr {
  * \return as clanq_ap_import(); -ENOENT for a notify_ep not of dev.
  */
 int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
-			 struct clanq_addr region, __u64 key, __u64 offset,
-			 __u64 len, __u32 rights,
+			 struct clanq_addr region, uint64_t key, uint64_t offset,
+			 uint64_t len, uint32_t rights,
 			 const struct clanq_ap_attr *attr);
 
 /**
@@ -319,12 +325,12 @@ int clanq_ap_close(struct clanq_ap *ap);
  * aperture touches? One load of the armed bitmap per 32 blocks (2 KiB);
  * the caller has checked the range.
  */
-static inline bool clanq_armed_bits(const __u32 *armed, __u64 first,
-				    __u64 len)
+static inline bool clanq_armed_bits(const uint32_t *armed, uint64_t first,
+				    uint64_t len)
 {
-	__u64 b = first >> CLANQ_TW_BLOCK_SHIFT;
-	__u64 last = (first + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
-	__u32 w, mask;
+	uint64_t b = first >> CLANQ_TW_BLOCK_SHIFT;
+	uint64_t last = (first + len - 1) >> CLANQ_TW_BLOCK_SHIFT;
+	uint32_t w, mask;
 
 	/* the common case: every block written is in one word */
 	if (__builtin_expect(b / 32 == last / 32, 1)) {
@@ -347,14 +353,14 @@ static inline bool clanq_armed_bits(const __u32 *armed, __u64 first,
  * aperture touches? One load of the armed bitmap per 32 blocks (2 KiB);
  * the caller has checked the range, len > 0.
  */
-static inline bool clanq_ap_armed(const struct clanq_ap *ap, __u64 off,
+static inline bool clanq_ap_armed(const struct clanq_ap *ap, uint64_t off,
 				  size_t len)
 {
 	return clanq_armed_bits(ap->armed, ap->region_off + off, len);
 }
 
 /** \brief The system call behind clanq_ap_flush(): CLANQ_IOC_AP_FLUSH. */
-int clanq_ap_flush_armed(struct clanq_ap *ap, __u64 off, size_t len);
+int clanq_ap_flush_armed(struct clanq_ap *ap, uint64_t off, size_t len);
 
 /**
  * \brief "I stored [off, off + len) through the mapping": fire the
@@ -364,7 +370,7 @@ int clanq_ap_flush_armed(struct clanq_ap *ap, __u64 off, size_t len);
  * stores it covers, from the thread that made them.
  * \return 0; -ERANGE outside the window; -errno from the system call.
  */
-static inline int clanq_ap_flush(struct clanq_ap *ap, __u64 off, size_t len)
+static inline int clanq_ap_flush(struct clanq_ap *ap, uint64_t off, size_t len)
 {
 	if (off > ap->len || len > ap->len - off)
 		return -ERANGE;
@@ -386,7 +392,7 @@ static inline int clanq_ap_flush(struct clanq_ap *ap, __u64 off, size_t len)
  * \return 0; 1 if a flush is owed; -ERANGE outside the window; -ENXIO
  *         if it is not mapped for writing.
  */
-static inline int clanq_ap_store(struct clanq_ap *ap, __u64 off,
+static inline int clanq_ap_store(struct clanq_ap *ap, uint64_t off,
 				 const void *src, size_t len)
 {
 	/*
@@ -394,8 +400,8 @@ static inline int clanq_ap_store(struct clanq_ap *ap, __u64 off,
 	 * assume they may alias *ap, and would load it all again after.
 	 */
 	char *base = ap->base;
-	const __u32 *armed = ap->armed;
-	__u64 first = ap->region_off + off, win = ap->len;
+	const uint32_t *armed = ap->armed;
+	uint64_t first = ap->region_off + off, win = ap->len;
 
 	if (!base || !(ap->rights & CLANQ_RIGHT_WRITE))
 		return -ENXIO;
@@ -416,7 +422,7 @@ static inline int clanq_ap_store(struct clanq_ap *ap, __u64 off,
  * meanwhile, the stores fault with SIGBUS.
  * \return 0; -ERANGE outside the window; -ENXIO if it is not mapped.
  */
-static inline int clanq_ap_write(struct clanq_ap *ap, __u64 off,
+static inline int clanq_ap_write(struct clanq_ap *ap, uint64_t off,
 				 const void *src, size_t len)
 {
 	int owed = clanq_ap_store(ap, off, src, len);
@@ -498,8 +504,8 @@ static inline int clanq_rdma_post(struct clanq_ep *ep,
  *         the engine can check completes with its status.
  */
 int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
-		    __u64 ap_off, const struct clanq_region *dst,
-		    __u64 dst_off, __u64 len, __u64 cookie, __u32 flags);
+		    uint64_t ap_off, const struct clanq_region *dst,
+		    uint64_t dst_off, uint64_t len, uint64_t cookie, uint32_t flags);
 
 /**
  * \brief Queue an atomic compare-and-swap of the 8-byte word at ap_off of
@@ -512,15 +518,15 @@ int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
  *         misaligned ap_off.
  */
 int clanq_rdma_cas(struct clanq_ep *ep, const struct clanq_ap *ap,
-		   __u64 ap_off, __u64 compare, __u64 swap, __u64 cookie,
-		   __u32 flags);
+		   uint64_t ap_off, uint64_t compare, uint64_t swap, uint64_t cookie,
+		   uint32_t flags);
 
 /**
  * \brief Queue an atomic fetch-and-add of add (mod 2^64) to the 8-byte
  * word at ap_off of aperture ap: as clanq_rdma_cas().
  */
 int clanq_rdma_fadd(struct clanq_ep *ep, const struct clanq_ap *ap,
-		    __u64 ap_off, __u64 add, __u64 cookie, __u32 flags);
+		    uint64_t ap_off, uint64_t add, uint64_t cookie, uint32_t flags);
 
 /*
  * Are requests waiting in ep's request queue? For the poller thread
@@ -538,8 +544,8 @@ int clanq_rdma_fadd(struct clanq_ep *ep, const struct clanq_ap *ap,
  */
 static inline bool clanq_rdma_rq_unread(const struct clanq_ep *ep)
 {
-	__u32 prod = clanq_q_load_acquire(ep->rq.prod);
-	__u32 cons = clanq_q_load_acquire(ep->rq.cons);
+	uint32_t prod = clanq_q_load_acquire(ep->rq.prod);
+	uint32_t cons = clanq_q_load_acquire(ep->rq.cons);
 
 	return !((prod | cons) & ~ep->rq.mask) && prod != cons;
 }
@@ -578,9 +584,9 @@ struct clanq_evq {
 	void *seg;
 	size_t seg_size;
 	struct clanq_queue ring;	/**< consumer side, private */
-	__u64 *pending;			/**< one bit per registration */
-	__u32 nr_words;			/**< words in pending */
-	__u64 spin_ns;			/**< clanq_evq_wait() spins this long */
+	uint64_t *pending;		/**< one bit per registration */
+	uint32_t nr_words;		/**< words in pending */
+	uint64_t spin_ns;		/**< clanq_evq_wait() spins this long */
 };
 
 /**
@@ -602,7 +608,7 @@ int clanq_evq_destroy(struct clanq_evq *evq);
  *         -ENOENT if ep is not of the evq's context, -ENOSPC when full.
  */
 int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
-		       __u32 mask, __u64 cookie);
+		       uint32_t mask, uint64_t cookie);
 
 /**
  * \brief Remove a registration. Events of it may still be in the ring;
@@ -619,7 +625,7 @@ static inline int clanq_evq_fd(const struct clanq_evq *evq)
 }
 
 /** \brief Set how long clanq_evq_wait() spins before it blocks. */
-static inline void clanq_evq_set_spin(struct clanq_evq *evq, __u64 spin_ns)
+static inline void clanq_evq_set_spin(struct clanq_evq *evq, uint64_t spin_ns)
 {
 	evq->spin_ns = spin_ns;
 }
@@ -635,7 +641,7 @@ static inline void clanq_evq_set_spin(struct clanq_evq *evq, __u64 spin_ns)
  */
 static inline int clanq_evq_poll(struct clanq_evq *evq, struct clanq_event *ev)
 {
-	__u32 reg;
+	uint32_t reg;
 
 	if (!clanq_q_get(&evq->ring, ev))
 		return -EAGAIN;
@@ -677,12 +683,12 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
  */
 struct clanq_tw {
 	int fd;				/**< the context it lives in */
-	__u32 id;
-	__u32 bit;			/**< in the endpoint's fired bitmap */
-	__u64 *fired_word;		/**< the bitmap word holding bit */
+	uint32_t id;
+	uint32_t bit;			/**< in the endpoint's fired bitmap */
+	uint64_t *fired_word;		/**< the bitmap word holding bit */
 	char *mem;			/**< the region's memory */
-	__u64 off, len;			/**< the range, in the region */
-	__u64 spin_ns;			/**< clanq_tw_wait_change() spins this long */
+	uint64_t off, len;		/**< the range, in the region */
+	uint64_t spin_ns;		/**< clanq_tw_wait_change() spins this long */
 };
 
 /**
@@ -692,8 +698,8 @@ struct clanq_tw {
  *         region; -ENOENT; -ENOSPC past max_tripwires or ep's tw_slots.
  */
 int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
-		    const struct clanq_region *r, __u64 off, __u64 len,
-		    __u32 flags);
+		    const struct clanq_region *r, uint64_t off, uint64_t len,
+		    uint32_t flags);
 
 /**
  * \brief Arm (a system call, with a full barrier before it returns: a
@@ -730,7 +736,7 @@ static inline void clanq_tw_clear(struct clanq_tw *tw)
  * tripwires 64 * word ... 64 * word + 63 that fired, cleared in one
  * atomic exchange (no system call). For servers with many tripwires.
  */
-static inline __u64 clanq_ep_tw_take(struct clanq_ep *ep, unsigned int word)
+static inline uint64_t clanq_ep_tw_take(struct clanq_ep *ep, unsigned int word)
 {
 	if (word >= ep->tw_words)
 		return 0;
@@ -738,13 +744,13 @@ static inline __u64 clanq_ep_tw_take(struct clanq_ep *ep, unsigned int word)
 }
 
 /** \brief Set how long clanq_tw_wait_change() spins before it blocks. */
-static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
+static inline void clanq_tw_set_spin(struct clanq_tw *tw, uint64_t spin_ns)
 {
 	tw->spin_ns = spin_ns;
 }
 
 /**
- * \brief The blocking receive: wait until the __u64 at addr (8-byte
+ * \brief The blocking receive: wait until the uint64_t at addr (8-byte
  * aligned, inside the tripwire's range) no longer holds old. Spins for
  * tw->spin_ns, then arms the tripwire, issues a full barrier, re-checks
  * and blocks in the driver (one system call, CLANQ_IOC_TW_WAIT), so a
@@ -755,8 +761,8 @@ static inline void clanq_tw_set_spin(struct clanq_tw *tw, __u64 spin_ns)
  *         the tripwire was destroyed; -ENXIO if its region was freed;
  *         -EINVAL for a bad addr.
  */
-int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
-			 __u64 old, int64_t timeout_ns);
+int clanq_tw_wait_change(struct clanq_tw *tw, const uint64_t *addr,
+			 uint64_t old, int64_t timeout_ns);
 
 /**
  * \brief clanq_tw_wait_change(), and also return, with 1, as soon as
@@ -765,8 +771,8 @@ int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
  * \return 0 once *addr != old; 1 when ep has an OOB message; else as
  *         clanq_tw_wait_change().
  */
-int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
-			     __u64 old, struct clanq_ep *ep,
+int clanq_tw_wait_change_oob(struct clanq_tw *tw, const uint64_t *addr,
+			     uint64_t old, struct clanq_ep *ep,
 			     int64_t timeout_ns);
 
 /**
@@ -779,9 +785,9 @@ int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
  * \return as clanq_tw_wait_change(); -ERANGE, -ENXIO as clanq_ap_write()
  *         (then nothing was waited for).
  */
-int clanq_ap_write_wait(struct clanq_ap *ap, __u64 off, const void *src,
-			size_t len, struct clanq_tw *tw, const __u64 *addr,
-			__u64 old, int64_t timeout_ns);
+int clanq_ap_write_wait(struct clanq_ap *ap, uint64_t off, const void *src,
+			size_t len, struct clanq_tw *tw, const uint64_t *addr,
+			uint64_t old, int64_t timeout_ns);
 
 /*
  * Spinning: what a polling loop needs beside the queues.
@@ -799,7 +805,7 @@ void clanq_cpu_relax(void);
  * Out of line (lib/spin.c), so that this header asks for no POSIX
  * feature macro: it compiles as strict ISO C11 too.
  */
-__u64 clanq_now_ns(void);
+uint64_t clanq_now_ns(void);
 
 #ifdef __cplusplus
 }

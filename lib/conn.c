@@ -18,9 +18,9 @@
 #define CLANQ_PAGE	4096u
 
 /* Record bytes of a ring of at least want bytes: whole pages, header included. */
-static int clanq_conn_ring_cap(__u64 want, __u64 max, __u64 *cap)
+static int clanq_conn_ring_cap(uint64_t want, uint64_t max, uint64_t *cap)
 {
-	__u64 size;
+	uint64_t size;
 
 	if (!want)
 		want = CLANQ_CONN_RING_DEFAULT;
@@ -34,11 +34,11 @@ static int clanq_conn_ring_cap(__u64 want, __u64 max, __u64 *cap)
 }
 
 /* Our receive ring: a region, exported, and a tripwire on its header. */
-static int clanq_conn_rx_setup(struct clanq_conn *c, __u64 want, __u64 max,
-			       __u64 *key)
+static int clanq_conn_rx_setup(struct clanq_conn *c, uint64_t want, uint64_t max,
+			       uint64_t *key)
 {
 	struct clanq_net *net = c->net;
-	__u64 cap;
+	uint64_t cap;
 	int err;
 
 	err = clanq_conn_ring_cap(want, max, &cap);
@@ -70,7 +70,7 @@ err_region:
 
 /* The aperture onto the peer's ring; PIO if it can be mapped. */
 static int clanq_conn_tx_setup(struct clanq_conn *c, struct clanq_addr ring,
-			       __u64 key, __u64 cap, __u32 flags)
+			       uint64_t key, uint64_t cap, uint32_t flags)
 {
 	struct clanq_net *net = c->net;
 	struct clanq_ap_attr attr = {
@@ -106,10 +106,10 @@ static void clanq_conn_init(struct clanq_net *net, struct clanq_conn *c,
 }
 
 /* The bucket of accepted connections from (src, conn). */
-static __u32 *clanq_acc_bucket(struct clanq_net *net, struct clanq_addr src,
-			       __u32 conn)
+static uint32_t *clanq_acc_bucket(struct clanq_net *net, struct clanq_addr src,
+			       uint32_t conn)
 {
-	__u32 h = src.node * 0x9e3779b1u ^ src.id * 0x85ebca6bu ^
+	uint32_t h = src.node * 0x9e3779b1u ^ src.id * 0x85ebca6bu ^
 		  conn * 0xc2b2ae35u;
 
 	return &net->acc_head[(h ^ h >> 16) & net->acc_mask];
@@ -117,7 +117,7 @@ static __u32 *clanq_acc_bucket(struct clanq_net *net, struct clanq_addr src,
 
 static void clanq_acc_add(struct clanq_conn *c)
 {
-	__u32 *b = clanq_acc_bucket(c->net, c->peer, c->peer_slot);
+	uint32_t *b = clanq_acc_bucket(c->net, c->peer, c->peer_slot);
 
 	c->acc_next = *b;
 	*b = c->slot + 1;
@@ -127,7 +127,7 @@ static void clanq_acc_add(struct clanq_conn *c)
 static void clanq_acc_del(struct clanq_conn *c)
 {
 	struct clanq_net *net = c->net;
-	__u32 *p = clanq_acc_bucket(net, c->peer, c->peer_slot);
+	uint32_t *p = clanq_acc_bucket(net, c->peer, c->peer_slot);
 
 	if (!c->accepted)
 		return;
@@ -221,14 +221,14 @@ void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m)
 	}
 }
 
-static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, __u32 node,
+static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint32_t node,
 			      unsigned int service, const struct clanq_conn_opts *opts)
 {
-	__u64 timeout = opts && opts->timeout_ns ? opts->timeout_ns :
+	uint64_t timeout = opts && opts->timeout_ns ? opts->timeout_ns :
 						   CLANQ_CONN_TIMEOUT_NS_DEFAULT;
 	struct clanq_addr dst = { node, service };
 	struct clanq_hs_client *hs;
-	__u64 key, nonce, now;
+	uint64_t key, nonce, now;
 	int err;
 
 	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !service ||
@@ -258,7 +258,7 @@ static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, __u32
 	c->rx_key = key;
 	hs->msg.ring = c->rx.addr;
 	hs->msg.key = key;
-	hs->msg.ring_cap = (__u32)c->rx_cap;
+	hs->msg.ring_cap = (uint32_t)c->rx_cap;
 	hs->msg.want_cap = opts ? opts->tx_ring : 0;
 	now = clanq_now_ns();
 	clanq_hs_client_start(hs, dst, c->slot, nonce, now, timeout);
@@ -305,11 +305,11 @@ err_slot:
 }
 
 bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src,
-			      __u32 conn, __u64 nonce)
+			      uint32_t conn, uint64_t nonce)
 {
 	struct clanq_hs_accept a;
 	struct clanq_conn *c;
-	__u32 i;
+	uint32_t i;
 
 	for (i = *clanq_acc_bucket(net, src, conn); i; i = c->acc_next) {
 		c = net->conns[i - 1];
@@ -321,7 +321,7 @@ bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src
 		a.conn = conn;
 		a.nonce = nonce;
 		a.srv_conn = c->slot;
-		a.ring_cap = (__u32)c->rx_cap;
+		a.ring_cap = (uint32_t)c->rx_cap;
 		a.ring = c->rx.addr;
 		a.key = c->rx_key;
 		a.srv_nonce = c->nonce;
@@ -338,9 +338,9 @@ static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 			    const struct clanq_conn_opts *opts)
 {
 	struct clanq_net *net = l->net;
-	__u64 want = opts && opts->rx_ring ? opts->rx_ring : p->c.want_cap;
+	uint64_t want = opts && opts->rx_ring ? opts->rx_ring : p->c.want_cap;
 	struct clanq_hs_accept a;
-	__u64 key, nonce;
+	uint64_t key, nonce;
 	int err;
 
 	clanq_conn_init(net, c, opts);
@@ -366,7 +366,7 @@ static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 	a.conn = p->c.conn;
 	a.nonce = p->c.nonce;
 	a.srv_conn = c->slot;
-	a.ring_cap = (__u32)c->rx_cap;
+	a.ring_cap = (uint32_t)c->rx_cap;
 	a.ring = c->rx.addr;
 	a.key = key;
 	a.srv_nonce = nonce;
@@ -385,7 +385,7 @@ err_teardown:
 	return err;
 }
 
-int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, __u32 node,
+int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, uint32_t node,
 		  unsigned int service, const struct clanq_conn_opts *opts)
 {
 	struct clanq_conn *c = calloc(1, sizeof(*c));
@@ -408,12 +408,12 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn **cp,
 	struct clanq_net *net = l->net;
 	struct clanq_hs_pending p;
 	struct clanq_conn *c;
-	__u64 deadline;
+	uint64_t deadline;
 	int err;
 
 	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !l->backlog)
 		return -EINVAL;
-	deadline = timeout_ns < 0 ? ~0ull : clanq_now_ns() + (__u64)timeout_ns;
+	deadline = timeout_ns < 0 ? ~0ull : clanq_now_ns() + (uint64_t)timeout_ns;
 	for (;;) {
 		clanq_listener_intake(l);
 		while (!clanq_hs_backlog_take(l->backlog, &p)) {
@@ -473,12 +473,12 @@ struct clanq_addr clanq_conn_peer(const struct clanq_conn *c)
 	return c->peer;
 }
 
-__u64 clanq_conn_get_cookie(const struct clanq_conn *c)
+uint64_t clanq_conn_get_cookie(const struct clanq_conn *c)
 {
 	return c->cookie;
 }
 
-void clanq_conn_set_cookie(struct clanq_conn *c, __u64 cookie)
+void clanq_conn_set_cookie(struct clanq_conn *c, uint64_t cookie)
 {
 	c->cookie = cookie;
 }

@@ -77,7 +77,7 @@ int clanq_close(struct clanq_dev *dev)
 	return 0;
 }
 
-int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries)
+int clanq_ctx_entries(const struct clanq_dev *dev, uint64_t *entries)
 {
 	struct clanq_ioc_query q;
 	int err = clanq_ioc_query(dev, &q);
@@ -146,6 +146,14 @@ int clanq_open_explain(const char *path, int err, char *buf, size_t len)
 				CLANQ_ABI_VERSION);
 	}
 	return snprintf(buf, len, "%s: %s", dev, strerror(-err));
+}
+
+int clanq_open_nic_explain(unsigned int index, int err, char *buf, size_t len)
+{
+	char path[sizeof(CLANQ_DEV_PREFIX) + 10];
+
+	snprintf(path, sizeof(path), CLANQ_DEV_PREFIX "%u", index);
+	return clanq_open_explain(path, err, buf, len);
 }
 
 int clanq_ep_stats(const struct clanq_dev *dev, struct clanq_ep_stat *recs,

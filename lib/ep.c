@@ -58,9 +58,9 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	else
 		err = -EPROTO;
 	if (err || c.counters + sizeof(*ep->counters) > c.mmap_size ||
-	    c.need_wakeup % 4 || c.need_wakeup + sizeof(__u32) > c.mmap_size ||
+	    c.need_wakeup % 4 || c.need_wakeup + sizeof(uint32_t) > c.mmap_size ||
 	    c.tw_fired % 8 || c.tw_slots % 64 ||
-	    (__u64)c.tw_fired + c.tw_slots / 8 > c.mmap_size) {
+	    (uint64_t)c.tw_fired + c.tw_slots / 8 > c.mmap_size) {
 		err = -EPROTO;		/* the driver described nonsense */
 		munmap(seg, c.mmap_size);
 		goto destroy;
@@ -71,8 +71,8 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	ep->seg = seg;
 	ep->seg_size = c.mmap_size;
 	ep->counters = (const struct clanq_ep_counters *)((char *)seg + c.counters);
-	ep->need_wakeup = (const __u32 *)((char *)seg + c.need_wakeup);
-	ep->tw_fired = (__u64 *)((char *)seg + c.tw_fired);
+	ep->need_wakeup = (const uint32_t *)((char *)seg + c.need_wakeup);
+	ep->tw_fired = (uint64_t *)((char *)seg + c.tw_fired);
 	ep->tw_words = c.tw_slots / 64;
 	return 0;
 
@@ -98,7 +98,7 @@ int clanq_ep_destroy(struct clanq_ep *ep)
 	return err;
 }
 
-int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
+int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, uint32_t type,
 		   const void *payload, size_t len)
 {
 	struct clanq_ioc_oob_send s;
@@ -109,7 +109,7 @@ int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
 	s.ep = ep->addr.id;
 	s.dst = dst;
 	s.type = type;
-	s.len = (__u32)len;
+	s.len = (uint32_t)len;
 	if (len)
 		memcpy(s.payload, payload, len);
 	if (ioctl(ep->fd, CLANQ_IOC_OOB_SEND, &s) < 0)
@@ -139,8 +139,8 @@ int clanq_rdma_kick(struct clanq_ep *ep)
  * at once; the rest the engine checks and completes with its status.
  */
 static int clanq_rdma_post_op(struct clanq_ep *ep, const struct clanq_ap *ap,
-			      __u64 ap_off, __u32 op, __u64 a, __u64 b,
-			      __u64 cookie, __u32 flags)
+			      uint64_t ap_off, uint32_t op, uint64_t a, uint64_t b,
+			      uint64_t cookie, uint32_t flags)
 {
 	struct clanq_rdma_req req;
 
@@ -159,8 +159,8 @@ static int clanq_rdma_post_op(struct clanq_ep *ep, const struct clanq_ap *ap,
 }
 
 int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
-		    __u64 ap_off, const struct clanq_region *dst,
-		    __u64 dst_off, __u64 len, __u64 cookie, __u32 flags)
+		    uint64_t ap_off, const struct clanq_region *dst,
+		    uint64_t dst_off, uint64_t len, uint64_t cookie, uint32_t flags)
 {
 	struct clanq_rdma_req req;
 
@@ -179,15 +179,15 @@ int clanq_rdma_read(struct clanq_ep *ep, const struct clanq_ap *ap,
 }
 
 int clanq_rdma_cas(struct clanq_ep *ep, const struct clanq_ap *ap,
-		   __u64 ap_off, __u64 compare, __u64 swap, __u64 cookie,
-		   __u32 flags)
+		   uint64_t ap_off, uint64_t compare, uint64_t swap, uint64_t cookie,
+		   uint32_t flags)
 {
 	return clanq_rdma_post_op(ep, ap, ap_off, CLANQ_RDMA_OP_CAS, compare,
 				  swap, cookie, flags);
 }
 
 int clanq_rdma_fadd(struct clanq_ep *ep, const struct clanq_ap *ap,
-		    __u64 ap_off, __u64 add, __u64 cookie, __u32 flags)
+		    uint64_t ap_off, uint64_t add, uint64_t cookie, uint32_t flags)
 {
 	return clanq_rdma_post_op(ep, ap, ap_off, CLANQ_RDMA_OP_FADD, add, 0,
 				  cookie, flags);

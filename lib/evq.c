@@ -34,7 +34,7 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 	if (c.ring.slot_size != sizeof(struct clanq_event) ||
 	    clanq_q_init(&evq->ring, seg, c.mmap_size, &c.ring) ||
 	    c.pending % 8 ||
-	    (__u64)c.pending + (__u64)c.nr_words * 8 > c.mmap_size) {
+	    (uint64_t)c.pending + (uint64_t)c.nr_words * 8 > c.mmap_size) {
 		munmap(seg, c.mmap_size);
 		close(c.fd);
 		return -EPROTO;
@@ -42,7 +42,7 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 	evq->fd = c.fd;
 	evq->seg = seg;
 	evq->seg_size = c.mmap_size;
-	evq->pending = (__u64 *)((char *)seg + c.pending);
+	evq->pending = (uint64_t *)((char *)seg + c.pending);
 	evq->nr_words = c.nr_words;
 	evq->spin_ns = CLANQ_EVQ_SPIN_NS_DEFAULT;
 	return 0;
@@ -62,7 +62,7 @@ int clanq_evq_destroy(struct clanq_evq *evq)
 }
 
 int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
-		       __u32 mask, __u64 cookie)
+		       uint32_t mask, uint64_t cookie)
 {
 	struct clanq_ioc_evq_reg r;
 
@@ -82,7 +82,7 @@ int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 	if (reg < 0)
 		return -EINVAL;
 	memset(&r, 0, sizeof(r));
-	r.reg = (__u32)reg;
+	r.reg = (uint32_t)reg;
 	if (ioctl(evq->fd, CLANQ_IOC_EVQ_UNREGISTER, &r) < 0)
 		return -errno;
 	return 0;
@@ -99,10 +99,10 @@ int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		   int64_t timeout_ns)
 {
-	__u64 start = clanq_now_ns(), now = start, deadline;
+	uint64_t start = clanq_now_ns(), now = start, deadline;
 	struct clanq_ioc_evq_wait w;
 
-	deadline = timeout_ns < 0 ? ~0ull : start + (__u64)timeout_ns;
+	deadline = timeout_ns < 0 ? ~0ull : start + (uint64_t)timeout_ns;
 	for (;;) {
 		if (!clanq_evq_poll(evq, ev))
 			return 0;

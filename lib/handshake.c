@@ -10,9 +10,9 @@
 #include "ring.h"
 
 enum clanq_hs_action clanq_hs_client_start(struct clanq_hs_client *hs,
-					   struct clanq_addr dst, __u32 conn,
-					   __u64 nonce, __u64 now,
-					   __u64 timeout_ns)
+					   struct clanq_addr dst, uint32_t conn,
+					   uint64_t nonce, uint64_t now,
+					   uint64_t timeout_ns)
 {
 	hs->state = CLANQ_HS_SENT;
 	hs->err = 0;
@@ -36,7 +36,7 @@ static enum clanq_hs_action clanq_hs_fail(struct clanq_hs_client *hs, int err)
 	return CLANQ_HS_FAILED;
 }
 
-enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, __u64 now)
+enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, uint64_t now)
 {
 	if (hs->state != CLANQ_HS_SENT)
 		return CLANQ_HS_NOTHING;
@@ -51,15 +51,15 @@ enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, __u64 now)
 	return CLANQ_HS_SEND;
 }
 
-__u64 clanq_hs_client_due(const struct clanq_hs_client *hs)
+uint64_t clanq_hs_client_due(const struct clanq_hs_client *hs)
 {
 	return hs->next_tx < hs->deadline ? hs->next_tx : hs->deadline;
 }
 
 /* Does this answer (conn, nonce, magic) belong to our attempt? */
 static int clanq_hs_ours(const struct clanq_hs_client *hs,
-			 const struct clanq_oob_msg *m, __u32 magic,
-			 __u32 conn, __u64 nonce, size_t size)
+			 const struct clanq_oob_msg *m, uint32_t magic,
+			 uint32_t conn, uint64_t nonce, size_t size)
 {
 	return m->len == size && magic == CLANQ_HS_MAGIC &&
 	       conn == hs->msg.conn && nonce == hs->msg.nonce &&
@@ -138,7 +138,7 @@ enum clanq_hs_verdict clanq_hs_backlog_add(struct clanq_hs_backlog *b,
 					   const struct clanq_oob_msg *m)
 {
 	struct clanq_hs_connect c;
-	__u32 i;
+	uint32_t i;
 
 	if (clanq_hs_parse_connect(m, &c))
 		return CLANQ_HS_BAD;

@@ -40,34 +40,34 @@
 #define CLANQ_HS_MAGIC		0x716e6c01u	/* "lnq", version 1 */
 
 struct clanq_hs_connect {
-	__u32 magic;
-	__u32 conn;		/* the client's connection slot */
-	__u64 nonce;		/* the client's, random */
+	uint32_t magic;
+	uint32_t conn;		/* the client's connection slot */
+	uint64_t nonce;		/* the client's, random */
 	struct clanq_addr ring;	/* the client's receive ring */
-	__u64 key;
-	__u32 ring_cap;		/* its record bytes */
-	__u32 want_cap;		/* asked of the server's receive ring */
-	__u32 attempt;		/* 0, then one more per retransmission */
-	__u32 reserved;
+	uint64_t key;
+	uint32_t ring_cap;	/* its record bytes */
+	uint32_t want_cap;	/* asked of the server's receive ring */
+	uint32_t attempt;	/* 0, then one more per retransmission */
+	uint32_t reserved;
 };
 
 struct clanq_hs_accept {
-	__u32 magic;
-	__u32 conn;		/* the client's, echoed */
-	__u64 nonce;		/* the client's, echoed */
-	__u32 srv_conn;
-	__u32 ring_cap;		/* the server's receive ring */
+	uint32_t magic;
+	uint32_t conn;		/* the client's, echoed */
+	uint64_t nonce;		/* the client's, echoed */
+	uint32_t srv_conn;
+	uint32_t ring_cap;	/* the server's receive ring */
 	struct clanq_addr ring;
-	__u64 key;
-	__u64 srv_nonce;
+	uint64_t key;
+	uint64_t srv_nonce;
 };
 
 struct clanq_hs_refuse {
-	__u32 magic;
-	__u32 conn;
-	__u64 nonce;
-	__s32 err;		/* -ECONNREFUSED */
-	__u32 reserved;
+	uint32_t magic;
+	uint32_t conn;
+	uint64_t nonce;
+	int32_t err;		/* -ECONNREFUSED */
+	uint32_t reserved;
 };
 
 _Static_assert(sizeof(struct clanq_hs_connect) <= CLANQ_OOB_PAYLOAD, "connect");
@@ -96,7 +96,7 @@ struct clanq_hs_client {
 	struct clanq_hs_connect msg;	/* what we send */
 	struct clanq_hs_accept acc;	/* what we got */
 	struct clanq_addr srv_ep;	/* where the ACCEPT came from */
-	__u64 next_tx, deadline, rto;
+	uint64_t next_tx, deadline, rto;
 };
 
 #define CLANQ_HS_RTO_NS		(20 * 1000 * 1000ull)	/* first retransmission */
@@ -104,16 +104,16 @@ struct clanq_hs_client {
 
 /* Start: the caller filled hs->msg's ring fields; returns CLANQ_HS_SEND. */
 enum clanq_hs_action clanq_hs_client_start(struct clanq_hs_client *hs,
-					   struct clanq_addr dst, __u32 conn,
-					   __u64 nonce, __u64 now,
-					   __u64 timeout_ns);
+					   struct clanq_addr dst, uint32_t conn,
+					   uint64_t nonce, uint64_t now,
+					   uint64_t timeout_ns);
 /* Time passes: CLANQ_HS_SEND when a retransmission is due, FAILED at the end. */
-enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, __u64 now);
+enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, uint64_t now);
 /* A message arrived on the client's net endpoint for this connection. */
 enum clanq_hs_action clanq_hs_client_on_msg(struct clanq_hs_client *hs,
 					    const struct clanq_oob_msg *m);
 /* When the next tick is due (for a blocking wait). */
-__u64 clanq_hs_client_due(const struct clanq_hs_client *hs);
+uint64_t clanq_hs_client_due(const struct clanq_hs_client *hs);
 
 /* A listener's backlog: CONNECTs not yet accepted, oldest first. */
 struct clanq_hs_pending {
@@ -123,7 +123,7 @@ struct clanq_hs_pending {
 
 struct clanq_hs_backlog {
 	struct clanq_hs_pending *q;
-	__u32 cap, head, count;
+	uint32_t cap, head, count;
 };
 
 enum clanq_hs_verdict {

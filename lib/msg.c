@@ -30,8 +30,8 @@ static inline void clanq_copy(void *dst, const void *src, size_t len)
 {
 	char *d = dst;
 	const char *s = src;
-	__u64 a, b;
-	__u32 x, y;
+	uint64_t a, b;
+	uint32_t x, y;
 
 	if (len > 16) {
 		memcpy(d, s, len);
@@ -62,7 +62,7 @@ static struct clanq_ring_hdr *clanq_peer_hdr(struct clanq_conn *c)
 /* One RDMA completion of the net's endpoint: an error resets its connection. */
 static void clanq_net_comp(struct clanq_net *net, const struct clanq_rdma_comp *comp)
 {
-	__u32 slot = (__u32)comp->cookie & ~(__u32)CLANQ_COOKIE_FIN;
+	uint32_t slot = (uint32_t)comp->cookie & ~(uint32_t)CLANQ_COOKIE_FIN;
 	struct clanq_conn *c = clanq_net_conn(net, slot);
 
 	if (!c || clanq_conn_notice_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FIN))
@@ -91,8 +91,8 @@ static int clanq_conn_stage(struct clanq_conn *c)
 }
 
 /* Queue one request; when the queue is full, let the engine catch up. */
-static int clanq_conn_post(struct clanq_conn *c, __u64 src_off, __u64 dst_off,
-			   __u64 len, __u32 flags, __u64 cookie)
+static int clanq_conn_post(struct clanq_conn *c, uint64_t src_off, uint64_t dst_off,
+			   uint64_t len, uint32_t flags, uint64_t cookie)
 {
 	struct clanq_ep *ep = &c->net->ep;
 	struct clanq_rdma_req r = {
@@ -122,12 +122,12 @@ static int clanq_conn_post(struct clanq_conn *c, __u64 src_off, __u64 dst_off,
  * later is as good: these words only grow). Flushes (PIO) only if the
  * peer armed its tripwire.
  */
-static int clanq_conn_put_word(struct clanq_conn *c, size_t off, __u64 v)
+static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
 {
 	int err;
 
 	if (c->tx.base) {
-		__atomic_store_n((__u64 *)(c->tx.base + off), v, __ATOMIC_RELEASE);
+		__atomic_store_n((uint64_t *)(c->tx.base + off), v, __ATOMIC_RELEASE);
 		err = clanq_ap_flush(&c->tx, off, sizeof(v));
 	} else {
 		err = clanq_conn_stage(c);
@@ -167,23 +167,23 @@ int clanq_conn_return_credit_owed(struct clanq_conn *c, struct clanq_evq_arm *fl
 		return 0;
 	if (!c->tx.base || !c->tx.armed)
 		return clanq_conn_return_credit(c);	/* RDMA, or nothing to look at */
-	__atomic_store_n((__u64 *)(c->tx.base + off), c->rx_head, __ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)(c->tx.base + off), c->rx_head, __ATOMIC_RELEASE);
 	c->rx_returned = c->rx_head;
 	/* [F] of queue.h: our store, then our look at what is armed */
 	clanq_q_mb();
-	if (!clanq_ap_armed(&c->tx, off, sizeof(__u64)))
+	if (!clanq_ap_armed(&c->tx, off, sizeof(uint64_t)))
 		return 0;
 	memset(fl, 0, sizeof(*fl));
 	fl->id = c->tx.id;
 	fl->flags = CLANQ_EVQ_ARM_FLUSH;
 	fl->off = off;
-	fl->val = sizeof(__u64);
+	fl->val = sizeof(uint64_t);
 	return 1;
 }
 
 void clanq_conn_answer_want(struct clanq_conn *c)
 {
-	__u64 w = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE);
+	uint64_t w = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE);
 
 	/* nothing to hand back yet: answer with the next consume */
 	if (w != c->want_seen && c->rx_head != c->rx_returned &&
@@ -192,7 +192,7 @@ void clanq_conn_answer_want(struct clanq_conn *c)
 }
 
 /* Past size bytes of our ring: a record, or a PAD up to its end. */
-static inline void clanq_conn_rx_advance(struct clanq_conn *c, __u64 size)
+static inline void clanq_conn_rx_advance(struct clanq_conn *c, uint64_t size)
 {
 	c->rx_head += size;
 	c->rx_pos += size;
@@ -208,7 +208,7 @@ static inline void clanq_conn_rx_advance(struct clanq_conn *c, __u64 size)
  */
 static int clanq_conn_next(struct clanq_conn *c, struct clanq_rec *h)
 {
-	__u64 tail, size;
+	uint64_t tail, size;
 
 	for (;;) {
 		if (c->rx_head == c->rx_tail_seen) {
@@ -290,7 +290,7 @@ static bool clanq_conn_news(struct clanq_conn *c)
 }
 
 /* Wait until the word at addr moves from old, or the net has news. */
-static int clanq_conn_block(struct clanq_conn *c, const __u64 *addr, __u64 old)
+static int clanq_conn_block(struct clanq_conn *c, const uint64_t *addr, uint64_t old)
 {
 	struct clanq_net *net = c->net;
 	int rc;
@@ -311,7 +311,7 @@ static int clanq_conn_block(struct clanq_conn *c, const __u64 *addr, __u64 old)
 static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 			       unsigned int flags)
 {
-	__u64 tail;
+	uint64_t tail;
 	int err;
 
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
@@ -381,7 +381,7 @@ clanq_recv_slow(struct clanq_conn *c, void *buf, size_t len, unsigned int flags)
 ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 		   unsigned int flags)
 {
-	__u64 head = c->rx_head, pos = c->rx_pos, n;
+	uint64_t head = c->rx_head, pos = c->rx_pos, n;
 	struct clanq_rec h;
 
 	if (__builtin_expect(c->state != CLANQ_CONN_OPEN, 0))
@@ -426,11 +426,11 @@ void clanq_recv_done(struct clanq_conn *c)
  * connection's error. Waiting bumps the peer's hdr.want first, so a
  * peer that polls hands back what it consumed at once.
  */
-static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
+static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 				  unsigned int flags)
 {
-	__u64 credit;
-	__s64 space;
+	uint64_t credit;
+	int64_t space;
 	bool asked = false;
 	int err;
 
@@ -448,7 +448,7 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, __u64 cost,
 			return -EPROTO;
 		}
 		c->tx_limit = credit + c->tx_cap;
-		if ((__u64)space >= cost)
+		if ((uint64_t)space >= cost)
 			return 0;
 		if (!asked)
 			c->credit_waits++;
@@ -489,18 +489,18 @@ static void clanq_iov_copy(char *dst, const struct iovec *iov, int iovcnt)
 }
 
 /* Lay out [PAD] record trailer at ring (the peer's, or the stage's). */
-static void clanq_conn_lay(char *ring, __u64 pos, __u64 pad, __u16 type,
-			   const struct iovec *iov, int iovcnt, __u64 len,
-			   __u64 rec, __u64 new_tail)
+static void clanq_conn_lay(char *ring, uint64_t pos, uint64_t pad, uint16_t type,
+			   const struct iovec *iov, int iovcnt, uint64_t len,
+			   uint64_t rec, uint64_t new_tail)
 {
 	struct clanq_rec h = { 0, CLANQ_REC_PAD, 0 };
 
 	if (pad) {
-		h.len = (__u32)(pad - CLANQ_REC_HDR);
+		h.len = (uint32_t)(pad - CLANQ_REC_HDR);
 		memcpy(ring + pos, &h, sizeof(h));
 		pos = 0;
 	}
-	h.len = (__u32)len;
+	h.len = (uint32_t)len;
 	h.type = type;
 	memcpy(ring + pos, &h, sizeof(h));
 	clanq_iov_copy(ring + pos + CLANQ_REC_HDR, iov, iovcnt);
@@ -528,9 +528,9 @@ static int clanq_conn_rdma_settle(struct clanq_conn *c)
 }
 
 /* PIO: the record, then the credit we owe and the tail, released ([G]). */
-static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
-				const struct iovec *iov, int iovcnt, __u64 len,
-				__u64 rec, __u64 new_tail)
+static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t type,
+				const struct iovec *iov, int iovcnt, uint64_t len,
+				uint64_t rec, uint64_t new_tail)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
 	int err = clanq_conn_rdma_settle(c);
@@ -545,7 +545,7 @@ static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
 	}
 	__atomic_store_n(&ph->tail, new_tail, __ATOMIC_RELEASE);
 	/* a system call only if the peer sleeps on it */
-	err = clanq_ap_flush(&c->tx, 0, 2 * sizeof(__u64));
+	err = clanq_ap_flush(&c->tx, 0, 2 * sizeof(uint64_t));
 	if (err == -ENXIO) {
 		clanq_conn_on_revoked(c);
 		err = 0;	/* the loss is reported by the next call */
@@ -558,12 +558,12 @@ static int clanq_conn_write_pio(struct clanq_conn *c, __u64 pad, __u16 type,
  * record, credit and tail (its trailer), in that order in one queue:
  * the engine makes them visible in that order.
  */
-static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
-				 const struct iovec *iov, int iovcnt, __u64 len,
-				 __u64 rec, __u64 new_tail, __u64 cookie)
+static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t type,
+				 const struct iovec *iov, int iovcnt, uint64_t len,
+				 uint64_t rec, uint64_t new_tail, uint64_t cookie)
 {
 	struct clanq_ring_hdr *sh;
-	__u64 pos = c->tx_pos;
+	uint64_t pos = c->tx_pos;
 	int err = clanq_conn_stage(c);
 
 	if (err)
@@ -591,13 +591,13 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 		sh->credit = c->rx_head;
 		err = clanq_conn_post(c, offsetof(struct clanq_ring_hdr, credit),
 				      offsetof(struct clanq_ring_hdr, credit),
-				      sizeof(__u64), 0, cookie);
+				      sizeof(uint64_t), 0, cookie);
 		if (!err)
 			c->rx_returned = c->rx_head;
 	}
 	if (!err)
 		err = clanq_conn_post(c, CLANQ_RING_HDR + pos + rec - CLANQ_REC_TRAILER,
-				      0, sizeof(__u64), CLANQ_RDMA_LAST |
+				      0, sizeof(uint64_t), CLANQ_RDMA_LAST |
 				      (cookie & CLANQ_COOKIE_FIN ? CLANQ_RDMA_SIGNAL : 0),
 				      cookie);
 	if (!err)
@@ -609,7 +609,7 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, __u64 pad, __u16 type,
 }
 
 /* Past cost bytes of the peer's ring: [a PAD and] a record. */
-static inline void clanq_conn_tx_advance(struct clanq_conn *c, __u64 cost)
+static inline void clanq_conn_tx_advance(struct clanq_conn *c, uint64_t cost)
 {
 	c->tx_tail += cost;
 	c->tx_pos += cost;
@@ -617,11 +617,11 @@ static inline void clanq_conn_tx_advance(struct clanq_conn *c, __u64 cost)
 		c->tx_pos -= c->tx_cap;
 }
 
-static int clanq_conn_write(struct clanq_conn *c, __u16 type,
-			    const struct iovec *iov, int iovcnt, __u64 len,
+static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
+			    const struct iovec *iov, int iovcnt, uint64_t len,
 			    unsigned int flags)
 {
-	__u64 rec = clanq_rec_size(len), pad, cost, new_tail, cookie;
+	uint64_t rec = clanq_rec_size(len), pad, cost, new_tail, cookie;
 	int err;
 
 	if (len > clanq_ring_max_msg(c->tx_cap))
@@ -654,7 +654,7 @@ static int clanq_conn_write(struct clanq_conn *c, __u16 type,
 int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 		unsigned int flags)
 {
-	__u64 len = 0;
+	uint64_t len = 0;
 	int i;
 
 	if (iovcnt < 0 || (iovcnt && !iov) || (flags & ~CLANQ_MSG_DONTWAIT))
@@ -679,21 +679,21 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
  * at whether the peer sleeps on its ring. 1: not this case, the general
  * path takes it (waits for credit, pads, reports errors).
  */
-static int clanq_send_pio_fast(struct clanq_conn *c, const void *buf, __u64 len)
+static int clanq_send_pio_fast(struct clanq_conn *c, const void *buf, uint64_t len)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
-	__u64 rec = clanq_rec_size(len), pos = c->tx_pos, pad;
-	__u64 new_tail = c->tx_tail + rec;
-	struct clanq_rec h = { (__u32)len, CLANQ_REC_DATA, 0 };
+	uint64_t rec = clanq_rec_size(len), pos = c->tx_pos, pad;
+	uint64_t new_tail = c->tx_tail + rec;
+	struct clanq_rec h = { (uint32_t)len, CLANQ_REC_DATA, 0 };
 	char *r;
 
 	if (len > clanq_ring_max_msg(c->tx_cap) ||
 	    clanq_ring_cost_at(c->tx_cap, pos, rec, &pad) != rec)
 		return 1;	/* too long, or a PAD first */
 	if (new_tail > c->tx_limit) {
-		__u64 credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
+		uint64_t credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
 
-		if (clanq_ring_space(c->tx_cap, c->tx_tail, credit) < (__s64)rec)
+		if (clanq_ring_space(c->tx_cap, c->tx_tail, credit) < (int64_t)rec)
 			return 1;
 		c->tx_limit = credit + c->tx_cap;
 	}
@@ -714,7 +714,7 @@ static int clanq_send_pio_fast(struct clanq_conn *c, const void *buf, __u64 len)
 	clanq_q_mb();
 	if (__builtin_expect(__atomic_load_n(c->tx_armed, __ATOMIC_RELAXED) &
 			     c->tx_armed_bit, 0) &&
-	    clanq_ap_flush_armed(&c->tx, 0, 2 * sizeof(__u64)) == -ENXIO)
+	    clanq_ap_flush_armed(&c->tx, 0, 2 * sizeof(uint64_t)) == -ENXIO)
 		clanq_conn_on_revoked(c);	/* the loss is reported by the next call */
 	return 0;
 }
@@ -753,7 +753,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 {
 	struct clanq_net *net = c->net;
 	struct clanq_rdma_comp comp;
-	__u64 deadline;
+	uint64_t deadline;
 	int err;
 
 	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, 0, CLANQ_MSG_DONTWAIT);
@@ -762,7 +762,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;
 	while (clanq_now_ns() < deadline) {
 		if (!clanq_rdma_poll(&net->ep, &comp)) {
-			if ((__u32)comp.cookie == (c->slot | CLANQ_COOKIE_FIN))
+			if ((uint32_t)comp.cookie == (c->slot | CLANQ_COOKIE_FIN))
 				return comp.status;
 			clanq_net_comp(net, &comp);
 			continue;

@@ -25,7 +25,7 @@
 #define CLANQ_NET_MAX_CONNS_DEFAULT	1024
 #define CLANQ_NET_OOB_SLOTS_DEFAULT	256
 
-int clanq_net_random(__u64 *v)
+int clanq_net_random(uint64_t *v)
 {
 	ssize_t n = getrandom(v, sizeof(*v), 0);
 
@@ -74,7 +74,7 @@ static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,
 	clanq_evq_set_spin(&net->evq, 0);	/* we spin ourselves */
 	net->ep_reg = clanq_evq_register(&net->evq, &net->ep,
 					 CLANQ_EV_OOB | CLANQ_EV_TRIPWIRE,
-					 (__u64)(uintptr_t)net);
+					 (uint64_t)(uintptr_t)net);
 	if (net->ep_reg < 0) {
 		err = net->ep_reg;
 		goto err_evq;
@@ -112,7 +112,7 @@ int clanq_net_open(struct clanq_net **netp, struct clanq_dev *dev,
 
 int clanq_net_close(struct clanq_net *net)
 {
-	__u32 i;
+	uint32_t i;
 
 	while (net->listeners)
 		clanq_listener_close(net->listeners);
@@ -132,7 +132,7 @@ int clanq_net_close(struct clanq_net *net)
 	return 0;
 }
 
-void clanq_net_set_spin(struct clanq_net *net, __u64 spin_ns)
+void clanq_net_set_spin(struct clanq_net *net, uint64_t spin_ns)
 {
 	net->spin_ns = spin_ns;
 }
@@ -159,7 +159,7 @@ struct clanq_addr clanq_net_addr(const struct clanq_net *net)
 
 int clanq_net_slot_get(struct clanq_net *net, struct clanq_conn *c)
 {
-	__u32 i, s;
+	uint32_t i, s;
 
 	if (net->nr_conns >= net->max_conns)
 		return -ENOSPC;
@@ -186,7 +186,7 @@ void clanq_net_slot_put(struct clanq_net *net, struct clanq_conn *c)
 	}
 }
 
-struct clanq_conn *clanq_net_conn(struct clanq_net *net, __u32 slot)
+struct clanq_conn *clanq_net_conn(struct clanq_net *net, uint32_t slot)
 {
 	return slot < net->max_conns ? net->conns[slot] : NULL;
 }
@@ -223,7 +223,7 @@ static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg 
 	struct clanq_conn *c;
 
 	memcpy(&rv, m->payload, sizeof(rv));
-	c = clanq_net_conn(net, (__u32)rv.cookie);
+	c = clanq_net_conn(net, (uint32_t)rv.cookie);
 	if (m->len != sizeof(rv) || !c ||
 	    clanq_conn_notice_cookie(net, c->slot) != rv.cookie || rv.ap != c->tx.id) {
 		net->stats.ignored++;
@@ -238,8 +238,8 @@ static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg 
  */
 static void clanq_net_probe(struct clanq_net *net)
 {
-	__u64 dropped = clanq_ep_dropped(&net->ep);
-	__u32 i;
+	uint64_t dropped = clanq_ep_dropped(&net->ep);
+	uint32_t i;
 
 	if (dropped == net->oob_dropped_seen)
 		return;
@@ -255,7 +255,7 @@ static void clanq_net_drain_oob(struct clanq_net *net)
 {
 	struct clanq_oob_msg m;
 	struct clanq_conn *c;
-	__u32 slot;
+	uint32_t slot;
 
 	while (!clanq_oob_recv(&net->ep, &m)) {
 		switch (m.type) {
@@ -288,8 +288,8 @@ static void clanq_net_drain_oob(struct clanq_net *net)
 static void clanq_net_take_fired(struct clanq_net *net)
 {
 	struct clanq_conn *c;
-	__u64 bits;
-	__u32 w;
+	uint64_t bits;
+	uint32_t w;
 	int b;
 
 	for (w = 0; w < net->ep.tw_words; w++) {
@@ -335,7 +335,7 @@ void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
 	}
 	/* the application's: keep it for clanq_net_wait() */
 	if (net->nr_stash == net->stash_cap) {
-		__u32 cap = net->stash_cap ? net->stash_cap * 2 : 16;
+		uint32_t cap = net->stash_cap ? net->stash_cap * 2 : 16;
 
 		s = realloc(net->stash, cap * sizeof(*s));
 		if (!s)
@@ -351,10 +351,10 @@ void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
  * spin on what they wait for), handle it, and return. 0, -ETIMEDOUT at
  * the deadline, -EINTR.
  */
-int clanq_net_block(struct clanq_net *net, __u64 deadline)
+int clanq_net_block(struct clanq_net *net, uint64_t deadline)
 {
 	struct clanq_event ev;
-	__u64 now = clanq_now_ns();
+	uint64_t now = clanq_now_ns();
 	int err;
 
 	if (deadline != ~0ull && now >= deadline)
@@ -448,7 +448,7 @@ static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 	if (err)
 		goto err_free;
 	l->ep_reg = clanq_evq_register(&net->evq, &l->ep, CLANQ_EV_OOB,
-				       (__u64)(uintptr_t)l);
+				       (uint64_t)(uintptr_t)l);
 	if (l->ep_reg < 0) {
 		err = l->ep_reg;
 		clanq_ep_destroy(&l->ep);
@@ -532,7 +532,7 @@ struct clanq_addr clanq_listener_addr(const struct clanq_listener *l)
 /* Report what c has to say; true if it said something. */
 static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 {
-	__u32 what = 0;
+	uint32_t what = 0;
 
 	if (c->state == CLANQ_CONN_CONNECTING)
 		return false;
@@ -544,7 +544,7 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 	if (c->credit_waits && c->state == CLANQ_CONN_OPEN &&
 	    clanq_ring_space(c->tx_cap, c->tx_tail,
 			     __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE)) >=
-	    (__s64)(c->tx_cap / 2)) {
+	    (int64_t)(c->tx_cap / 2)) {
 		what |= CLANQ_NET_OUT;
 		c->credit_waits = 0;
 	}
@@ -719,13 +719,13 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 static void clanq_net_flush_listed(struct clanq_net *net)
 {
 	struct clanq_conn *c;
-	__u32 i;
+	uint32_t i;
 
 	for (i = 0; i < net->nr_arms; i++) {
 		if (!(net->arms[i].flags & CLANQ_EVQ_ARM_FLUSH))
 			continue;
 		/* by aperture id: the listed connection it belongs to */
-		for (__u32 j = 0; j < net->nr_arming; j++) {
+		for (uint32_t j = 0; j < net->nr_arming; j++) {
 			c = net->arming[j];
 			if (c->tx.id == net->arms[i].id &&
 			    clanq_ap_flush_armed(&c->tx, net->arms[i].off,
@@ -744,13 +744,13 @@ static void clanq_net_flush_listed(struct clanq_net *net)
  * events in evs, or -errno.
  */
 static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *evs,
-				 unsigned int max, __u64 deadline)
+				 unsigned int max, uint64_t deadline)
 {
 	struct clanq_ioc_evq_wait w;
 	struct clanq_event ev;
-	__u64 now = clanq_now_ns();
+	uint64_t now = clanq_now_ns();
 	unsigned int n = 0;
-	__u32 i;
+	uint32_t i;
 	int err;
 
 	if (deadline != ~0ull && now >= deadline) {
@@ -761,7 +761,7 @@ static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *
 	w.timeout_ns = deadline == ~0ull ? ~0ull : deadline - now;
 	w.read_i = net->evq.ring.own;
 	w.flags = CLANQ_EVQ_WAIT_ARM;
-	w.arms = (__u64)(uintptr_t)net->arms;
+	w.arms = (uint64_t)(uintptr_t)net->arms;
 	w.nr_arms = net->nr_arms;
 	net->stats.blocks++;
 	err = ioctl(net->evq.fd, CLANQ_IOC_EVQ_WAIT, &w) < 0 ? -errno : 0;
@@ -805,13 +805,13 @@ unarmed:
 int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		   unsigned int max, int64_t timeout_ns)
 {
-	__u64 start = clanq_now_ns(), now = start, deadline;
+	uint64_t start = clanq_now_ns(), now = start, deadline;
 	unsigned int n, spins = 0;
 	int err;
 
 	if (!max)
 		return -EINVAL;
-	deadline = timeout_ns < 0 ? ~0ull : start + (__u64)timeout_ns;
+	deadline = timeout_ns < 0 ? ~0ull : start + (uint64_t)timeout_ns;
 	for (;;) {
 		n = clanq_net_scan(net, evs, max);
 		if (n)

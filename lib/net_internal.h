@@ -23,23 +23,23 @@ struct clanq_net {
 	int ep_reg;			/**< ep's registration on evq */
 	struct clanq_conn **conns;	/**< by slot */
 	struct clanq_conn **by_bit;	/**< by tripwire bit */
-	__u32 *gen;			/**< each slot's generation */
-	__u32 max_conns, nr_conns, free_hint;
+	uint32_t *gen;			/**< each slot's generation */
+	uint32_t max_conns, nr_conns, free_hint;
 	struct clanq_conn *hot;		/**< disarmed: polled while spinning */
 	struct clanq_listener *listeners;
-	__u64 spin_ns;			/**< clanq_net_wait() and blocking calls */
-	__u64 oob_dropped_seen;
-	__u32 *acc_head;		/**< accepted connections by client: slot + 1 */
-	__u32 acc_mask;
+	uint64_t spin_ns;		/**< clanq_net_wait() and blocking calls */
+	uint64_t oob_dropped_seen;
+	uint32_t *acc_head;		/**< accepted connections by client: slot + 1 */
+	uint32_t acc_mask;
 	struct clanq_event *stash;	/**< the application's events, taken early */
-	__u32 nr_stash, stash_cap;
+	uint32_t nr_stash, stash_cap;
 	/*
 	 * The next block's arms (CLANQ_EVQ_WAIT_ARM): what clanq_net_arm()
 	 * listed for one system call, and the connections listed
 	 */
 	struct clanq_evq_arm *arms;	/**< CLANQ_EVQ_ARM_MAX of them */
 	struct clanq_conn **arming;
-	__u32 nr_arms, nr_arming;
+	uint32_t nr_arms, nr_arming;
 	bool no_arm_wait;		/**< the driver refused it: TW_ARM each */
 	struct clanq_net_stats stats;
 };
@@ -50,53 +50,53 @@ struct clanq_listener {
 	struct clanq_ep ep;		/**< at (node, service) */
 	int ep_reg;			/**< its registration on net->evq */
 	unsigned int service;
-	__u32 max_ring;			/**< largest receive ring it allocates */
+	uint32_t max_ring;		/**< largest receive ring it allocates */
 	void *backlog;			/**< lib/handshake.h */
 	struct clanq_listener *next;
-	__u64 refused, ignored;
+	uint64_t refused, ignored;
 };
 
 /** A connection: allocated by connect or accept, freed by close. */
 struct clanq_conn {
 	struct clanq_net *net;
-	__u32 slot;			/**< in net->conns */
-	__u32 peer_slot;
+	uint32_t slot;			/**< in net->conns */
+	uint32_t peer_slot;
 	enum clanq_conn_state state;
 	int error;			/**< why it was reset */
 	struct clanq_addr peer;		/**< the peer net's endpoint */
-	__u64 nonce, peer_nonce;
-	__u64 cookie;			/**< the application's */
+	uint64_t nonce, peer_nonce;
+	uint64_t cookie;		/**< the application's */
 	/* receive side: our ring, the peer writes it */
 	struct clanq_region rx;
 	struct clanq_tw tw;		/**< on rx's header */
 	struct clanq_ring_hdr *rx_hdr;
 	char *rx_ring;
-	__u64 rx_key;
-	__u64 rx_cap, rx_head, rx_returned, want_seen;
-	__u64 rx_pos;			/**< rx_head % rx_cap, kept: no division */
-	__u64 rx_tail_seen;		/**< the peer's tail as last loaded and checked */
-	__u64 peek_size;		/**< record bytes of the peeked message */
-	__u32 peek_len;			/**< its payload bytes */
-	__u32 idle_polls;		/**< empty non-blocking receives: news every 16th */
+	uint64_t rx_key;
+	uint64_t rx_cap, rx_head, rx_returned, want_seen;
+	uint64_t rx_pos;		/**< rx_head % rx_cap, kept: no division */
+	uint64_t rx_tail_seen;		/**< the peer's tail as last loaded and checked */
+	uint64_t peek_size;		/**< record bytes of the peeked message */
+	uint32_t peek_len;		/**< its payload bytes */
+	uint32_t idle_polls;		/**< empty non-blocking receives: news every 16th */
 	bool armed, hot, fin_seen;
 	bool peer_gone;			/**< its ring was revoked: closed or died */
 	bool accepted;			/**< in net->acc_head */
-	__u32 acc_next;			/**< next in its acc_head chain: slot + 1 */
+	uint32_t acc_next;		/**< next in its acc_head chain: slot + 1 */
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
-	__u64 tx_cap, tx_tail, tx_want;
-	__u64 tx_pos;			/**< tx_tail % tx_cap */
-	__u64 tx_limit;			/**< credit + tx_cap as last loaded: write below it */
-	const __u32 *tx_armed;		/**< the armed word of the peer's ring header */
-	__u32 tx_armed_bit;		/**< and its bit ([F]: is the peer blocked?) */
-	__u64 tx_rdma_tail;		/**< tail of our last RDMA send, till seen */
-	__u32 rdma_threshold;
+	uint64_t tx_cap, tx_tail, tx_want;
+	uint64_t tx_pos;		/**< tx_tail % tx_cap */
+	uint64_t tx_limit;		/**< credit + tx_cap as last loaded: write below it */
+	const uint32_t *tx_armed;	/**< the armed word of the peer's ring header */
+	uint32_t tx_armed_bit;		/**< and its bit ([F]: is the peer blocked?) */
+	uint64_t tx_rdma_tail;		/**< tail of our last RDMA send, till seen */
+	uint32_t rdma_threshold;
 	struct clanq_region stage;	/**< RDMA source, mirrors the peer's ring */
 	bool closing;
 	struct clanq_conn *next_hot;
 	void *hs;			/**< connecting: lib/handshake.h */
 	/* counts */
-	__u64 msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
+	uint64_t msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
 };
 
 
@@ -108,7 +108,7 @@ struct clanq_conn {
  * of each file's own (static: the native benchmark builds this header
  * against the shared library too, which exports no internals).
  */
-static const __u32 clanq_conn_never_armed;
+static const uint32_t clanq_conn_never_armed;
 
 /*
  * The send side's state once c->tx (the aperture onto the peer's ring,
@@ -116,9 +116,9 @@ static const __u32 clanq_conn_never_armed;
  * the word of the region's armed bitmap that says whether the peer
  * sleeps on its ring's header (block 0 of the window) is found once.
  */
-static inline void clanq_conn_tx_init(struct clanq_conn *c, __u64 cap)
+static inline void clanq_conn_tx_init(struct clanq_conn *c, uint64_t cap)
 {
-	__u64 b = c->tx.region_off >> CLANQ_TW_BLOCK_SHIFT;
+	uint64_t b = c->tx.region_off >> CLANQ_TW_BLOCK_SHIFT;
 
 	c->tx_cap = cap;
 	c->tx_tail = 0;
@@ -129,21 +129,21 @@ static inline void clanq_conn_tx_init(struct clanq_conn *c, __u64 cap)
 }
 
 /* The cookie of a revocation notice: slot and generation. */
-static inline __u64 clanq_conn_notice_cookie(const struct clanq_net *net, __u32 slot)
+static inline uint64_t clanq_conn_notice_cookie(const struct clanq_net *net, uint32_t slot)
 {
-	return (__u64)net->gen[slot] << 32 | slot;
+	return (uint64_t)net->gen[slot] << 32 | slot;
 }
 
 int clanq_net_slot_get(struct clanq_net *net, struct clanq_conn *c);
 void clanq_net_slot_put(struct clanq_net *net, struct clanq_conn *c);
-struct clanq_conn *clanq_net_conn(struct clanq_net *net, __u32 slot);
+struct clanq_conn *clanq_net_conn(struct clanq_net *net, uint32_t slot);
 void clanq_net_hot(struct clanq_net *net, struct clanq_conn *c);
 void clanq_net_unhot(struct clanq_net *net, struct clanq_conn *c);
-int clanq_net_random(__u64 *v);
+int clanq_net_random(uint64_t *v);
 /* Take one event of net->evq and act on it (or stash the application's). */
 void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev);
 /* Wait for anything on the net until deadline (absolute, ~0: none). */
-int clanq_net_block(struct clanq_net *net, __u64 deadline);
+int clanq_net_block(struct clanq_net *net, uint64_t deadline);
 void clanq_listener_intake(struct clanq_listener *l);
 
 /* conn.c */
@@ -153,7 +153,7 @@ void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m);
 void clanq_conn_probe(struct clanq_conn *c);
 /* an accepted connection this CONNECT belongs to: send its ACCEPT again */
 bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src,
-			      __u32 conn, __u64 nonce);
+			      uint32_t conn, uint64_t nonce);
 
 /* msg.c */
 /* A record (or the FIN) is in our ring, unread (no system call). */

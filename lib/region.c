@@ -57,7 +57,7 @@ int clanq_region_register(struct clanq_dev *dev, struct clanq_region *r,
 
 	memset(&c, 0, sizeof(c));
 	c.flags = CLANQ_REGION_REGISTER;
-	c.addr = (__u64)(uintptr_t)addr;
+	c.addr = (uint64_t)(uintptr_t)addr;
 	c.size = size;
 	return clanq_region_create(dev, r, &c);
 }
@@ -78,7 +78,7 @@ int clanq_region_free(struct clanq_region *r)
 	return err;
 }
 
-int clanq_region_export(struct clanq_region *r, __u32 rights, __u64 *key)
+int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key)
 {
 	struct clanq_ioc_region_export e;
 
@@ -92,8 +92,8 @@ int clanq_region_export(struct clanq_region *r, __u32 rights, __u64 *key)
 }
 
 int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
-		    struct clanq_addr region, __u64 key, __u64 offset,
-		    __u64 len, __u32 rights)
+		    struct clanq_addr region, uint64_t key, uint64_t offset,
+		    uint64_t len, uint32_t rights)
 {
 	struct clanq_ap_attr none = { 0, 0, 0 };
 
@@ -102,8 +102,8 @@ int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,
 }
 
 int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
-			 struct clanq_addr region, __u64 key, __u64 offset,
-			 __u64 len, __u32 rights,
+			 struct clanq_addr region, uint64_t key, uint64_t offset,
+			 uint64_t len, uint32_t rights,
 			 const struct clanq_ap_attr *attr)
 {
 	struct clanq_ioc_ap_import im;
@@ -136,7 +136,7 @@ int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
 int clanq_ap_map(struct clanq_ap *ap)
 {
 	/* the bitmap has a bit for every 64 bytes of the window */
-	__u64 armed_bytes = ((ap->region_off + ap->len + 63) / 64 + 7) / 8;
+	uint64_t armed_bytes = ((ap->region_off + ap->len + 63) / 64 + 7) / 8;
 	int prot = PROT_READ;
 	void *map, *armed = NULL;
 	int err;
@@ -170,7 +170,7 @@ int clanq_ap_map(struct clanq_ap *ap)
 	return 0;
 }
 
-int clanq_ap_flush_armed(struct clanq_ap *ap, __u64 off, size_t len)
+int clanq_ap_flush_armed(struct clanq_ap *ap, uint64_t off, size_t len)
 {
 	struct clanq_ioc_ap_flush f;
 

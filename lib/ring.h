@@ -37,6 +37,8 @@
 #ifndef _CLANQ_RING_H
 #define _CLANQ_RING_H
 
+#include <stdint.h>
+
 #include <linux/types.h>
 
 #define CLANQ_RING_HDR		64u	/* header block; records follow */
@@ -48,28 +50,28 @@
 
 /* The header of a receive ring; every word is written by the peer. */
 struct clanq_ring_hdr {
-	__u64 tail;	/* bytes the peer wrote into this ring, records and pads */
-	__u64 credit;	/* bytes of the peer's ring it consumed (our send credit) */
-	__u64 want;	/* bumped by the peer each time it waits for our credit */
-	__u64 unused[5];
+	uint64_t tail;	/* bytes the peer wrote into this ring, records and pads */
+	uint64_t credit;	/* bytes of the peer's ring it consumed (our send credit) */
+	uint64_t want;	/* bumped by the peer each time it waits for our credit */
+	uint64_t unused[5];
 };
 
 struct clanq_rec {
-	__u32 len;	/* payload bytes (PAD: bytes after this header) */
-	__u16 type;	/* CLANQ_REC_* */
-	__u16 reserved;
+	uint32_t len;	/* payload bytes (PAD: bytes after this header) */
+	uint16_t type;	/* CLANQ_REC_* */
+	uint16_t reserved;
 };
 
 /* Bytes a record with len payload bytes takes in the ring. */
-static inline __u64 clanq_rec_size(__u64 len)
+static inline uint64_t clanq_rec_size(uint64_t len)
 {
 	return CLANQ_REC_HDR + ((len + 7) & ~7ull) + CLANQ_REC_TRAILER;
 }
 
 /* The longest payload a ring of cap bytes takes: a record is <= cap / 2. */
-static inline __u64 clanq_ring_max_msg(__u64 cap)
+static inline uint64_t clanq_ring_max_msg(uint64_t cap)
 {
-	__u64 half = (cap / 2) & ~7ull;
+	uint64_t half = (cap / 2) & ~7ull;
 
 	if (half < CLANQ_REC_HDR + CLANQ_REC_TRAILER)
 		return 0;
@@ -83,7 +85,7 @@ static inline __u64 clanq_ring_max_msg(__u64 cap)
 #define CLANQ_RING_CAP_MAX	0x40000000ull	/* 1 GiB */
 
 /* A ring capacity that can be used: a multiple of 8, a record fits. */
-static inline int clanq_ring_cap_ok(__u64 cap)
+static inline int clanq_ring_cap_ok(uint64_t cap)
 {
 	return cap >= 64 && cap % 8 == 0 && cap <= CLANQ_RING_CAP_MAX;
 }
@@ -95,8 +97,8 @@ static inline int clanq_ring_cap_ok(__u64 cap)
  * *pad. The library keeps pos beside the total, so that no division is
  * on its path.
  */
-static inline __u64 clanq_ring_cost_at(__u64 cap, __u64 pos, __u64 rec,
-				       __u64 *pad)
+static inline uint64_t clanq_ring_cost_at(uint64_t cap, uint64_t pos, uint64_t rec,
+				       uint64_t *pad)
 {
 	*pad = pos + rec > cap ? cap - pos : 0;
 	return *pad + rec;
@@ -108,11 +110,11 @@ static inline __u64 clanq_ring_cost_at(__u64 cap, __u64 pos, __u64 rec,
  * Returns -1 if credit makes no sense (ahead of what we wrote, or
  * further behind than the ring is long).
  */
-static inline __s64 clanq_ring_space(__u64 cap, __u64 tail, __u64 credit)
+static inline int64_t clanq_ring_space(uint64_t cap, uint64_t tail, uint64_t credit)
 {
 	if (credit > tail || tail - credit > cap)
 		return -1;
-	return (__s64)(cap - (tail - credit));
+	return (int64_t)(cap - (tail - credit));
 }
 
 /* What clanq_ring_check_at() makes of the record at the reader's head. */
@@ -130,10 +132,10 @@ enum clanq_rec_verdict {
  * PAD: to the end of the ring).
  */
 static inline enum clanq_rec_verdict
-clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
-		    struct clanq_rec h, __u64 *size)
+clanq_ring_check_at(uint64_t cap, uint64_t head, uint64_t pos, uint64_t tail,
+		    struct clanq_rec h, uint64_t *size)
 {
-	__u64 avail, n;
+	uint64_t avail, n;
 
 	if (tail == head)
 		return CLANQ_REC_NONE;
@@ -145,7 +147,7 @@ clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
 	switch (h.type) {
 	case CLANQ_REC_PAD:
 		n = cap - pos;
-		if ((__u64)h.len + CLANQ_REC_HDR != n)
+		if ((uint64_t)h.len + CLANQ_REC_HDR != n)
 			return CLANQ_REC_BAD;
 		break;
 	case CLANQ_REC_DATA:
@@ -174,8 +176,8 @@ clanq_ring_check_at(__u64 cap, __u64 head, __u64 pos, __u64 tail,
  * never waits for it; otherwise it rides on the reader's next send, or
  * goes when the reader is about to block or the peer asks (hdr.want).
  */
-static inline int clanq_ring_credit_due(__u64 cap, __u64 consumed,
-					__u64 returned)
+static inline int clanq_ring_credit_due(uint64_t cap, uint64_t consumed,
+					uint64_t returned)
 {
 	return consumed - returned >= cap / 4;
 }

@@ -8,12 +8,12 @@
 
 #include <clanq.h>
 
-__u64 clanq_now_ns(void)
+uint64_t clanq_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 void clanq_cpu_relax(void)

@@ -10,8 +10,8 @@
 #include <clanq.h>
 
 int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
-		    const struct clanq_region *r, __u64 off, __u64 len,
-		    __u32 flags)
+		    const struct clanq_region *r, uint64_t off, uint64_t len,
+		    uint32_t flags)
 {
 	struct clanq_ioc_tw_create c;
 
@@ -69,7 +69,7 @@ int clanq_tw_destroy(struct clanq_tw *tw)
  */
 struct clanq_tw_flush {
 	struct clanq_ap *ap;	/* NULL: none owed */
-	__u64 off, len;
+	uint64_t off, len;
 	struct clanq_ep *oob;	/* NULL: none */
 };
 
@@ -78,8 +78,8 @@ struct clanq_tw_flush {
  * the call got as far as the wait: the driver flushes before it looks
  * at anything else, and an error in the flush is returned at once.
  */
-static int clanq_tw_block(struct clanq_tw *tw, __u64 off, __u64 old,
-			  __u64 timeout_ns, struct clanq_tw_flush *fl)
+static int clanq_tw_block(struct clanq_tw *tw, uint64_t off, uint64_t old,
+			  uint64_t timeout_ns, struct clanq_tw_flush *fl)
 {
 	struct clanq_ioc_tw_wait w;
 
@@ -116,11 +116,11 @@ static int clanq_tw_block(struct clanq_tw *tw, __u64 off, __u64 old,
  * aperture is of the tripwire's context), else it is made before the
  * spin, so the peer is not kept waiting for it.
  */
-static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
+static int clanq_tw_wait(struct clanq_tw *tw, const uint64_t *addr, uint64_t old,
 			 int64_t timeout_ns, struct clanq_tw_flush *fl)
 {
-	__u64 off = (__u64)((const char *)addr - tw->mem);
-	__u64 start = 0, now = 0, deadline = ~0ull;
+	uint64_t off = (uint64_t)((const char *)addr - tw->mem);
+	uint64_t start = 0, now = 0, deadline = ~0ull;
 	unsigned int spins = 0;
 	int err;
 
@@ -138,7 +138,7 @@ static int clanq_tw_wait(struct clanq_tw *tw, const __u64 *addr, __u64 old,
 	if (tw->spin_ns || timeout_ns >= 0) {
 		start = now = clanq_now_ns();
 		if (timeout_ns >= 0)
-			deadline = start + (__u64)timeout_ns;
+			deadline = start + (uint64_t)timeout_ns;
 	}
 	for (;;) {
 		if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != old)
@@ -180,16 +180,16 @@ out:
 	return err;
 }
 
-int clanq_tw_wait_change(struct clanq_tw *tw, const __u64 *addr,
-			 __u64 old, int64_t timeout_ns)
+int clanq_tw_wait_change(struct clanq_tw *tw, const uint64_t *addr,
+			 uint64_t old, int64_t timeout_ns)
 {
 	struct clanq_tw_flush none = { NULL, 0, 0, NULL };
 
 	return clanq_tw_wait(tw, addr, old, timeout_ns, &none);
 }
 
-int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
-			     __u64 old, struct clanq_ep *ep,
+int clanq_tw_wait_change_oob(struct clanq_tw *tw, const uint64_t *addr,
+			     uint64_t old, struct clanq_ep *ep,
 			     int64_t timeout_ns)
 {
 	struct clanq_tw_flush fl = { NULL, 0, 0, ep };
@@ -197,9 +197,9 @@ int clanq_tw_wait_change_oob(struct clanq_tw *tw, const __u64 *addr,
 	return clanq_tw_wait(tw, addr, old, timeout_ns, &fl);
 }
 
-int clanq_ap_write_wait(struct clanq_ap *ap, __u64 off, const void *src,
-			size_t len, struct clanq_tw *tw, const __u64 *addr,
-			__u64 old, int64_t timeout_ns)
+int clanq_ap_write_wait(struct clanq_ap *ap, uint64_t off, const void *src,
+			size_t len, struct clanq_tw *tw, const uint64_t *addr,
+			uint64_t old, int64_t timeout_ns)
 {
 	struct clanq_tw_flush fl = { NULL, off, len, NULL };
 	int owed = clanq_ap_store(ap, off, src, len);

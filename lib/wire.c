@@ -36,7 +36,7 @@ int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
 
 /* PEER_ADD and PEER_DEL take the same argument. */
 static int peer_ioctl(const struct clanq_dev *dev, unsigned long cmd,
-		      __u32 node, __u32 ipv4_be, unsigned int port)
+		      uint32_t node, uint32_t ipv4_be, unsigned int port)
 {
 	struct clanq_ioc_peer a;
 
@@ -49,13 +49,13 @@ static int peer_ioctl(const struct clanq_dev *dev, unsigned long cmd,
 	return 0;
 }
 
-int clanq_peer_add(const struct clanq_dev *dev, __u32 node, __u32 ipv4_be,
+int clanq_peer_add(const struct clanq_dev *dev, uint32_t node, uint32_t ipv4_be,
 		   unsigned int port)
 {
 	return peer_ioctl(dev, CLANQ_IOC_PEER_ADD, node, ipv4_be, port);
 }
 
-int clanq_peer_del(const struct clanq_dev *dev, __u32 node)
+int clanq_peer_del(const struct clanq_dev *dev, uint32_t node)
 {
 	return peer_ioctl(dev, CLANQ_IOC_PEER_DEL, node, 0, 0);
 }

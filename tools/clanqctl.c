@@ -230,7 +230,7 @@ static int cmd_bind(unsigned int nic, const char *rdma_dev, unsigned int port)
 }
 
 /* The local NIC whose node is @node, or -1. */
-static int local_nic_of(__u32 node, unsigned int nr_nics)
+static int local_nic_of(uint32_t node, unsigned int nr_nics)
 {
 	unsigned long long v;
 	char buf[32], *end;
@@ -245,8 +245,8 @@ static int local_nic_of(__u32 node, unsigned int nr_nics)
 	return -1;
 }
 
-static int cmd_peer_add(unsigned int nic, const char *node_s, __u32 node,
-			__u32 ipv4_be, unsigned int port)
+static int cmd_peer_add(unsigned int nic, const char *node_s, uint32_t node,
+			uint32_t ipv4_be, unsigned int port)
 {
 	struct clanq_dev dev;
 	char what[128], why_buf[128];
@@ -289,7 +289,7 @@ static int cmd_peer_add(unsigned int nic, const char *node_s, __u32 node,
 	return 1;
 }
 
-static int cmd_peer_del(unsigned int nic, const char *node_s, __u32 node)
+static int cmd_peer_del(unsigned int nic, const char *node_s, uint32_t node)
 {
 	struct clanq_dev dev;
 	char what[64], why_buf[96];
@@ -324,7 +324,7 @@ static int peer_command(int nic, int argc, char **argv)
 	unsigned int index = nic < 0 ? 0 : (unsigned int)nic;
 	unsigned int port;
 	const char *why;
-	__u32 node, ipv4;
+	uint32_t node, ipv4;
 
 	if (!argc || !strcmp(argv[0], "show") || !strcmp(argv[0], "list")) {
 		if (argc > 1)

@@ -46,13 +46,13 @@ static inline const char *ctl_parse_nic(const char *s, unsigned int *index)
 }
 
 /* A node id: a decimal u32, not CLANQ_NODE_INVALID. */
-static inline const char *ctl_parse_node(const char *s, __u32 *node)
+static inline const char *ctl_parse_node(const char *s, uint32_t *node)
 {
 	unsigned long v;
 
 	if (!ctl_parse_uint(s, CLANQ_NODE_INVALID - 1ul, &v))
 		return "not a node id (decimal, 0 to 4294967294)";
-	*node = (__u32)v;
+	*node = (uint32_t)v;
 	return NULL;
 }
 
@@ -72,14 +72,14 @@ static inline const char *ctl_parse_port(const char *s, unsigned int *port)
  * 255.255.255.255 or multicast), in network byte order; *port is 0 (the
  * verbs wire's port) when there is none.
  */
-static inline const char *ctl_parse_addr(const char *s, __u32 *ipv4_be,
+static inline const char *ctl_parse_addr(const char *s, uint32_t *ipv4_be,
 					 unsigned int *port)
 {
 	const char *colon = strchr(s, ':');
 	struct in_addr in;
 	char host[INET_ADDRSTRLEN];
 	size_t n = colon ? (size_t)(colon - s) : strlen(s);
-	__u32 h;
+	uint32_t h;
 
 	*port = 0;
 	if (n >= sizeof(host))

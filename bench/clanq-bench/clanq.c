@@ -63,7 +63,7 @@ static void srv_snapshot(struct srv *s, struct clanq_dev *dev, uint64_t msgs,
 			 uint64_t bytes)
 {
 	struct rusage ru;
-	__u64 e = 0;
+	uint64_t e = 0;
 
 	(void)clanq_ctx_entries(dev, &e);
 	getrusage(RUSAGE_SELF, &ru);
@@ -221,7 +221,7 @@ static int srv_main(void *arg)
 			if (evs[i].what & CLANQ_NET_ACCEPT) {
 				while (free_list && !clanq_accept(l, &free_list->c, &co, 0)) {
 					clanq_conn_set_cookie(free_list->c,
-							      (__u64)(uintptr_t)free_list);
+							      (uint64_t)(uintptr_t)free_list);
 					free_list = free_list->next_free;
 				}
 				continue;
@@ -376,7 +376,7 @@ static struct engine_stats engine_stats(void)
 
 static uint64_t entries(struct clanq_dev *dev)
 {
-	__u64 e = 0;
+	uint64_t e = 0;
 
 	(void)clanq_ctx_entries(dev, &e);
 	return e;
@@ -837,7 +837,7 @@ static int conn_bw(const char *mode, uint32_t conn_flags)
 struct raw_peer {
 	uint32_t ready, stop;
 	struct clanq_addr addr;
-	__u64 key;
+	uint64_t key;
 	int error;
 };
 
@@ -1006,7 +1006,7 @@ static int raw_close(struct raw_peer *p, pid_t pid, struct clanq_dev *dev, int e
 
 static int onesided_lat(double *v)
 {
-	static const struct { const char *mode; __u32 op; } ops[] = {
+	static const struct { const char *mode; uint32_t op; } ops[] = {
 		{ "rdma-1s-write", CLANQ_RDMA_OP_WRITE },
 		{ "rdma-1s-read", CLANQ_RDMA_OP_READ },
 		{ "rdma-1s-fadd", CLANQ_RDMA_OP_FADD },

@@ -82,7 +82,7 @@ static void tsc_calibrate(void)
  */
 struct nat_side {
 	char *ring;
-	__u32 *armed;
+	uint32_t *armed;
 	void *seg;
 	size_t seg_size;
 	struct clanq_queue_off oob;
@@ -91,7 +91,7 @@ struct nat_side {
 struct nat_pair {
 	void *mem;
 	size_t size;
-	__u64 cap;			/* record bytes of each ring */
+	uint64_t cap;			/* record bytes of each ring */
 	struct nat_side side[2];
 };
 
@@ -101,7 +101,7 @@ static size_t page_up(size_t n)
 }
 
 /* Ring regions as lib/conn.c sizes them: whole pages, header included. */
-static void nat_pair_map(struct nat_pair *p, __u64 want)
+static void nat_pair_map(struct nat_pair *p, uint64_t want)
 {
 	size_t region = page_up(CLANQ_RING_HDR + want);
 	size_t armed = page_up((region / 64 + 63) / 64 * 8);
@@ -124,7 +124,7 @@ static void nat_pair_map(struct nat_pair *p, __u64 want)
 	for (int s = 0; s < 2; s++) {
 		p->side[s].ring = at;
 		at += region;
-		p->side[s].armed = (__u32 *)at;
+		p->side[s].armed = (uint32_t *)at;
 		at += armed;
 		p->side[s].seg = at;
 		p->side[s].seg_size = seg;
@@ -150,7 +150,7 @@ struct nat_conn {
 	struct clanq_net net;
 	struct clanq_conn c;
 	struct clanq_conn *conns[1];
-	__u32 gen[1];
+	uint32_t gen[1];
 };
 
 /* What lib/conn.c leaves in a connection once the handshake is done. */
@@ -541,7 +541,7 @@ static void native_stream(size_t len)
 {
 	struct nat_stream *st = cb_shared(sizeof(*st));
 	/* as clanq.c's conn_bw: room for 4 messages in flight, at least a page */
-	__u64 ring = len * 4 + 256 < 4096 ? CLANQ_CONN_RING_DEFAULT : len * 4 + 256;
+	uint64_t ring = len * 4 + 256 < 4096 ? CLANQ_CONN_RING_DEFAULT : len * 4 + 256;
 	struct cb_row r;
 	double secs;
 

@@ -19,11 +19,11 @@ extern "C" {
 
 /** What clanq_query() tells about a NIC and this context. */
 struct clanq_nic_info {
-	__u32 abi_version;	/**< the driver's CLANQ_ABI_VERSION */
-	__u32 node;		/**< this NIC's node id */
-	__u32 nr_nics;		/**< soft NICs in the kernel */
-	__u32 reserved;
-	__u64 ctx_entries;	/**< driver entries of this context before this one */
+	uint32_t abi_version;	/**< the driver's CLANQ_ABI_VERSION */
+	uint32_t node;		/**< this NIC's node id */
+	uint32_t nr_nics;	/**< soft NICs in the kernel */
+	uint32_t reserved;
+	uint64_t ctx_entries;	/**< driver entries of this context before this one */
 };
 
 /**
@@ -38,7 +38,7 @@ int clanq_query(const struct clanq_dev *dev, struct clanq_nic_info *info);
  */
 
 /** \brief Driver entries (system calls) this context has made so far. */
-int clanq_ctx_entries(const struct clanq_dev *dev, __u64 *entries);
+int clanq_ctx_entries(const struct clanq_dev *dev, uint64_t *entries);
 
 /**
  * \brief The NIC's contexts and endpoints with their counters
@@ -83,7 +83,7 @@ int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
  *         already; -EINVAL for a node of this host, CLANQ_NODE_INVALID,
  *         or a bad address or port; -ENOSPC past CLANQ_PEERS_MAX; -errno.
  */
-int clanq_peer_add(const struct clanq_dev *dev, __u32 node, __u32 ipv4_be,
+int clanq_peer_add(const struct clanq_dev *dev, uint32_t node, uint32_t ipv4_be,
 		   unsigned int port);
 
 /**
@@ -92,7 +92,7 @@ int clanq_peer_add(const struct clanq_dev *dev, __u32 node, __u32 ipv4_be,
  * \return 0; -EPERM without CAP_NET_ADMIN; -ENOENT if it is no peer;
  *         -errno.
  */
-int clanq_peer_del(const struct clanq_dev *dev, __u32 node);
+int clanq_peer_del(const struct clanq_dev *dev, uint32_t node);
 
 /**
  * \brief The NIC's peers with their connections' state and counters

@@ -57,13 +57,13 @@ struct clanq_conn;
 
 /** What a net counts, for tools: never reset, the net's own. */
 struct clanq_net_stats {
-	__u64 conns_opened, conns_closed, conns_reset;
-	__u64 connects_sent;	/**< CONNECT messages, retransmissions too */
-	__u64 accepts_sent, refused;
-	__u64 ignored;		/**< OOB messages stale, duplicated or forged */
-	__u64 probes;		/**< liveness probes after a lost notice */
-	__u64 arms;		/**< tripwires armed before blocking */
-	__u64 blocks;		/**< waits that went to the driver */
+	uint64_t conns_opened, conns_closed, conns_reset;
+	uint64_t connects_sent;	/**< CONNECT messages, retransmissions too */
+	uint64_t accepts_sent, refused;
+	uint64_t ignored;	/**< OOB messages stale, duplicated or forged */
+	uint64_t probes;	/**< liveness probes after a lost notice */
+	uint64_t arms;		/**< tripwires armed before blocking */
+	uint64_t blocks;	/**< waits that went to the driver */
 };
 
 /** Attributes of a new net; zero picks the default. */
@@ -90,7 +90,7 @@ int clanq_net_close(struct clanq_net *net);
  * \brief How long clanq_net_wait() and the blocking calls spin before
  * they wait in the driver (default CLANQ_NET_SPIN_NS_DEFAULT).
  */
-void clanq_net_set_spin(struct clanq_net *net, __u64 spin_ns);
+void clanq_net_set_spin(struct clanq_net *net, uint64_t spin_ns);
 
 /** \brief The net's counters, copied into *stats. */
 void clanq_net_stats(const struct clanq_net *net, struct clanq_net_stats *stats);
@@ -122,8 +122,8 @@ int clanq_listener_close(struct clanq_listener *l);
 
 /** What a listener counts. */
 struct clanq_listener_stats {
-	__u64 refused;		/**< connections refused: backlog full, closing */
-	__u64 ignored;		/**< OOB messages stale, duplicated or forged */
+	uint64_t refused;	/**< connections refused: backlog full, closing */
+	uint64_t ignored;	/**< OOB messages stale, duplicated or forged */
 };
 
 /** \brief The listener's counters, copied into *stats. */
@@ -135,16 +135,16 @@ struct clanq_addr clanq_listener_addr(const struct clanq_listener *l);
 
 /** Options of a connection; zero picks the default. */
 struct clanq_conn_opts {
-	__u64 timeout_ns;	/**< connect gives up after (default 5 s) */
-	__u32 rx_ring;		/**< our receive ring's record bytes */
-	__u32 tx_ring;		/**< the peer's, that we write (asked for) */
+	uint64_t timeout_ns;	/**< connect gives up after (default 5 s) */
+	uint32_t rx_ring;	/**< our receive ring's record bytes */
+	uint32_t tx_ring;	/**< the peer's, that we write (asked for) */
 	/**
 	 * Messages of this many bytes or more go by the RDMA engine, the
 	 * rest by PIO; an aperture that cannot be mapped takes RDMA always.
 	 * 0: the default, CLANQ_CONN_RDMA_DEFAULT.
 	 */
-	__u32 rdma_threshold;
-	__u32 flags;		/**< CLANQ_CONN_* */
+	uint32_t rdma_threshold;
+	uint32_t flags;		/**< CLANQ_CONN_* */
 };
 
 /**
@@ -179,7 +179,7 @@ enum clanq_conn_state {
  *         full; -ETIMEDOUT; -EHOSTUNREACH for an unknown node; -ENOSPC
  *         at net's max_conns; -EINVAL for bad opts; -errno.
  */
-int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, __u32 node,
+int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, uint32_t node,
 		  unsigned int service, const struct clanq_conn_opts *opts);
 
 /**
@@ -214,14 +214,14 @@ struct clanq_addr clanq_conn_peer(const struct clanq_conn *c);
  * \brief The application's word on c, 0 until set: what a server keeps
  * to find its own state from a struct clanq_net_event.
  */
-__u64 clanq_conn_get_cookie(const struct clanq_conn *c);
-void clanq_conn_set_cookie(struct clanq_conn *c, __u64 cookie);
+uint64_t clanq_conn_get_cookie(const struct clanq_conn *c);
+void clanq_conn_set_cookie(struct clanq_conn *c, uint64_t cookie);
 
 /** What a connection counts, both directions. */
 struct clanq_conn_stats {
-	__u64 msgs_in, msgs_out, bytes_in, bytes_out;
-	__u64 rdma_sends;	/**< messages the RDMA engine carried */
-	__u64 credit_waits;	/**< sends that found no room in the peer's ring */
+	uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
+	uint64_t rdma_sends;	/**< messages the RDMA engine carried */
+	uint64_t credit_waits;	/**< sends that found no room in the peer's ring */
 };
 
 /** \brief c's counters, copied into *stats. */
@@ -275,7 +275,7 @@ bool clanq_conn_readable(struct clanq_conn *c);
 #define CLANQ_NET_OTHER		0x10u	/**< an event of the application's */
 
 struct clanq_net_event {
-	__u32 what;			/**< CLANQ_NET_* */
+	uint32_t what;			/**< CLANQ_NET_* */
 	struct clanq_conn *conn;	/**< IN, OUT, HUP */
 	struct clanq_listener *listener;	/**< ACCEPT */
 	struct clanq_event ev;		/**< OTHER: as from clanq_net_evq() */

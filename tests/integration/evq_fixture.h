@@ -38,13 +38,13 @@ static inline void fix_close(struct fix *f)
 	assert_int_equal(clanq_close(&f->dev), 0);
 }
 
-static inline void send_seq(struct clanq_ep *from, struct clanq_addr dst, __u32 seq)
+static inline void send_seq(struct clanq_ep *from, struct clanq_addr dst, uint32_t seq)
 {
 	assert_int_equal(itest_send(from, dst, ITEST_TYPE, TAG, seq), 0);
 }
 
 static inline int do_register(struct clanq_evq *evq, struct clanq_ep *ep,
-			      __u64 cookie)
+			      uint64_t cookie)
 {
 	int reg = clanq_evq_register(evq, ep, CLANQ_EV_OOB, cookie);
 
@@ -56,7 +56,7 @@ static inline int do_register(struct clanq_evq *evq, struct clanq_ep *ep,
  * The usual fixture: an evq for 4 registrations, and one endpoint of 16
  * slots registered on it with cookie. Return: its registration index.
  */
-static inline int fix_open_ep(struct fix *f, struct clanq_ep *ep, __u64 cookie)
+static inline int fix_open_ep(struct fix *f, struct clanq_ep *ep, uint64_t cookie)
 {
 	fix_open(f, 4);
 	assert_int_equal(clanq_ep_create(&f->dev, ep, 16), 0);
@@ -77,7 +77,7 @@ static inline void take_event(struct clanq_evq *evq, struct clanq_event *ev)
 	assert_int_equal(ev->events, CLANQ_EV_OOB);
 }
 
-static inline void take_event_of(struct clanq_evq *evq, int reg, __u64 cookie)
+static inline void take_event_of(struct clanq_evq *evq, int reg, uint64_t cookie)
 {
 	struct clanq_event ev = { 0 };
 
@@ -98,7 +98,7 @@ static inline void expect_no_event(struct clanq_evq *evq)
 }
 
 /* Take exactly n messages, seq first.., from src; then the queue is empty. */
-static inline void drain(struct clanq_ep *ep, struct clanq_addr src, __u32 first,
+static inline void drain(struct clanq_ep *ep, struct clanq_addr src, uint32_t first,
 			 unsigned int n)
 {
 	struct clanq_oob_msg m;
@@ -114,9 +114,9 @@ static inline void drain(struct clanq_ep *ep, struct clanq_addr src, __u32 first
 	assert_int_equal(clanq_oob_recv(ep, &m), -EAGAIN);
 }
 
-static inline void set_pending(struct clanq_evq *evq, __u64 v)
+static inline void set_pending(struct clanq_evq *evq, uint64_t v)
 {
-	__u32 w;
+	uint32_t w;
 
 	for (w = 0; w < evq->nr_words; w++)
 		__atomic_store_n(&evq->pending[w], v, __ATOMIC_SEQ_CST);

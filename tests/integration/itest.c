@@ -119,7 +119,7 @@ pid_t itest_fork(void (*fn)(void *arg), void *arg)
  */
 int itest_wait(pid_t pid, int64_t timeout_ns)
 {
-	__u64 end = clanq_now_ns() + timeout_ns;
+	uint64_t end = clanq_now_ns() + timeout_ns;
 	int status;
 	pid_t r;
 
@@ -238,9 +238,9 @@ bool itest_write_full(int fd, const void *buf, size_t len)
  * Randomness: xorshift64*, seeded from CLANQ_TEST_SEED if set (the seed
  * in use is printed, so a failing run can be repeated).
  */
-__u64 itest_rand(__u64 *s)
+uint64_t itest_rand(uint64_t *s)
 {
-	__u64 x = *s;
+	uint64_t x = *s;
 
 	x ^= x >> 12;
 	x ^= x << 25;
@@ -249,15 +249,15 @@ __u64 itest_rand(__u64 *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-__u64 itest_seed(const char *who)
+uint64_t itest_seed(const char *who)
 {
 	const char *env = getenv("CLANQ_TEST_SEED");
-	__u64 seed;
+	uint64_t seed;
 
 	if (env)
 		seed = strtoull(env, NULL, 0);
 	else
-		seed = (__u64)clanq_now_ns() ^ ((__u64)getpid() << 32);
+		seed = (uint64_t)clanq_now_ns() ^ ((uint64_t)getpid() << 32);
 	if (!seed)
 		seed = 1;
 	printf("%s: CLANQ_TEST_SEED=%#llx\n", who, (unsigned long long)seed);
@@ -268,19 +268,19 @@ __u64 itest_seed(const char *who)
  * Messages.
  */
 
-__u32 itest_len(__u32 tag, __u32 seq)
+uint32_t itest_len(uint32_t tag, uint32_t seq)
 {
 	return 8 + (tag + seq) % (CLANQ_OOB_PAYLOAD - 8 + 1);
 }
 
-__u8 itest_byte(__u32 tag, __u32 seq, __u32 i)
+uint8_t itest_byte(uint32_t tag, uint32_t seq, uint32_t i)
 {
-	return (__u8)(tag * 13u + seq * 31u + i * 7u + 1u);
+	return (uint8_t)(tag * 13u + seq * 31u + i * 7u + 1u);
 }
 
-void itest_fill(__u8 *payload, __u32 tag, __u32 seq)
+void itest_fill(uint8_t *payload, uint32_t tag, uint32_t seq)
 {
-	__u32 len = itest_len(tag, seq), i;
+	uint32_t len = itest_len(tag, seq), i;
 
 	memcpy(payload, &tag, 4);
 	memcpy(payload + 4, &seq, 4);
@@ -289,25 +289,25 @@ void itest_fill(__u8 *payload, __u32 tag, __u32 seq)
 }
 
 int itest_send(struct clanq_ep *ep, struct clanq_addr dst,
-	       __u32 type, __u32 tag, __u32 seq)
+	       uint32_t type, uint32_t tag, uint32_t seq)
 {
-	__u8 payload[CLANQ_OOB_PAYLOAD];
+	uint8_t payload[CLANQ_OOB_PAYLOAD];
 
 	itest_fill(payload, tag, seq);
 	return clanq_oob_send(ep, dst, type, payload, itest_len(tag, seq));
 }
 
-__u32 itest_tag(const struct clanq_oob_msg *m)
+uint32_t itest_tag(const struct clanq_oob_msg *m)
 {
-	__u32 tag;
+	uint32_t tag;
 
 	memcpy(&tag, m->payload, 4);
 	return tag;
 }
 
-__u32 itest_seq(const struct clanq_oob_msg *m)
+uint32_t itest_seq(const struct clanq_oob_msg *m)
 {
-	__u32 seq;
+	uint32_t seq;
 
 	memcpy(&seq, m->payload + 4, 4);
 	return seq;
@@ -319,10 +319,10 @@ __u32 itest_seq(const struct clanq_oob_msg *m)
  * seccomp strict mode.
  */
 const char *itest_check(const struct clanq_oob_msg *m,
-			struct clanq_addr src, __u32 type,
-			__u32 tag, __u32 seq)
+			struct clanq_addr src, uint32_t type,
+			uint32_t tag, uint32_t seq)
 {
-	__u32 i;
+	uint32_t i;
 
 	if (m->type != type)
 		return "wrong type";
@@ -344,7 +344,7 @@ const char *itest_check(const struct clanq_oob_msg *m,
 int itest_recv(struct clanq_ep *ep, struct clanq_oob_msg *m,
 	       int64_t timeout_ns)
 {
-	__u64 end = 0;
+	uint64_t end = 0;
 	unsigned int spins = 0;
 
 	while (clanq_oob_recv(ep, m) != 0) {
@@ -371,10 +371,10 @@ bool itest_quiet(struct clanq_ep *ep)
  * Wait until ep's counters account for n messages put on or dropped
  * from its queue, whether delivery is synchronous or not.
  */
-bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n)
+bool itest_wait_arrivals(const struct clanq_ep *ep, uint64_t n)
 {
 	const struct clanq_ep_counters *c = ep->counters;
-	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
+	uint64_t end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
 
 	while (itest_ctr(&c->oob_delivered) + itest_ctr(&c->oob_dropped) < n) {
 		if (clanq_now_ns() > end)
@@ -385,9 +385,9 @@ bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n)
 }
 
 /* Wait until a driver-written counter reads want. */
-bool itest_wait_ctr(const __u64 *ctr, __u64 want)
+bool itest_wait_ctr(const __u64 *ctr, uint64_t want)
 {
-	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
+	uint64_t end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
 
 	while (itest_ctr(ctr) != want) {
 		if (clanq_now_ns() > end)
@@ -401,9 +401,9 @@ bool itest_wait_ctr(const __u64 *ctr, __u64 want)
  * RDMA requests and completions (no asserts: usable in children).
  */
 
-struct clanq_rdma_req itest_rdma_req(__u32 src, __u32 ap,
-				     __u64 src_off, __u64 dst_off,
-				     __u64 len, __u64 cookie, __u32 flags)
+struct clanq_rdma_req itest_rdma_req(uint32_t src, uint32_t ap,
+				     uint64_t src_off, uint64_t dst_off,
+				     uint64_t len, uint64_t cookie, uint32_t flags)
 {
 	struct clanq_rdma_req r;
 
@@ -422,7 +422,7 @@ struct clanq_rdma_req itest_rdma_req(__u32 src, __u32 ap,
 bool itest_wait_comp(struct clanq_ep *ep,
 		     struct clanq_rdma_comp *c, int64_t timeout_ns)
 {
-	__u64 end = 0;
+	uint64_t end = 0;
 	unsigned int spins = 0;
 
 	while (clanq_rdma_poll(ep, c)) {
@@ -440,9 +440,9 @@ bool itest_wait_comp(struct clanq_ep *ep,
 }
 
 /* Driver entries (system calls) of dev's context so far. */
-__u64 itest_entries(const struct clanq_dev *dev)
+uint64_t itest_entries(const struct clanq_dev *dev)
 {
-	__u64 n = 0;
+	uint64_t n = 0;
 
 	assert_int_equal(clanq_ctx_entries(dev, &n), 0);
 	return n;
@@ -452,10 +452,10 @@ __u64 itest_entries(const struct clanq_dev *dev)
  * What one itest_entries() call adds to the answer of the next: 0 if
  * queries are not counted, 1 if each is counted for the ones after it.
  */
-__u64 itest_query_cost(const struct clanq_dev *dev)
+uint64_t itest_query_cost(const struct clanq_dev *dev)
 {
-	__u64 a = itest_entries(dev);
-	__u64 b = itest_entries(dev);
+	uint64_t a = itest_entries(dev);
+	uint64_t b = itest_entries(dev);
 
 	assert_true(b - a <= 1);
 	return b - a;

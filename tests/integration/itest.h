@@ -62,13 +62,13 @@
 void itest_sleep_ns(int64_t ns);
 
 /* A driver-written counter in a shared segment. */
-static inline __u64 itest_ctr(const __u64 *ctr)
+static inline uint64_t itest_ctr(const __u64 *ctr)
 {
 	return __atomic_load_n(ctr, __ATOMIC_ACQUIRE);
 }
 
 /* A word of a shared segment, written as its (hostile) owner may. */
-static inline void itest_store_u32(__u32 *p, __u32 v)
+static inline void itest_store_u32(uint32_t *p, uint32_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
@@ -79,14 +79,14 @@ static inline bool itest_addr_eq(struct clanq_addr a, struct clanq_addr b)
 }
 
 /* An address in one word, for atomic publication in shared memory. */
-static inline __u64 itest_addr_pack(struct clanq_addr a)
+static inline uint64_t itest_addr_pack(struct clanq_addr a)
 {
-	return (__u64)a.node << 32 | a.id;
+	return (uint64_t)a.node << 32 | a.id;
 }
 
-static inline struct clanq_addr itest_addr_unpack(__u64 w)
+static inline struct clanq_addr itest_addr_unpack(uint64_t w)
 {
-	struct clanq_addr a = { .node = (__u32)(w >> 32), .id = (__u32)w };
+	struct clanq_addr a = { .node = (uint32_t)(w >> 32), .id = (uint32_t)w };
 
 	return a;
 }
@@ -167,26 +167,26 @@ bool itest_write_full(int fd, const void *buf, size_t len);
  * Randomness: xorshift64*, seeded from CLANQ_TEST_SEED if set (the seed
  * in use is printed, so a failing run can be repeated).
  */
-__u64 itest_rand(__u64 *s);
+uint64_t itest_rand(uint64_t *s);
 
-__u64 itest_seed(const char *who);
+uint64_t itest_seed(const char *who);
 
 /*
  * Messages.
  */
 
-__u32 itest_len(__u32 tag, __u32 seq);
+uint32_t itest_len(uint32_t tag, uint32_t seq);
 
-__u8 itest_byte(__u32 tag, __u32 seq, __u32 i);
+uint8_t itest_byte(uint32_t tag, uint32_t seq, uint32_t i);
 
-void itest_fill(__u8 *payload, __u32 tag, __u32 seq);
+void itest_fill(uint8_t *payload, uint32_t tag, uint32_t seq);
 
 int itest_send(struct clanq_ep *ep, struct clanq_addr dst,
-	       __u32 type, __u32 tag, __u32 seq);
+	       uint32_t type, uint32_t tag, uint32_t seq);
 
-__u32 itest_tag(const struct clanq_oob_msg *m);
+uint32_t itest_tag(const struct clanq_oob_msg *m);
 
-__u32 itest_seq(const struct clanq_oob_msg *m);
+uint32_t itest_seq(const struct clanq_oob_msg *m);
 
 /*
  * Is m what itest_send(<ep at src>, .., type, tag, seq) sent?
@@ -194,8 +194,8 @@ __u32 itest_seq(const struct clanq_oob_msg *m);
  * seccomp strict mode.
  */
 const char *itest_check(const struct clanq_oob_msg *m,
-			struct clanq_addr src, __u32 type,
-			__u32 tag, __u32 seq);
+			struct clanq_addr src, uint32_t type,
+			uint32_t tag, uint32_t seq);
 
 /* The next message on ep, spinning (and yielding now and then). */
 int itest_recv(struct clanq_ep *ep, struct clanq_oob_msg *m,
@@ -208,18 +208,18 @@ bool itest_quiet(struct clanq_ep *ep);
  * Wait until ep's counters account for n messages put on or dropped
  * from its queue, whether delivery is synchronous or not.
  */
-bool itest_wait_arrivals(const struct clanq_ep *ep, __u64 n);
+bool itest_wait_arrivals(const struct clanq_ep *ep, uint64_t n);
 
 /* Wait until a driver-written counter reads want. */
-bool itest_wait_ctr(const __u64 *ctr, __u64 want);
+bool itest_wait_ctr(const __u64 *ctr, uint64_t want);
 
 /*
  * RDMA requests and completions (no asserts: usable in children).
  */
 
-struct clanq_rdma_req itest_rdma_req(__u32 src, __u32 ap,
-				     __u64 src_off, __u64 dst_off,
-				     __u64 len, __u64 cookie, __u32 flags);
+struct clanq_rdma_req itest_rdma_req(uint32_t src, uint32_t ap,
+				     uint64_t src_off, uint64_t dst_off,
+				     uint64_t len, uint64_t cookie, uint32_t flags);
 
 /* The next completion of ep, spinning then yielding; false on timeout. */
 bool itest_wait_comp(struct clanq_ep *ep,
@@ -232,13 +232,13 @@ bool itest_wait_comp(struct clanq_ep *ep,
 #ifdef cmocka_unit_test
 
 /* Driver entries (system calls) of dev's context so far. */
-__u64 itest_entries(const struct clanq_dev *dev);
+uint64_t itest_entries(const struct clanq_dev *dev);
 
 /*
  * What one itest_entries() call adds to the answer of the next: 0 if
  * queries are not counted, 1 if each is counted for the ones after it.
  */
-__u64 itest_query_cost(const struct clanq_dev *dev);
+uint64_t itest_query_cost(const struct clanq_dev *dev);
 
 /* A module parameter of the loaded driver. */
 unsigned long itest_param(const char *name);

@@ -35,7 +35,7 @@
 #define BG_SEED		0xb6b6b6b6b6b6b6b6ull
 #define TOP		0x80
 
-static inline __u64 mix64(__u64 x)
+static inline uint64_t mix64(uint64_t x)
 {
 	x ^= x >> 30;
 	x *= 0xbf58476d1ce4e5b9ull;
@@ -45,57 +45,57 @@ static inline __u64 mix64(__u64 x)
 	return x;
 }
 
-static inline __u64 pat_word(__u64 seed, __u64 i)
+static inline uint64_t pat_word(uint64_t seed, uint64_t i)
 {
 	return mix64(seed ^ ((i >> 3) * 0x9e3779b97f4a7c15ull));
 }
 
 /* byte i of the pattern seed; top is 0 (data) or TOP (background) */
-static inline __u8 pat_byte(__u64 seed, __u64 i, __u8 top)
+static inline uint8_t pat_byte(uint64_t seed, uint64_t i, uint8_t top)
 {
-	return (__u8)(((pat_word(seed, i) >> ((i & 7) * 8)) & 0x7f) | top);
+	return (uint8_t)(((pat_word(seed, i) >> ((i & 7) * 8)) & 0x7f) | top);
 }
 
 /* p[k] = byte start + k of the pattern, for k < len */
-static inline void pat_fill(__u8 *p, __u64 seed, __u64 start, size_t len, __u8 top)
+static inline void pat_fill(uint8_t *p, uint64_t seed, uint64_t start, size_t len, uint8_t top)
 {
 	size_t k = 0;
 
 	while (k < len) {
-		__u64 i = start + k;
-		__u64 w = pat_word(seed, i);
+		uint64_t i = start + k;
+		uint64_t w = pat_word(seed, i);
 		unsigned int b;
 
 		for (b = i & 7; b < 8 && k < len; b++, k++)
-			p[k] = (__u8)(((w >> (b * 8)) & 0x7f) | top);
+			p[k] = (uint8_t)(((w >> (b * 8)) & 0x7f) | top);
 	}
 }
 
 /* The first k < len where p[k] is not byte start + k, or len. */
-static inline size_t pat_diff(const __u8 *p, __u64 seed, __u64 start, size_t len,
-			      __u8 top)
+static inline size_t pat_diff(const uint8_t *p, uint64_t seed, uint64_t start, size_t len,
+			      uint8_t top)
 {
 	size_t k = 0;
 
 	while (k < len) {
-		__u64 i = start + k;
-		__u64 w = pat_word(seed, i);
+		uint64_t i = start + k;
+		uint64_t w = pat_word(seed, i);
 		unsigned int b;
 
 		for (b = i & 7; b < 8 && k < len; b++, k++)
-			if (p[k] != (__u8)(((w >> (b * 8)) & 0x7f) | top))
+			if (p[k] != (uint8_t)(((w >> (b * 8)) & 0x7f) | top))
 				return k;
 	}
 	return len;
 }
 
-static inline void bg_fill(__u8 *p, __u64 start, size_t len)
+static inline void bg_fill(uint8_t *p, uint64_t start, size_t len)
 {
 	pat_fill(p, BG_SEED, start, len, TOP);
 }
 
 /* The first k < len where a[k] != b[k], or len. memcmp first: it is fast. */
-static inline size_t mem_diff(const __u8 *a, const __u8 *b, size_t len)
+static inline size_t mem_diff(const uint8_t *a, const uint8_t *b, size_t len)
 {
 	size_t k;
 
@@ -112,9 +112,9 @@ static inline size_t mem_diff(const __u8 *a, const __u8 *b, size_t len)
  * NULL if so, else what is wrong (and where, in *at). The whole region
  * is compared every time, so a stray write anywhere is found.
  */
-static inline const char *region_diff(const __u8 *m, const __u8 *bg, size_t size,
-				      __u64 off, __u64 len, __u64 seed,
-				      __u64 src_off, __u64 *at)
+static inline const char *region_diff(const uint8_t *m, const uint8_t *bg, size_t size,
+				      uint64_t off, uint64_t len, uint64_t seed,
+				      uint64_t src_off, uint64_t *at)
 {
 	size_t d;
 
@@ -151,8 +151,8 @@ static inline void *map_anon(size_t size)
  * Completions and requests.
  */
 
-static inline void expect_comp(struct clanq_ep *ep, __u64 cookie, int status,
-			       __u64 len)
+static inline void expect_comp(struct clanq_ep *ep, uint64_t cookie, int status,
+			       uint64_t len)
 {
 	struct clanq_rdma_comp c;
 
@@ -175,7 +175,7 @@ static inline void expect_comp(struct clanq_ep *ep, __u64 cookie, int status,
 /* Nothing more on the completion queue (looked at for a while). */
 static inline void expect_no_comp(struct clanq_ep *ep)
 {
-	__u64 end = clanq_now_ns() + ITEST_QUIET_NS;
+	uint64_t end = clanq_now_ns() + ITEST_QUIET_NS;
 	struct clanq_rdma_comp c;
 
 	do {
@@ -189,7 +189,7 @@ static inline void expect_no_comp(struct clanq_ep *ep)
 
 static inline bool wait_doorbell_set(const struct clanq_ep *ep)
 {
-	__u64 end = clanq_now_ns() + COMP_TIMEOUT;
+	uint64_t end = clanq_now_ns() + COMP_TIMEOUT;
 
 	while (!__atomic_load_n(ep->need_wakeup, __ATOMIC_ACQUIRE)) {
 		if (clanq_now_ns() > end)
@@ -215,7 +215,7 @@ static inline unsigned long param_or(const char *name, unsigned long dflt)
 	return v;
 }
 
-static inline double mib_per_s(__u64 bytes, int64_t ns)
+static inline double mib_per_s(uint64_t bytes, int64_t ns)
 {
 	return ns > 0 ? (double)bytes / MiB / ((double)ns / ITEST_NS_PER_S) : 0;
 }
@@ -234,7 +234,7 @@ struct pair {
 
 static inline void pair_open(struct pair *p, const struct clanq_ep_attr *attr)
 {
-	__u64 key;
+	uint64_t key;
 
 	assert_int_equal(clanq_open_nic(&p->a, 0), 0);
 	assert_int_equal(clanq_open_nic(&p->b, 1), 0);
@@ -262,17 +262,17 @@ static inline void pair_close(struct pair *p)
 #define STREAM_LEN	64
 
 static inline struct clanq_rdma_req stream_req(struct pair *p, unsigned int i,
-					       __u32 flags)
+					       uint32_t flags)
 {
 	return itest_rdma_req(p->src.addr.id, p->ap.id, (i * 61ull) % (PAIR_SRC - STREAM_LEN),
-		     (__u64)i * STREAM_LEN, STREAM_LEN, 0xd00b000000000000ull | i,
+		     (uint64_t)i * STREAM_LEN, STREAM_LEN, 0xd00b000000000000ull | i,
 		     flags);
 }
 
 /* The destination holds requests [0, n) of the stream, and nothing else. */
 static inline void stream_check(struct pair *p, unsigned int n)
 {
-	const __u8 *m = p->dst.mem;
+	const uint8_t *m = p->dst.mem;
 	unsigned int i;
 	size_t d;
 
@@ -282,7 +282,7 @@ static inline void stream_check(struct pair *p, unsigned int n)
 		if (d < STREAM_LEN)
 			fail_msg("stream request %u: byte %zu wrong", i, d);
 	}
-	d = pat_diff(m + (size_t)n * STREAM_LEN, BG_SEED, (__u64)n * STREAM_LEN,
+	d = pat_diff(m + (size_t)n * STREAM_LEN, BG_SEED, (uint64_t)n * STREAM_LEN,
 		     PAIR_DST - (size_t)n * STREAM_LEN, TOP);
 	assert_int_equal(d, PAIR_DST - (size_t)n * STREAM_LEN);
 }

@@ -54,9 +54,9 @@ static inline bool died_of(int status, int sig, const char *who)
 }
 
 /* Wait until *w reaches want (a shared counter), while pid lives. */
-static inline void wait_for(const __u32 *w, __u32 want, pid_t pid, const char *who)
+static inline void wait_for(const uint32_t *w, uint32_t want, pid_t pid, const char *who)
 {
-	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < want) {
 		if (!itest_still_running(pid, who))
@@ -68,20 +68,20 @@ static inline void wait_for(const __u32 *w, __u32 want, pid_t pid, const char *w
 	}
 }
 
-static inline __u32 load32(const __u32 *w)
+static inline uint32_t load32(const uint32_t *w)
 {
 	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
 }
 
-static inline void store32(__u32 *w, __u32 v)
+static inline void store32(uint32_t *w, uint32_t v)
 {
 	__atomic_store_n(w, v, __ATOMIC_RELEASE);
 }
 
 /* Words of a pseudo-random pattern, a function of seed alone. */
-static inline void fill_pattern(void *p, size_t len, __u64 seed)
+static inline void fill_pattern(void *p, size_t len, uint64_t seed)
 {
-	__u64 s = seed | 1, *w = p;
+	uint64_t s = seed | 1, *w = p;
 	size_t i;
 
 	for (i = 0; i < len / 8; i++)
@@ -111,9 +111,9 @@ static inline bool all_bytes(const void *p, size_t len, unsigned char v)
 #define GOOD_MIN_ROUNDS	3
 
 struct good_sh {
-	__u64 seed;
-	__u32 rounds;		/* rounds done and verified */
-	__u32 stop;		/* set by the parent */
+	uint64_t seed;
+	uint32_t rounds;	/* rounds done and verified */
+	uint32_t stop;		/* set by the parent */
 };
 
 static inline void good_worker(void *arg)
@@ -126,9 +126,9 @@ static inline void good_worker(void *arg)
 	struct clanq_dev d0, d1;
 	struct clanq_ep ep;
 	struct clanq_ap ap;
-	__u64 rnd = sh->seed, key, cookie = 0, reqs = 0, bytes = 0;
-	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
-	__u32 round;
+	uint64_t rnd = sh->seed, key, cookie = 0, reqs = 0, bytes = 0;
+	uint64_t end = clanq_now_ns() + CHILD_MAX_NS;
+	uint32_t round;
 
 	default_signals();
 	CHILD_CHECK_INT(clanq_open_nic(&d1, 1), 0);
@@ -141,7 +141,7 @@ static inline void good_worker(void *arg)
 					CLANQ_RIGHT_WRITE), 0);
 
 	for (round = 0;; round++) {
-		__u64 len, src_off, dst_off, done, piece;
+		uint64_t len, src_off, dst_off, done, piece;
 		unsigned int k, i;
 
 		if (round >= GOOD_MIN_ROUNDS &&
@@ -210,7 +210,7 @@ static inline void good_worker(void *arg)
 	CHILD_CHECK_INT(clanq_close(&d1), 0);
 }
 
-static inline pid_t good_start(struct good_sh *sh, __u64 *rnd)
+static inline pid_t good_start(struct good_sh *sh, uint64_t *rnd)
 {
 	pid_t pid;
 
@@ -222,8 +222,8 @@ static inline pid_t good_start(struct good_sh *sh, __u64 *rnd)
 }
 
 /* The good process must have done `more` rounds since `since`. */
-static inline void good_progress(struct good_sh *sh, pid_t pid, __u32 since,
-				 __u32 more)
+static inline void good_progress(struct good_sh *sh, pid_t pid, uint32_t since,
+				 uint32_t more)
 {
 	wait_for(&sh->rounds, since + more, pid, "good");
 }

@@ -37,7 +37,7 @@ static int ioctl_errno(unsigned long cmd, void *arg)
 
 static void every_nic_reports_the_abi_version_and_its_own_node(void **state)
 {
-	__u32 nodes[MAX_NICS];
+	uint32_t nodes[MAX_NICS];
 	struct clanq_dev dev;
 	unsigned int n, i;
 

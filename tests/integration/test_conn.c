@@ -29,10 +29,10 @@
 #define SERVICE		4242
 #define ECHO_MSGS	300
 
-static void fill(__u8 *p, size_t len, __u32 seq)
+static void fill(uint8_t *p, size_t len, uint32_t seq)
 {
 	for (size_t i = 0; i < len; i++)
-		p[i] = (__u8)(seq * 131 + i * 7);
+		p[i] = (uint8_t)(seq * 131 + i * 7);
 }
 
 /* 1. Nobody listens: the driver's unreachable notice refuses us. */
@@ -42,7 +42,7 @@ static void test_refused(void **state)
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 t0;
+	uint64_t t0;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
@@ -100,13 +100,13 @@ static void echo_client(void *p)
 {
 	const struct echo_arg *a = p;
 	unsigned int flags = a->poll ? CLANQ_MSG_DONTWAIT : 0;
-	static __u8 out[8192], in[8192];
+	static uint8_t out[8192], in[8192];
 	struct clanq_conn_stats st;
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
 	size_t max, len;
-	__u64 e0, e1;
+	uint64_t e0, e1;
 	ssize_t n;
 	int err;
 
@@ -139,7 +139,8 @@ static void echo_client(void *p)
 	       a->poll ? "polled" : "blocking",
 	       a->opts.flags & CLANQ_CONN_RDMA_ONLY ? ", RDMA only" :
 	       a->opts.rdma_threshold ? ", RDMA from 512 B" : "",
-	       e1 - e0 - 1, a->msgs, st.rdma_sends);
+	       (unsigned long long)(e1 - e0 - 1), a->msgs,
+	       (unsigned long long)st.rdma_sends);
 	if (a->opts.rdma_threshold || (a->opts.flags & CLANQ_CONN_RDMA_ONLY))
 		CHILD_CHECK(st.rdma_sends > 0);
 	if (a->poll && !a->opts.rdma_threshold && !a->opts.flags)
@@ -149,12 +150,12 @@ static void echo_client(void *p)
 	clanq_close(&dev);
 }
 
-static void run_echo(bool poll, __u32 rdma_threshold, __u32 conn_flags)
+static void run_echo(bool poll, uint32_t rdma_threshold, uint32_t conn_flags)
 {
 	struct echo_arg a = { poll, ECHO_MSGS,
 			      { .rdma_threshold = rdma_threshold, .flags = conn_flags } };
 	unsigned int flags = poll ? CLANQ_MSG_DONTWAIT : 0;
-	static __u8 buf[8192];
+	static uint8_t buf[8192];
 	struct clanq_listener *l;
 	struct clanq_dev dev;
 	struct clanq_net *net;
@@ -224,7 +225,7 @@ static void test_echo_rdma_only(void **state)
 /* 4. A peer killed mid-stream: the survivor gets -ECONNRESET, no hang. */
 static void killed_sender(void *p)
 {
-	static __u8 out[512];
+	static uint8_t out[512];
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
@@ -237,7 +238,7 @@ static void killed_sender(void *p)
 		err = clanq_connect(net, &c, 0, SERVICE, NULL);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
-	for (__u32 i = 0; ; i++) {
+	for (uint32_t i = 0; ; i++) {
 		fill(out, sizeof(out), i);
 		CHILD_CHECK_INT(clanq_send(c, out, sizeof(out), 0), 0);
 	}
@@ -245,7 +246,7 @@ static void killed_sender(void *p)
 
 static void test_peer_killed(void **state)
 {
-	static __u8 buf[8192];
+	static uint8_t buf[8192];
 	struct clanq_listener *l;
 	struct clanq_dev dev;
 	struct clanq_net *net;

@@ -91,9 +91,9 @@ static struct clanq_listener_stats lstats(const struct clanq_listener *l)
  * Checksums and payloads.
  */
 
-static __u64 hash_bytes(const __u8 *p, size_t n, __u64 seed)
+static uint64_t hash_bytes(const uint8_t *p, size_t n, uint64_t seed)
 {
-	__u64 h = seed * 0x9e3779b97f4a7c15ull + n, w;
+	uint64_t h = seed * 0x9e3779b97f4a7c15ull + n, w;
 	size_t i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
@@ -110,9 +110,9 @@ static __u64 hash_bytes(const __u8 *p, size_t n, __u64 seed)
 	return h;
 }
 
-static void fill_bytes(__u8 *p, size_t n, __u64 seed)
+static void fill_bytes(uint8_t *p, size_t n, uint64_t seed)
 {
-	__u64 x = seed * 0x2545f4914f6cdd1dull | 1;
+	uint64_t x = seed * 0x2545f4914f6cdd1dull | 1;
 	size_t i;
 
 	for (i = 0; i + 8 <= n; i += 8) {
@@ -122,7 +122,7 @@ static void fill_bytes(__u8 *p, size_t n, __u64 seed)
 		memcpy(p + i, &x, 8);
 	}
 	for (; i < n; i++)
-		p[i] = (__u8)(x >> (8 * (i % 8))) ^ (__u8)i;
+		p[i] = (uint8_t)(x >> (8 * (i % 8))) ^ (uint8_t)i;
 }
 
 /*
@@ -131,46 +131,46 @@ static void fill_bytes(__u8 *p, size_t n, __u64 seed)
  * low bytes and a pattern of it.
  */
 struct smsg_hdr {
-	__u32 seq;
-	__u32 len;
-	__u64 sum;
+	uint32_t seq;
+	uint32_t len;
+	uint64_t sum;
 };
 
 #define SMSG_HDR	sizeof(struct smsg_hdr)
 
-static __u64 smsg_sum(const __u8 *buf, size_t len, __u32 seq)
+static uint64_t smsg_sum(const uint8_t *buf, size_t len, uint32_t seq)
 {
-	return hash_bytes(buf + SMSG_HDR, len - SMSG_HDR, (__u64)seq << 32 | len);
+	return hash_bytes(buf + SMSG_HDR, len - SMSG_HDR, (uint64_t)seq << 32 | len);
 }
 
-static void smsg_make(__u8 *buf, size_t len, __u32 seq, __u64 salt)
+static void smsg_make(uint8_t *buf, size_t len, uint32_t seq, uint64_t salt)
 {
 	struct smsg_hdr h;
 	size_t i;
 
 	if (len < SMSG_HDR) {
 		for (i = 0; i < len; i++)
-			buf[i] = i < 4 ? (__u8)(seq >> (8 * i)) :
-					 (__u8)(seq * 131 + i * 7 + 1);
+			buf[i] = i < 4 ? (uint8_t)(seq >> (8 * i)) :
+					 (uint8_t)(seq * 131 + i * 7 + 1);
 		return;
 	}
 	fill_bytes(buf + SMSG_HDR, len - SMSG_HDR, salt ^ seq);
 	h.seq = seq;
-	h.len = (__u32)len;
+	h.len = (uint32_t)len;
 	h.sum = smsg_sum(buf, len, seq);
 	memcpy(buf, &h, sizeof(h));
 }
 
 /* NULL if buf (n bytes) is message seq, else what is wrong with it */
-static const char *smsg_check(const __u8 *buf, size_t n, __u32 seq)
+static const char *smsg_check(const uint8_t *buf, size_t n, uint32_t seq)
 {
 	struct smsg_hdr h;
 	size_t i;
 
 	if (n < SMSG_HDR) {
 		for (i = 0; i < n; i++)
-			if (buf[i] != (i < 4 ? (__u8)(seq >> (8 * i)) :
-					       (__u8)(seq * 131 + i * 7 + 1)))
+			if (buf[i] != (i < 4 ? (uint8_t)(seq >> (8 * i)) :
+					       (uint8_t)(seq * 131 + i * 7 + 1)))
 				return i < 4 ? "short message: wrong sequence number" :
 					       "short message: wrong payload";
 		return NULL;
@@ -190,32 +190,32 @@ static const char *smsg_check(const __u8 *buf, size_t n, __u32 seq)
  * connection of that client, round), its length, a checksum.
  */
 struct emsg {
-	__u32 client, conn, seq, len;
-	__u64 sum;
+	uint32_t client, conn, seq, len;
+	uint64_t sum;
 };
 
 #define EMSG_MIN	sizeof(struct emsg)
 #define EMSG_MAX	256
 
-static __u64 emsg_sum(const __u8 *buf, const struct emsg *e)
+static uint64_t emsg_sum(const uint8_t *buf, const struct emsg *e)
 {
 	return hash_bytes(buf + EMSG_MIN, e->len - EMSG_MIN,
-			  (__u64)e->client << 40 ^ (__u64)e->conn << 20 ^
-			  e->seq ^ (__u64)e->len << 52);
+			  (uint64_t)e->client << 40 ^ (uint64_t)e->conn << 20 ^
+			  e->seq ^ (uint64_t)e->len << 52);
 }
 
-static void emsg_make(__u8 *buf, size_t len, __u32 client, __u32 conn,
-		      __u32 seq)
+static void emsg_make(uint8_t *buf, size_t len, uint32_t client, uint32_t conn,
+		      uint32_t seq)
 {
-	struct emsg e = { client, conn, seq, (__u32)len, 0 };
+	struct emsg e = { client, conn, seq, (uint32_t)len, 0 };
 
 	fill_bytes(buf + EMSG_MIN, len - EMSG_MIN,
-		   (__u64)client * 1000003 + conn * 7919 + seq);
+		   (uint64_t)client * 1000003 + conn * 7919 + seq);
 	e.sum = emsg_sum(buf, &e);
 	memcpy(buf, &e, sizeof(e));
 }
 
-static const char *emsg_check(const __u8 *buf, size_t n, struct emsg *e)
+static const char *emsg_check(const uint8_t *buf, size_t n, struct emsg *e)
 {
 	if (n < EMSG_MIN || n > EMSG_MAX)
 		return "echo message of a wrong size";
@@ -296,7 +296,7 @@ static void procmem_take(struct procmem *p)
  * yet or its backlog is full.
  */
 static int connect_retry(struct clanq_net *net, struct clanq_conn **c,
-			 __u32 node, unsigned int service,
+			 uint32_t node, unsigned int service,
 			 const struct clanq_conn_opts *opts, unsigned int *refused)
 {
 	struct clanq_conn_opts o = { .timeout_ns = CONNECT_TIMEOUT };
@@ -376,13 +376,13 @@ struct srv {
 	struct clanq_listener *l;
 	struct clanq_conn **conns;	/* NULL where !used */
 	bool *used;
-	__u32 *ident;		/* per pool slot: client connection + 1 */
-	__u8 *seen;		/* per client connection: first messages */
+	uint32_t *ident;	/* per pool slot: client connection + 1 */
+	uint8_t *seen;		/* per client connection: first messages */
 	unsigned int cap, next_free;
 	unsigned int nclients, per_client;
 	unsigned int accepted, closed, echoed, hups, waits, max_open;
 	unsigned int progress;	/* print a line every this many accepts */
-	__u64 t_start, t_last;
+	uint64_t t_start, t_last;
 	struct clanq_conn_opts opts;
 };
 
@@ -441,7 +441,7 @@ static void srv_accept(struct srv *s)
 		s->used[s->next_free] = true;
 		s->accepted++;
 		if (s->progress && s->accepted % s->progress == 0) {
-			__u64 now = clanq_now_ns();
+			uint64_t now = clanq_now_ns();
 
 			printf("  %u accepted at %.1f s (the last %u in %.1f s)\n",
 			       s->accepted, (now - s->t_start) / 1e9, s->progress,
@@ -462,12 +462,12 @@ static void srv_conn_gone(struct srv *s, unsigned int i)
 	s->ident[i] = 0;
 }
 
-static void srv_msg(struct srv *s, unsigned int i, const __u8 *buf, size_t n)
+static void srv_msg(struct srv *s, unsigned int i, const uint8_t *buf, size_t n)
 {
 	struct clanq_conn *c = s->conns[i];
 	const char *why;
 	struct emsg e;
-	__u32 id;
+	uint32_t id;
 	int err;
 
 	why = emsg_check(buf, n, &e);
@@ -498,7 +498,7 @@ static void srv_msg(struct srv *s, unsigned int i, const __u8 *buf, size_t n)
 
 static void srv_conn_event(struct srv *s, const struct clanq_net_event *e)
 {
-	static __u8 buf[EMSG_MAX + 64];
+	static uint8_t buf[EMSG_MAX + 64];
 	/* an event names a connection open when clanq_net_wait() returned */
 	unsigned int i = (unsigned int)clanq_conn_get_cookie(e->conn);
 	ssize_t n;
@@ -533,7 +533,7 @@ static void srv_until(struct srv *s, struct kids *k, unsigned int accepted,
 		      unsigned int closed, unsigned int echoed)
 {
 	static struct clanq_net_event evs[64];
-	__u64 deadline = clanq_now_ns() + CHILD_TIMEOUT;
+	uint64_t deadline = clanq_now_ns() + CHILD_TIMEOUT;
 	int n;
 
 	while (s->accepted < accepted || s->closed < closed || s->echoed < echoed) {
@@ -596,7 +596,7 @@ struct cli_arg {
 
 struct cli_report {
 	struct procmem before, after;
-	__u64 connect_ns;
+	uint64_t connect_ns;
 	unsigned int refused;
 };
 
@@ -604,9 +604,9 @@ struct cli_report {
 #define CMD_GO		0xfffffffeu
 
 static void cli_ping(struct cli_arg *a, struct clanq_conn *c, unsigned int i,
-		     __u32 seq, __u64 *rng)
+		     uint32_t seq, uint64_t *rng)
 {
-	static __u8 out[EMSG_MAX], in[EMSG_MAX + 64];
+	static uint8_t out[EMSG_MAX], in[EMSG_MAX + 64];
 	size_t len = EMSG_MIN + itest_rand(rng) % (EMSG_MAX - EMSG_MIN + 1);
 	const char *why;
 	struct emsg e;
@@ -627,15 +627,15 @@ static void cli_main(void *p)
 	struct cli_arg *a = p;
 	struct clanq_net_attr attr = { .max_conns = a->nconns };
 	struct clanq_conn **conns = calloc(a->nconns, sizeof(*conns));
-	static __u8 out[EMSG_MAX], in[EMSG_MAX + 64];
+	static uint8_t out[EMSG_MAX], in[EMSG_MAX + 64];
 	size_t *lens = calloc(a->nconns, sizeof(*lens));
 	struct cli_report rep = { 0 };
 	struct clanq_dev dev;
 	struct clanq_net *net;
-	__u64 rng = 0x1234567 + a->id * 7777, t0;
+	uint64_t rng = 0x1234567 + a->id * 7777, t0;
 	const char *why;
 	struct emsg e;
-	__u32 cmd;
+	uint32_t cmd;
 	ssize_t n;
 	int err;
 
@@ -685,7 +685,7 @@ static void cli_main(void *p)
 	if (a->cmd_fd >= 0) {
 		procmem_take(&rep.after);
 		CHILD_CHECK(itest_write_full(a->ack_fd, &rep, sizeof(rep)));
-		for (__u32 seq = a->rounds;; seq++) {
+		for (uint32_t seq = a->rounds;; seq++) {
 			CHILD_CHECK(itest_read_full(a->cmd_fd, &cmd, sizeof(cmd)));
 			if (cmd == CMD_CLOSE)
 				break;
@@ -721,7 +721,7 @@ static void test_storm(void **state)
 	struct kids k = { 0 };
 	struct srv s;
 	int go[2];
-	__u64 t0;
+	uint64_t t0;
 
 	(void)state;
 	srv_open(&s, SVC_STORM, 1024, 1024, 0, STORM_PROCS, STORM_PER);
@@ -761,12 +761,12 @@ static void test_storm(void **state)
 
 static size_t stream_sizes[STREAM_MAX_N];
 static unsigned int stream_n;
-static __u8 stream_buf[STREAM_MAX_MSG + 4096];
+static uint8_t stream_buf[STREAM_MAX_MSG + 4096];
 
 /* Half small (1 B .. 4 KiB), half large (4 KiB .. 1 MiB), log-uniform. */
-static size_t rand_size(__u64 *rng, size_t max)
+static size_t rand_size(uint64_t *rng, size_t max)
 {
-	__u64 r = itest_rand(rng);
+	uint64_t r = itest_rand(rng);
 	unsigned int e;
 	size_t len;
 
@@ -777,9 +777,9 @@ static size_t rand_size(__u64 *rng, size_t max)
 	return len > max ? max : len;
 }
 
-static void stream_plan(__u64 budget, size_t max, const char *who)
+static void stream_plan(uint64_t budget, size_t max, const char *who)
 {
-	__u64 rng = itest_seed(who), total = 0;
+	uint64_t rng = itest_seed(who), total = 0;
 
 	for (stream_n = 0; total < budget && stream_n < STREAM_MAX_N; stream_n++) {
 		stream_sizes[stream_n] = rand_size(&rng, max);
@@ -790,7 +790,7 @@ static void stream_plan(__u64 budget, size_t max, const char *who)
 struct stream_arg {
 	unsigned int flags;		/* CLANQ_MSG_DONTWAIT or 0 */
 	struct clanq_conn_opts opts;
-	__u64 salt;
+	uint64_t salt;
 };
 
 static void stream_sender(void *p)
@@ -799,14 +799,14 @@ static void stream_sender(void *p)
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 spins = 0;
+	uint64_t spins = 0;
 	int err;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_STREAM, &a->opts, NULL), 0);
 	CHILD_CHECK(clanq_conn_max_msg(c) >= STREAM_MAX_MSG);
-	for (__u32 i = 0; i < stream_n; i++) {
+	for (uint32_t i = 0; i < stream_n; i++) {
 		smsg_make(stream_buf, stream_sizes[i], i, a->salt);
 		while ((err = clanq_send(c, stream_buf, stream_sizes[i], a->flags)) ==
 		       -EAGAIN)
@@ -830,8 +830,8 @@ static void stream_sender(void *p)
 	clanq_close(&dev);
 }
 
-static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshold,
-		       __u32 conn_flags, __u64 budget)
+static void run_stream(const char *name, unsigned int flags, uint32_t rdma_threshold,
+		       uint32_t conn_flags, uint64_t budget)
 {
 	struct stream_arg a = {
 		.flags = flags,
@@ -843,13 +843,13 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 bytes = 0, t0, eagain = 0;
+	uint64_t bytes = 0, t0, eagain = 0;
 	const char *why;
 	ssize_t n;
 	pid_t pid;
 
 	stream_plan(budget, STREAM_MAX_MSG, name);
-	a.salt = itest_rand(&(__u64){ stream_n * 31ull + budget });
+	a.salt = itest_rand(&(uint64_t){ stream_n * 31ull + budget });
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen(net, &l, SVC_STREAM, 4), 0);
@@ -857,7 +857,7 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 	assert_int_equal(clanq_accept(l, &c, &a.opts, CONNECT_TIMEOUT), 0);
 	assert_true(c->rx_cap >= 2 * STREAM_MAX_MSG);
 	t0 = clanq_now_ns();
-	for (__u32 i = 0; i < stream_n; i++) {
+	for (uint32_t i = 0; i < stream_n; i++) {
 		while ((n = clanq_recv(c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
 			eagain++;
 		if (n != (ssize_t)stream_sizes[i])
@@ -866,7 +866,7 @@ static void run_stream(const char *name, unsigned int flags, __u32 rdma_threshol
 		why = smsg_check(stream_buf, (size_t)n, i);
 		if (why)
 			fail_msg("%s: message %u (%zd bytes): %s", name, i, n, why);
-		bytes += (__u64)n;
+		bytes += (uint64_t)n;
 	}
 	/* nothing more than was sent: the end of the stream, at once */
 	while ((n = clanq_recv(c, stream_buf, sizeof(stream_buf), flags)) == -EAGAIN)
@@ -923,13 +923,13 @@ struct slow_arg {
 static void slow_sender(void *p)
 {
 	const struct slow_arg *a = p;
-	static __u8 buf[4096];
+	static uint8_t buf[4096];
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 rng = 99, waits, eagain = 0;
+	uint64_t rng = 99, waits, eagain = 0;
 	size_t max, len;
-	__u32 seq = 0;
+	uint32_t seq = 0;
 	char token = 't';
 	int err;
 
@@ -987,7 +987,7 @@ static void slow_sender(void *p)
 
 static void test_slow_receiver(void **state)
 {
-	static __u8 buf[4096];
+	static uint8_t buf[4096];
 	struct clanq_listener *l;
 	struct clanq_dev dev;
 	struct clanq_net *net;
@@ -1008,7 +1008,7 @@ static void test_slow_receiver(void **state)
 	pid = itest_fork(slow_sender, &a);
 	close(pfd[1]);
 	assert_int_equal(clanq_accept(l, &c, NULL, CONNECT_TIMEOUT), 0);
-	for (__u32 seq = 0; seq < SLOW_BLOCKING + SLOW_DONTWAIT; seq++) {
+	for (uint32_t seq = 0; seq < SLOW_BLOCKING + SLOW_DONTWAIT; seq++) {
 		if (seq == SLOW_BLOCKING) {
 			/* the non-blocking sender found the ring full */
 			assert_true(itest_read_full(pfd[0], &token, 1));
@@ -1044,33 +1044,33 @@ static void test_slow_receiver(void **state)
 #define FORGE_PER_ROUND	180	/* below the listener's OOB queue (255) */
 
 struct forge_count {
-	__u32 l_bad;		/* to the listener, not a CONNECT: ignored at once */
-	__u32 l_forged;		/* well-formed CONNECTs: fail at accept */
-	__u32 l_dup;		/* copies of those: duplicates in the backlog */
-	__u32 net_msgs;		/* to the net endpoint */
+	uint32_t l_bad;		/* to the listener, not a CONNECT: ignored at once */
+	uint32_t l_forged;	/* well-formed CONNECTs: fail at accept */
+	uint32_t l_dup;		/* copies of those: duplicates in the backlog */
+	uint32_t net_msgs;	/* to the net endpoint */
 };
 
 struct forge_arg {
-	__u32 node;
+	uint32_t node;
 	struct clanq_addr net_ep;
 	int report_fd, go_fd;
-	__u64 seed;
+	uint64_t seed;
 };
 
-static void forge_connect(struct clanq_hs_connect *c, __u32 node, __u64 *rng)
+static void forge_connect(struct clanq_hs_connect *c, uint32_t node, uint64_t *rng)
 {
 	memset(c, 0, sizeof(*c));
 	c->magic = CLANQ_HS_MAGIC;
-	c->conn = (__u32)itest_rand(rng) % 2048;
+	c->conn = (uint32_t)itest_rand(rng) % 2048;
 	c->nonce = itest_rand(rng);
 	c->ring.node = node;
-	c->ring.id = (__u32)itest_rand(rng) | 0x40000000u;
+	c->ring.id = (uint32_t)itest_rand(rng) | 0x40000000u;
 	c->key = itest_rand(rng);
 	c->ring_cap = 4096 - 64;
 	c->want_cap = itest_rand(rng) % 2 ? 0 : 8 * (1 + itest_rand(rng) % 8192);
 }
 
-static void forge_send(struct clanq_ep *ep, struct clanq_addr dst, __u32 type,
+static void forge_send(struct clanq_ep *ep, struct clanq_addr dst, uint32_t type,
 		       const void *p, size_t len)
 {
 	int err = clanq_oob_send(ep, dst, type, p, len);
@@ -1086,11 +1086,11 @@ static void forger(void *p)
 	struct clanq_hs_connect hc, keep;
 	struct clanq_hs_accept ha;
 	struct forge_count fc;
-	__u8 pay[CLANQ_OOB_PAYLOAD];
-	__u64 rng = a->seed;
+	uint8_t pay[CLANQ_OOB_PAYLOAD];
+	uint64_t rng = a->seed;
 	struct clanq_dev dev;
 	struct clanq_ep ep;
-	__u32 type, len, kind;
+	uint32_t type, len, kind;
 	char go;
 
 	memset(&keep, 0, sizeof(keep));
@@ -1099,19 +1099,19 @@ static void forger(void *p)
 	for (int r = 0; r < FORGE_ROUNDS; r++) {
 		memset(&fc, 0, sizeof(fc));
 		for (int i = 0; i < FORGE_PER_ROUND; i++) {
-			kind = (__u32)itest_rand(&rng) % 16;
+			kind = (uint32_t)itest_rand(&rng) % 16;
 			fill_bytes(pay, sizeof(pay), itest_rand(&rng));
-			len = (__u32)itest_rand(&rng) % (CLANQ_OOB_PAYLOAD + 1);
+			len = (uint32_t)itest_rand(&rng) % (CLANQ_OOB_PAYLOAD + 1);
 			switch (kind) {
 			case 0: case 1: case 2:	/* random type, random payload */
-				type = (__u32)itest_rand(&rng) & 0x7fffffffu;
+				type = (uint32_t)itest_rand(&rng) & 0x7fffffffu;
 				if (type == CLANQ_HS_CONNECT)
 					type++;
 				forge_send(&ep, lst, type, pay, len);
 				fc.l_bad++;
 				break;
 			case 3:			/* the library's range, random */
-				type = (__u32)itest_rand(&rng) % CLANQ_OOB_TYPE_USER;
+				type = (uint32_t)itest_rand(&rng) % CLANQ_OOB_TYPE_USER;
 				if (type == CLANQ_HS_CONNECT)
 					type = CLANQ_HS_ACCEPT;
 				forge_send(&ep, lst, type, pay, len);
@@ -1126,12 +1126,12 @@ static void forger(void *p)
 				forge_connect(&hc, a->node, &rng);
 				len = sizeof(hc);
 				switch (itest_rand(&rng) % 9) {
-				case 0: len = (__u32)itest_rand(&rng) % sizeof(hc); break;
+				case 0: len = (uint32_t)itest_rand(&rng) % sizeof(hc); break;
 				case 1: hc.magic ^= 1u << (itest_rand(&rng) % 32); break;
-				case 2: hc.reserved = (__u32)itest_rand(&rng) | 1; break;
+				case 2: hc.reserved = (uint32_t)itest_rand(&rng) | 1; break;
 				case 3: hc.ring.node = a->node ^ 1; break;	/* not its node */
 				case 4: hc.ring.id = 0; break;
-				case 5: hc.ring_cap = 4 + 8 * (__u32)(itest_rand(&rng) % 100); break;
+				case 5: hc.ring_cap = 4 + 8 * (uint32_t)(itest_rand(&rng) % 100); break;
 				case 6: hc.ring_cap = 0x80000000u; break;
 				case 7: hc.want_cap = 12; break;
 				case 8: hc.ring_cap = 32; break;
@@ -1160,7 +1160,7 @@ static void forger(void *p)
 			case 12: case 13:	/* answers nobody asked for, at the net */
 				memset(&ha, 0, sizeof(ha));
 				ha.magic = CLANQ_HS_MAGIC;
-				ha.conn = (__u32)itest_rand(&rng) % 4096;
+				ha.conn = (uint32_t)itest_rand(&rng) % 4096;
 				ha.nonce = itest_rand(&rng);
 				ha.ring = (struct clanq_addr){ a->node, 77 };
 				ha.ring_cap = 4032;
@@ -1171,7 +1171,7 @@ static void forger(void *p)
 				fc.net_msgs++;
 				break;
 			case 14:		/* garbage at the net */
-				type = (__u32)itest_rand(&rng) & 0x7fffffffu;
+				type = (uint32_t)itest_rand(&rng) & 0x7fffffffu;
 				forge_send(&ep, a->net_ep, type, pay, len);
 				fc.net_msgs++;
 				break;
@@ -1209,7 +1209,7 @@ static void test_forged_oob(void **state)
 {
 	struct forge_arg fa;
 	struct forge_count fc, tot = { 0 };
-	__u64 l_in = 0, net_in = 0, ign0, lign0;
+	uint64_t l_in = 0, net_in = 0, ign0, lign0;
 	int rep[2], go[2];
 	struct kids k = { 0 };
 	struct clanq_conn *spare;
@@ -1220,7 +1220,7 @@ static void test_forged_oob(void **state)
 	srv_open(&s, SVC_FORGE, 256, 64, 0, 1, 1);
 	ign0 = nstats(s.net).ignored;
 	lign0 = lstats(s.l).ignored;
-	for (__u32 node = 0; node < 2; node++) {
+	for (uint32_t node = 0; node < 2; node++) {
 		assert_int_equal(pipe(rep), 0);
 		assert_int_equal(pipe(go), 0);
 		fa = (struct forge_arg){ .node = 1 - node, .net_ep = clanq_net_addr(s.net),
@@ -1302,7 +1302,7 @@ static void test_many_clients(void **state)
 	struct kids k = { 0 };
 	struct srv s;
 	int go[2];
-	__u64 t0;
+	uint64_t t0;
 
 	(void)state;
 	srv_open(&s, SVC_MANY, 1024, 1100, 0, MANY_PROCS, MANY_PER);
@@ -1367,8 +1367,8 @@ static void test_idle_conns(void **state)
 	struct procmem s0, s1;
 	double cli_rss = 0, cli_anon = 0, cli_file = 0, cli_pte = 0, kernel;
 	struct kids k = { 0 };
-	__u64 t0, t1, rng = itest_seed("idle");
-	__u32 c;
+	uint64_t t0, t1, rng = itest_seed("idle");
+	uint32_t c;
 	struct srv s;
 
 	(void)state;
@@ -1440,7 +1440,7 @@ static void test_idle_conns(void **state)
 	/* a few random ones, still there */
 	for (int p = 0; p < IDLE_PINGS; p++) {
 		unsigned int who = (unsigned int)(itest_rand(&rng) % IDLE_PROCS);
-		__u32 conn = (__u32)(itest_rand(&rng) % idle_per), back;
+		uint32_t conn = (uint32_t)(itest_rand(&rng) % idle_per), back;
 
 		assert_true(itest_write_full(cmd[who][1], &conn, sizeof(conn)));
 		srv_until(&s, &k, total, 0, s.echoed + 1);
@@ -1481,9 +1481,9 @@ static void test_idle_conns(void **state)
 #define NOSYS_MAX	(16 * KIB)
 
 /* log-uniform, 1 B .. NOSYS_MAX */
-static size_t nosys_size(__u64 *rng)
+static size_t nosys_size(uint64_t *rng)
 {
-	__u64 r = itest_rand(rng);
+	uint64_t r = itest_rand(rng);
 	unsigned int e = (unsigned int)(r >> 1) % 15;
 	size_t len = ((size_t)1 << e) + (r >> 24) % ((size_t)1 << e);
 
@@ -1494,12 +1494,12 @@ static void nosys_client(void *p)
 {
 	struct clanq_conn_opts o = { .timeout_ns = CONNECT_TIMEOUT,
 				     .rx_ring = 64 * KIB, .tx_ring = 64 * KIB };
-	static __u8 out[NOSYS_MAX], in[NOSYS_MAX];
+	static uint8_t out[NOSYS_MAX], in[NOSYS_MAX];
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 rng = 4242, e0, e1, e2;
-	__u32 seq = 0;
+	uint64_t rng = 4242, e0, e1, e2;
+	uint32_t seq = 0;
 	size_t len;
 	ssize_t n;
 	int err;
@@ -1550,14 +1550,14 @@ static void nosys_client(void *p)
 static void test_no_syscall(void **state)
 {
 	struct clanq_conn_opts o = { .rx_ring = 64 * KIB };
-	static __u8 buf[NOSYS_MAX];
+	static uint8_t buf[NOSYS_MAX];
 	struct clanq_listener *l;
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 qc, e0, e1;
+	uint64_t qc, e0, e1;
 	const char *why;
-	__u32 seq;
+	uint32_t seq;
 	ssize_t n;
 	pid_t pid;
 	int err;

@@ -78,9 +78,9 @@ static void env_close(struct env *e)
 	assert_ok(tw_owner_close(&e->o));
 }
 
-static __u64 *word(struct env *e, __u64 off)
+static uint64_t *word(struct env *e, uint64_t off)
 {
-	return (__u64 *)((char *)e->o.r.mem + off);
+	return (uint64_t *)((char *)e->o.r.mem + off);
 }
 
 /* Is the tripwire armed, as a PIO writer sees it? */
@@ -89,7 +89,7 @@ static bool armed(struct env *e)
 	return clanq_ap_armed(&e->w.ap, WORD, 8);
 }
 
-static struct clanq_evq_arm tw_arm(const struct clanq_tw *tw, __u64 off, __u64 val)
+static struct clanq_evq_arm tw_arm(const struct clanq_tw *tw, uint64_t off, uint64_t val)
 {
 	struct clanq_evq_arm a;
 
@@ -101,8 +101,8 @@ static struct clanq_evq_arm tw_arm(const struct clanq_tw *tw, __u64 off, __u64 v
 }
 
 static struct clanq_ioc_evq_wait arm_arg(const struct clanq_evq *evq,
-					 const struct clanq_evq_arm *a, __u32 n,
-					 __u64 timeout_ns)
+					 const struct clanq_evq_arm *a, uint32_t n,
+					 uint64_t timeout_ns)
 {
 	struct clanq_ioc_evq_wait w;
 
@@ -110,15 +110,15 @@ static struct clanq_ioc_evq_wait arm_arg(const struct clanq_evq *evq,
 	w.timeout_ns = timeout_ns;
 	w.read_i = evq->ring.own;
 	w.flags = CLANQ_EVQ_WAIT_ARM;
-	w.arms = (__u64)(uintptr_t)a;
+	w.arms = (uint64_t)(uintptr_t)a;
 	w.nr_arms = n;
 	return w;
 }
 
 /* EVQ_WAIT: its errno (0 for success); *ns how long it took. */
-static int evq_wait(struct clanq_evq *evq, struct clanq_ioc_evq_wait *w, __u64 *ns)
+static int evq_wait(struct clanq_evq *evq, struct clanq_ioc_evq_wait *w, uint64_t *ns)
 {
-	__u64 t0 = clanq_now_ns();
+	uint64_t t0 = clanq_now_ns();
 	int err = itest_ioctl_err(clanq_evq_fd(evq), CLANQ_IOC_EVQ_WAIT, w);
 
 	*ns = clanq_now_ns() - t0;
@@ -128,7 +128,7 @@ static int evq_wait(struct clanq_evq *evq, struct clanq_ioc_evq_wait *w, __u64 *
 /* A call that must be refused with err, at once, with nothing armed. */
 static void refused(struct env *e, struct clanq_ioc_evq_wait *w, int err)
 {
-	__u64 ns;
+	uint64_t ns;
 
 	assert_int_equal(evq_wait(&e->evq, w, &ns), err);
 	assert_true(ns < QUICK_NS);
@@ -144,7 +144,7 @@ static void returns_at_once_when_a_word_already_moved(void **state)
 	struct clanq_ioc_evq_wait w;
 	struct clanq_evq_arm a[3];
 	struct env e;
-	__u64 ns;
+	uint64_t ns;
 
 	(void)state;
 	env_open(&e);
@@ -178,7 +178,7 @@ static void arms_and_sleeps_when_nothing_moved(void **state)
 	struct clanq_evq_arm a[2];
 	struct clanq_event ev;
 	struct env e;
-	__u64 ns;
+	uint64_t ns;
 
 	(void)state;
 	env_open(&e);
@@ -203,7 +203,7 @@ struct sleeper {
 	struct clanq_ioc_evq_wait w;
 	struct clanq_evq_arm a;
 	int err, done;
-	__u64 ns;
+	uint64_t ns;
 };
 
 static void *sleeper_fn(void *arg)
@@ -220,7 +220,7 @@ static void a_write_after_the_arming_wakes_the_sleeper(void **state)
 	struct sleeper s;
 	struct clanq_event ev;
 	struct env e;
-	__u64 v = 11, t0;
+	uint64_t v = 11, t0;
 	pthread_t t;
 
 	(void)state;
@@ -262,7 +262,7 @@ static void the_listed_flushes_are_made_before_the_wait(void **state)
 	struct clanq_evq wevq;
 	struct clanq_event ev;
 	struct env e;
-	__u64 v = 21, ns;
+	uint64_t v = 21, ns;
 
 	(void)state;
 	env_open(&e);
@@ -288,11 +288,11 @@ static void the_listed_flushes_are_made_before_the_wait(void **state)
 static void vectors_of_every_allowed_length_are_taken(void **state)
 {
 	static struct clanq_evq_arm a[CLANQ_EVQ_ARM_MAX];
-	static const __u32 lens[] = { 1, 8, 9, 100, CLANQ_EVQ_ARM_MAX };
+	static const uint32_t lens[] = { 1, 8, 9, 100, CLANQ_EVQ_ARM_MAX };
 	struct clanq_ioc_evq_wait w;
 	struct env e;
 	unsigned int i, k;
-	__u64 ns;
+	uint64_t ns;
 
 	(void)state;
 	env_open(&e);
@@ -384,7 +384,7 @@ static void garbage_is_refused_before_anything_is_armed(void **state)
 	tail = (struct clanq_evq_arm *)(m + page - sizeof(*tail));
 	*tail = a[0];
 	w = good;
-	w.arms = (__u64)(uintptr_t)tail;
+	w.arms = (uint64_t)(uintptr_t)tail;
 	w.nr_arms = 2;
 	refused(&e, &w, EFAULT);
 	w.nr_arms = 1;		/* the one entry that is readable: taken */
@@ -462,7 +462,7 @@ static void garbage_is_refused_before_anything_is_armed(void **state)
  * own context's entries.
  */
 struct echo_sh {
-	__u64 client_calls;
+	uint64_t client_calls;
 	int ready;
 };
 
@@ -472,7 +472,7 @@ static void echo_client(void *arg)
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	__u64 out, in, e0 = 0, e1;
+	uint64_t out, in, e0 = 0, e1;
 	ssize_t n;
 	int err;
 
@@ -510,7 +510,7 @@ static void a_blocking_echo_costs_at_most_two_system_calls_a_side(void **state)
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	unsigned int echoed = 0;
-	__u64 e0 = 0, e1, buf;
+	uint64_t e0 = 0, e1, buf;
 	bool done = false;
 	pid_t pid;
 	int n;

@@ -36,7 +36,7 @@
 
 static void each_endpoint_raises_one_event_carrying_its_cookie(void **state)
 {
-	static const __u64 cookies[3] = {
+	static const uint64_t cookies[3] = {
 		0, 0xc0ffee0000000001ull, 0xffffffffffffffffull,
 	};
 	struct clanq_ep eps[3];
@@ -84,7 +84,7 @@ static void messages_arriving_before_the_event_is_taken_raise_no_second_event(vo
 	struct clanq_ep ep;
 	struct fix f;
 	int reg;
-	__u32 i;
+	uint32_t i;
 
 	(void)state;
 	reg = fix_open_ep(&f, &ep, 0xabc);
@@ -188,7 +188,7 @@ static void a_blocked_wait_wakes_when_another_process_sends(void **state)
 	struct clanq_event ev = { 0 };
 	struct clanq_ep ep;
 	struct fix f;
-	__u64 q, e0, e1;
+	uint64_t q, e0, e1;
 	int64_t t0, dt;
 	int reg, r;
 	pid_t pid;
@@ -381,8 +381,8 @@ static void the_evq_fd_is_readable_in_epoll_only_while_an_event_is_queued(void *
 
 struct fanin_plan {
 	struct clanq_addr server[FANIN_EPS];
-	__u16 dest[FANIN_CLIENTS][FANIN_MSGS];
-	__u64 client[FANIN_CLIENTS];	/* packed address, once published */
+	uint16_t dest[FANIN_CLIENTS][FANIN_MSGS];
+	uint64_t client[FANIN_CLIENTS];	/* packed address, once published */
 };
 
 struct fanin_args {
@@ -433,9 +433,9 @@ static void a_1000_endpoint_server_gets_every_message_of_3_clients_exactly_once(
 {
 	static struct clanq_ep eps[FANIN_EPS];
 	static int regs[FANIN_EPS];
-	static __u32 planned[FANIN_EPS], got[FANIN_EPS];
-	__u64 seen[(FANIN_TOTAL + 63) / 64];
-	__u64 reg_used[(FANIN_EPS + 63) / 64];
+	static uint32_t planned[FANIN_EPS], got[FANIN_EPS];
+	uint64_t seen[(FANIN_TOTAL + 63) / 64];
+	uint64_t reg_used[(FANIN_EPS + 63) / 64];
 	struct fanin_args args[FANIN_CLIENTS];
 	pid_t pids[FANIN_CLIENTS];
 	int status[FANIN_CLIENTS];
@@ -445,8 +445,8 @@ static void a_1000_endpoint_server_gets_every_message_of_3_clients_exactly_once(
 	struct clanq_dev dev;
 	struct clanq_evq evq;
 	unsigned int i, c, s, received = 0, events = 0, targets = 0, quiet = 0;
-	__u64 rnd = itest_seed("fan-in");
-	__u64 deadline;
+	uint64_t rnd = itest_seed("fan-in");
+	uint64_t deadline;
 	const char *why;
 	int r;
 
@@ -472,13 +472,13 @@ static void a_1000_endpoint_server_gets_every_message_of_3_clients_exactly_once(
 	for (c = 0; c < FANIN_CLIENTS; c++) {
 		for (s = 0; s < FANIN_MSGS; s++) {
 			do {
-				__u64 x = itest_rand(&rnd);
+				uint64_t x = itest_rand(&rnd);
 
 				i = x & 1 ? (x >> 1) % FANIN_HOT
 					  : (x >> 1) % FANIN_EPS;
 			} while (planned[i] == FANIN_SLOTS - 1);
 			targets += !planned[i]++;
-			plan->dest[c][s] = (__u16)i;
+			plan->dest[c][s] = (uint16_t)i;
 		}
 	}
 

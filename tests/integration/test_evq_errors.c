@@ -33,7 +33,7 @@
  * Malformed requests on the context fd (EVQ_CREATE) and the evq fd.
  */
 
-static int raw_evq_create(int fd, __u32 max_regs, struct clanq_ioc_evq_create *c)
+static int raw_evq_create(int fd, uint32_t max_regs, struct clanq_ioc_evq_create *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->max_regs = max_regs;
@@ -42,8 +42,8 @@ static int raw_evq_create(int fd, __u32 max_regs, struct clanq_ioc_evq_create *c
 
 static void evq_create_refuses_bad_max_regs_flags_and_reserved_fields(void **state)
 {
-	static const __u32 bad[] = { 0, 1u << 30, 0x80000000u, 0xffffffffu };
-	static const __u32 good[] = { 1, 64, 65, 1000 };
+	static const uint32_t bad[] = { 0, 1u << 30, 0x80000000u, 0xffffffffu };
+	static const uint32_t good[] = { 1, 64, 65, 1000 };
 	struct clanq_ioc_evq_create c;
 	struct clanq_evq evq;
 	struct clanq_dev dev;
@@ -77,9 +77,9 @@ static void evq_create_refuses_bad_max_regs_flags_and_reserved_fields(void **sta
 		assert_true(c.nr_words >= (good[i] + 63) / 64);
 		assert_true(c.ring.nr_slots >= 2);
 		assert_true(c.ring.slot_size >= sizeof(struct clanq_event));
-		assert_true(c.mmap_size >= (__u64)c.ring.slots +
-					   (__u64)c.ring.nr_slots * c.ring.slot_size);
-		assert_true(c.mmap_size >= (__u64)c.pending + c.nr_words * 8ull);
+		assert_true(c.mmap_size >= (uint64_t)c.ring.slots +
+					   (uint64_t)c.ring.nr_slots * c.ring.slot_size);
+		assert_true(c.mmap_size >= (uint64_t)c.pending + c.nr_words * 8ull);
 		assert_int_equal(close(c.fd), 0);
 	}
 	assert_int_equal(clanq_evq_create(&dev, &evq, 0), -EINVAL);
@@ -88,7 +88,7 @@ static void evq_create_refuses_bad_max_regs_flags_and_reserved_fields(void **sta
 
 static void evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints(void **state)
 {
-	static const __u32 bad_events[] = {
+	static const uint32_t bad_events[] = {
 		0, 1u << 3, 1u << 31, CLANQ_EV_OOB | 1u << 7,
 	};
 	struct clanq_ioc_evq_reg good, r;
@@ -150,7 +150,7 @@ static void evq_register_refuses_bad_masks_reserved_fields_and_foreign_endpoints
 	fix_close_ep(&f, &ep);
 }
 
-static int raw_unregister(int fd, __u32 reg, __u32 flags, __u64 reserved0)
+static int raw_unregister(int fd, uint32_t reg, uint32_t flags, uint64_t reserved0)
 {
 	struct clanq_ioc_evq_reg r;
 
@@ -163,7 +163,7 @@ static int raw_unregister(int fd, __u32 reg, __u32 flags, __u64 reserved0)
 
 static void evq_unregister_refuses_indexes_that_are_not_registered(void **state)
 {
-	static const __u32 out_of_range[] = { 4, 64, 1000, 0xffffffffu };
+	static const uint32_t out_of_range[] = { 4, 64, 1000, 0xffffffffu };
 	struct clanq_ep ep;
 	struct fix f;
 	unsigned int i;
@@ -345,7 +345,7 @@ static void evq_wait_refuses_a_read_index_outside_the_ring(void **state)
 	struct clanq_ep ep;
 	struct fix f;
 	unsigned int i;
-	__u32 nr;
+	uint32_t nr;
 	int fd, reg;
 
 	(void)state;
@@ -425,8 +425,8 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	struct clanq_event ev = { 0 };
 	struct clanq_ep ep;
 	struct fix f;
-	__u32 nr, i, n;
-	__u64 sent = 0;
+	uint32_t nr, i, n;
+	uint64_t sent = 0;
 	int reg;
 
 	(void)state;
@@ -436,7 +436,7 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	/* every bit set: the driver takes every event as pending already */
 	set_pending(&f.evq, ~0ull);
 	for (i = 0; i < 3; i++)
-		send_seq(&f.tx, ep.addr, (__u32)sent++);
+		send_seq(&f.tx, ep.addr, (uint32_t)sent++);
 	assert_true(itest_wait_arrivals(&ep, sent));
 	expect_no_event(&f.evq);
 	drain(&ep, f.tx.addr, 0, 3);
@@ -448,9 +448,9 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	 */
 	for (i = 0; i < nr + 16; i++) {
 		set_pending(&f.evq, 0);
-		send_seq(&f.tx, ep.addr, (__u32)sent);
+		send_seq(&f.tx, ep.addr, (uint32_t)sent);
 		assert_true(itest_wait_arrivals(&ep, ++sent));
-		drain(&ep, f.tx.addr, (__u32)sent - 1, 1);
+		drain(&ep, f.tx.addr, (uint32_t)sent - 1, 1);
 	}
 	for (n = 0; n <= nr && !clanq_evq_poll(&f.evq, &ev); n++) {
 		assert_int_equal(ev.reg, reg);
@@ -464,9 +464,9 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	itest_store_u32(f.evq.ring.cons, 0xffffffffu);
 	for (i = 0; i < 4; i++) {
 		set_pending(&f.evq, 0);
-		send_seq(&f.tx, ep.addr, (__u32)sent);
+		send_seq(&f.tx, ep.addr, (uint32_t)sent);
 		assert_true(itest_wait_arrivals(&ep, ++sent));
-		drain(&ep, f.tx.addr, (__u32)sent - 1, 1);
+		drain(&ep, f.tx.addr, (uint32_t)sent - 1, 1);
 	}
 
 	/* the consumer's index restored, bits cleared: working again */
@@ -474,13 +474,13 @@ static void scribbled_pending_bits_and_ring_indexes_cannot_hurt_the_kernel(void 
 	for (n = 0; n <= nr && !clanq_evq_poll(&f.evq, &ev); n++)
 		;
 	set_pending(&f.evq, 0);
-	send_seq(&f.tx, ep.addr, (__u32)sent);
+	send_seq(&f.tx, ep.addr, (uint32_t)sent);
 	take_event_of(&f.evq, reg, 0x5c);
-	drain(&ep, f.tx.addr, (__u32)sent, 1);
+	drain(&ep, f.tx.addr, (uint32_t)sent, 1);
 	sent++;
-	send_seq(&f.tx, ep.addr, (__u32)sent);
+	send_seq(&f.tx, ep.addr, (uint32_t)sent);
 	take_event_of(&f.evq, reg, 0x5c);
-	drain(&ep, f.tx.addr, (__u32)sent, 1);
+	drain(&ep, f.tx.addr, (uint32_t)sent, 1);
 
 	fix_close_ep(&f, &ep);
 }

@@ -43,7 +43,7 @@ static void polling_endpoints_and_the_evq_never_enters_the_driver(void **state)
 	struct clanq_ep ep;
 	struct pollfd pfd;
 	struct fix f;
-	__u64 q, e0, e1, e2, e3;
+	uint64_t q, e0, e1, e2, e3;
 	unsigned int i, bad = 0, events = 0, msgs = 0;
 
 	(void)state;
@@ -102,11 +102,11 @@ struct strict_args {
 };
 
 struct strict_report {
-	__u32 received;
-	__u32 events;
-	__u32 bad_events;
-	__u32 bad_msgs;
-	__u64 dropped;
+	uint32_t received;
+	uint32_t events;
+	uint32_t bad_events;
+	uint32_t bad_msgs;
+	uint64_t dropped;
 };
 
 /*
@@ -146,7 +146,7 @@ static void strict_child(void *arg)
 		}
 		rep.events++;
 		if (ev.cookie != STRICT_COOKIE || ev.events != CLANQ_EV_OOB ||
-		    ev.reg != (__u32)reg)
+		    ev.reg != (uint32_t)reg)
 			rep.bad_events++;
 		while (clanq_oob_recv(&ep, &m) == 0) {
 			if (itest_check(&m, a->sender, ITEST_TYPE, TAG,

@@ -382,17 +382,17 @@ struct fx {
 	struct clanq_ioc_ep_create ep_a, ep_b, ep_1;
 	struct clanq_ioc_evq_create evq;
 	struct clanq_ioc_region_create reg;
-	__u64 key;
-	volatile __u8 *reg_mem;
+	uint64_t key;
+	volatile uint8_t *reg_mem;
 	struct clanq_ioc_ap_import ap;
-	__u8 *pinned;		/* touched memory to register */
+	uint8_t *pinned;	/* touched memory to register */
 	/* what one iteration made */
 	int fd;
 	void *map;
 	size_t map_size;
-	__u32 id, id2;
+	uint32_t id, id2;
 	int reg_index;
-	__u32 touch;
+	uint32_t touch;
 };
 
 static struct fx fx;
@@ -411,7 +411,7 @@ static void ep_create(int fd, struct clanq_ioc_ep_create *c)
 	assert_int_equal(xioctl(fd, CLANQ_IOC_EP_CREATE, c), 0);
 }
 
-static void ep_destroy(int fd, __u32 id)
+static void ep_destroy(int fd, uint32_t id)
 {
 	struct clanq_ioc_ep_destroy d = { .id = id };
 
@@ -425,14 +425,14 @@ static void region_alloc(int fd, struct clanq_ioc_region_create *c)
 	assert_int_equal(xioctl(fd, CLANQ_IOC_REGION_CREATE, c), 0);
 }
 
-static void region_free(int fd, __u32 id)
+static void region_free(int fd, uint32_t id)
 {
 	struct clanq_ioc_region_free f = { .id = id };
 
 	assert_int_equal(xioctl(fd, CLANQ_IOC_REGION_FREE, &f), 0);
 }
 
-static int ap_import(int fd, struct clanq_ioc_ap_import *im, __u32 node)
+static int ap_import(int fd, struct clanq_ioc_ap_import *im, uint32_t node)
 {
 	memset(im, 0, sizeof(*im));
 	im->region.node = node;
@@ -443,7 +443,7 @@ static int ap_import(int fd, struct clanq_ioc_ap_import *im, __u32 node)
 	return xioctl(fd, CLANQ_IOC_AP_IMPORT, im);
 }
 
-static void ap_close(int fd, __u32 id)
+static void ap_close(int fd, uint32_t id)
 {
 	struct clanq_ioc_ap_close c = { .id = id };
 
@@ -458,7 +458,7 @@ static void ap_close(int fd, __u32 id)
  */
 #define LONELY		((void *)0x600000000000ul)
 
-static void *lonely_mmap(size_t size, int prot, int flags, int fd, __u64 off)
+static void *lonely_mmap(size_t size, int prot, int flags, int fd, uint64_t off)
 {
 	void *p = mmap(LONELY, size, prot, flags | MAP_FIXED_NOREPLACE, fd,
 		       (off_t)off);
@@ -470,7 +470,7 @@ static void *lonely_mmap(size_t size, int prot, int flags, int fd, __u64 off)
 	return p;
 }
 
-static int do_mmap(int fd, size_t size, __u64 off)
+static int do_mmap(int fd, size_t size, uint64_t off)
 {
 	fx.map = lonely_mmap(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 	fx.map_size = size;
@@ -491,7 +491,7 @@ static void undo_mmap(int r)
 static int fx_setup(void **state)
 {
 	struct clanq_ioc_region_export e;
-	__u32 node;
+	uint32_t node;
 
 	(void)state;
 	fx.a = open(CLANQ_DEV_PREFIX "0", O_RDWR | O_CLOEXEC);
@@ -803,7 +803,7 @@ static void evq_unregister(int index)
 	struct clanq_ioc_evq_reg r;
 
 	memset(&r, 0, sizeof(r));
-	r.reg = (__u32)index;
+	r.reg = (uint32_t)index;
 	assert_int_equal(xioctl(fx.evq.fd, CLANQ_IOC_EVQ_UNREGISTER, &r), 0);
 }
 
@@ -823,7 +823,7 @@ static int call_evq_unregister(void)
 	struct clanq_ioc_evq_reg r;
 
 	memset(&r, 0, sizeof(r));
-	r.reg = (__u32)fx.reg_index;
+	r.reg = (uint32_t)fx.reg_index;
 	return xioctl(fx.evq.fd, CLANQ_IOC_EVQ_UNREGISTER, &r);
 }
 
@@ -872,13 +872,13 @@ static void before_touch(void)
 /* the fault handler: a PIO store to a fresh mapping of the aperture */
 static int call_touch_ap(void)
 {
-	*(volatile __u32 *)((char *)fx.map + fx.ap.map_delta) = 0xfa110000u + fx.touch;
+	*(volatile uint32_t *)((char *)fx.map + fx.ap.map_delta) = 0xfa110000u + fx.touch;
 	return 0;
 }
 
 static void after_touch(int r)
 {
-	__u32 v;
+	uint32_t v;
 
 	memcpy(&v, (const void *)fx.reg_mem, sizeof(v));
 	assert_int_equal(v, 0xfa110000u + fx.touch);
@@ -1032,7 +1032,7 @@ static void budget_is_intact(void **state)
 {
 	unsigned long max_ctx = itest_param("max_ctx_bytes");
 	/* the region is exported: its armed bitmap (one page) is a's too */
-	__u64 held = fx.ep_a.mmap_size + fx.evq.mmap_size + fx.reg.mmap_size +
+	uint64_t held = fx.ep_a.mmap_size + fx.evq.mmap_size + fx.reg.mmap_size +
 		     page;
 	struct clanq_ioc_region_create c;
 

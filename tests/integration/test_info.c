@@ -193,9 +193,9 @@ static int run_info(const char *args, char *out, size_t size)
 /* What the client tells the test of its connection. */
 struct peer_info {
 	pid_t pid;
-	__u32 ep;		/* its net's endpoint */
-	__u32 rx;		/* its ring, which we import */
-	__u32 ap;		/* its aperture onto our ring */
+	uint32_t ep;		/* its net's endpoint */
+	uint32_t rx;		/* its ring, which we import */
+	uint32_t ap;		/* its aperture onto our ring */
 };
 
 struct client_arg {
@@ -253,7 +253,7 @@ static void test_objects_of_a_connection(void **state)
 	struct clanq_conn *c;
 	char want[160], rights[8];
 	struct objs o0, o1;
-	__u32 my_ep, my_rx, my_ap;
+	uint32_t my_ep, my_rx, my_ap;
 	const char *ln;
 	long ci;
 	pid_t pid;

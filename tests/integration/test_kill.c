@@ -48,16 +48,16 @@
 
 /* Shared by the parent, the steady pair and the victims. */
 struct shared {
-	__u64 addr_a, addr_b;		/* packed, 0 until published */
-	__u32 rounds_a, rounds_b;	/* round trips completed */
+	uint64_t addr_a, addr_b;	/* packed, 0 until published */
+	uint32_t rounds_a, rounds_b;	/* round trips completed */
 	int stop;			/* set by the parent: finish up */
-	__u64 victim[VICTIM_EPS];	/* the current victim's endpoints */
+	uint64_t victim[VICTIM_EPS];	/* the current victim's endpoints */
 };
 
-static __u64 wait_published(const __u64 *w)
+static uint64_t wait_published(const uint64_t *w)
 {
-	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
-	__u64 v;
+	uint64_t end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
+	uint64_t v;
 
 	while (!(v = __atomic_load_n(w, __ATOMIC_ACQUIRE))) {
 		if (clanq_now_ns() > end)
@@ -75,7 +75,7 @@ static __u64 wait_published(const __u64 *w)
 static int steady_recv(struct clanq_evq *evq, struct clanq_ep *ep,
 		       struct clanq_oob_msg *m)
 {
-	__u64 end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
+	uint64_t end = clanq_now_ns() + ITEST_RECV_TIMEOUT;
 	struct clanq_event ev;
 	int r;
 
@@ -106,7 +106,7 @@ struct steady {
  * return the peer's, once it is published in *theirs.
  */
 static struct clanq_addr steady_open(struct steady *s, unsigned int nic,
-				     __u64 *mine, const __u64 *theirs)
+				     uint64_t *mine, const uint64_t *theirs)
 {
 	CHILD_CHECK_INT(clanq_open_nic(&s->dev, nic), 0);
 	CHILD_CHECK_INT(clanq_ep_create(&s->dev, &s->ep, 16), 0);
@@ -118,7 +118,7 @@ static struct clanq_addr steady_open(struct steady *s, unsigned int nic,
 }
 
 /* Close one side, which sent and received the counts given. */
-static void steady_close(struct steady *s, __u64 sent, __u64 delivered)
+static void steady_close(struct steady *s, uint64_t sent, uint64_t delivered)
 {
 	CHILD_CHECK_INT(itest_ctr(&s->ep.counters->oob_sent), sent);
 	CHILD_CHECK_INT(itest_ctr(&s->ep.counters->oob_delivered), delivered);
@@ -136,7 +136,7 @@ static void steady_a(void *arg)
 	struct clanq_addr b;
 	struct steady s;
 	const char *why;
-	__u32 seq;
+	uint32_t seq;
 
 	b = steady_open(&s, 0, &sh->addr_a, &sh->addr_b);
 	for (seq = 0; seq < STEADY_MAX; seq++) {
@@ -163,7 +163,7 @@ static void steady_b(void *arg)
 	struct clanq_addr a;
 	struct steady s;
 	const char *why;
-	__u32 seq;
+	uint32_t seq;
 
 	a = steady_open(&s, 1, &sh->addr_b, &sh->addr_a);
 	for (seq = 0;; seq++) {
@@ -191,7 +191,7 @@ static void steady_b(void *arg)
 struct victim_args {
 	struct shared *sh;
 	struct clanq_addr sink[2];
-	__u64 seed;
+	uint64_t seed;
 };
 
 static void drain_ep(struct clanq_ep *ep)
@@ -229,7 +229,7 @@ static void destroy_eps_then_evqs(struct clanq_ep *eps, struct clanq_evq *evq,
 static void victim(void *arg)
 {
 	struct victim_args *a = arg;
-	__u64 rnd = a->seed;
+	uint64_t rnd = a->seed;
 	/* one in four ends up asleep in a wait with no timeout */
 	bool sleeper = itest_rand(&rnd) % 4 == 0;
 	unsigned int iter;
@@ -347,10 +347,10 @@ static void a_steady_pair_completes_every_round_trip_while_other_processes_are_k
 	struct clanq_ep sink[2];
 	struct victim_args va;
 	struct shared *sh;
-	__u64 rnd = itest_seed("kill");
+	uint64_t rnd = itest_seed("kill");
 	unsigned int v, i, n, sunk = 0, sent = 0;
-	__u32 rounds_before;
-	__u64 end;
+	uint32_t rounds_before;
+	uint64_t end;
 	pid_t pid_a, pid_b, pid;
 	int status;
 
@@ -393,7 +393,7 @@ static void a_steady_pair_completes_every_round_trip_while_other_processes_are_k
 		do {
 			/* deliveries racing with the victim's teardowns */
 			for (i = 0; i < VICTIM_EPS; i++) {
-				__u64 w = __atomic_load_n(&sh->victim[i],
+				uint64_t w = __atomic_load_n(&sh->victim[i],
 							  __ATOMIC_ACQUIRE);
 
 				if (!w)

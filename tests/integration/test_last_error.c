@@ -115,7 +115,7 @@ static void garbage_says_what_was_wrong(void **state)
 	struct clanq_ioc_region_free f;
 	struct clanq_ioc_last_error e;
 	struct clanq_dev dev;
-	__u64 seq;
+	uint64_t seq;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);

@@ -152,7 +152,7 @@ static void sink_apertures_are_charged_their_page(void **state)
 	struct clanq_dev dev, owner;
 	struct clanq_region r;
 	unsigned int n, plain;
-	__u64 key;
+	uint64_t key;
 	int err = 0;
 
 	(void)state;

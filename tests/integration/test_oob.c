@@ -60,7 +60,7 @@ static void pair_close(struct pair *p)
 }
 
 /* Receive message seq from p->tx, intact; fail the test otherwise. */
-static void expect_msg(struct clanq_ep *ep, struct clanq_addr src, __u32 seq)
+static void expect_msg(struct clanq_ep *ep, struct clanq_addr src, uint32_t seq)
 {
 	struct clanq_oob_msg m;
 	const char *why;
@@ -72,7 +72,7 @@ static void expect_msg(struct clanq_ep *ep, struct clanq_addr src, __u32 seq)
 			 itest_seq(&m), m.src.node, m.src.id);
 }
 
-static void send_seq(struct clanq_ep *ep, struct clanq_addr dst, __u32 seq)
+static void send_seq(struct clanq_ep *ep, struct clanq_addr dst, uint32_t seq)
 {
 	assert_int_equal(itest_send(ep, dst, ITEST_TYPE, TAG, seq), 0);
 }
@@ -82,11 +82,11 @@ static void send_seq(struct clanq_ep *ep, struct clanq_addr dst, __u32 seq)
  * the destination and carrying the undelivered message's type and head.
  */
 static void expect_unreachable(struct clanq_ep *ep, struct clanq_addr dst,
-			       __u32 seq)
+			       uint32_t seq)
 {
 	struct clanq_oob_unreachable u;
 	struct clanq_oob_msg m;
-	__u8 want[CLANQ_OOB_PAYLOAD];
+	uint8_t want[CLANQ_OOB_PAYLOAD];
 
 	assert_int_equal(itest_recv(ep, &m, ITEST_RECV_TIMEOUT), 0);
 	assert_int_equal(m.type, CLANQ_OOB_UNREACHABLE);
@@ -101,7 +101,7 @@ static void expect_unreachable(struct clanq_ep *ep, struct clanq_addr dst,
 }
 
 /* errno of a raw OOB_SEND of an 8-byte message on fd */
-static int raw_send(int fd, __u32 ep, struct clanq_addr dst)
+static int raw_send(int fd, uint32_t ep, struct clanq_addr dst)
 {
 	struct clanq_ioc_oob_send s;
 
@@ -113,14 +113,14 @@ static int raw_send(int fd, __u32 ep, struct clanq_addr dst)
 	return itest_ioctl_err(fd, CLANQ_IOC_OOB_SEND, &s);
 }
 
-static int raw_ep_create(int fd, __u32 slots, struct clanq_ioc_ep_create *c)
+static int raw_ep_create(int fd, uint32_t slots, struct clanq_ioc_ep_create *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->oob_slots = slots;
 	return itest_ioctl_err(fd, CLANQ_IOC_EP_CREATE, c);
 }
 
-static int raw_ep_destroy(int fd, __u32 id)
+static int raw_ep_destroy(int fd, uint32_t id)
 {
 	struct clanq_ioc_ep_destroy d;
 
@@ -130,7 +130,7 @@ static int raw_ep_destroy(int fd, __u32 id)
 }
 
 /* errno of an mmap on fd, or 0 if it mapped (then it is unmapped again) */
-static int mmap_err(int fd, __u64 off, size_t len, int flags)
+static int mmap_err(int fd, uint64_t off, size_t len, int flags)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd,
 		       (off_t)off);
@@ -158,7 +158,7 @@ static void ponger(void *arg)
 	struct clanq_dev dev;
 	struct clanq_ep ep;
 	const char *why;
-	__u32 i;
+	uint32_t i;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, a->nic), 0);
 	CHILD_CHECK_INT(clanq_ep_create(&dev, &ep, 16), 0);
@@ -191,7 +191,7 @@ static void ping_pong(unsigned int nic, unsigned int peer_nic)
 	const char *why;
 	int fds[2], status;
 	pid_t pid;
-	__u32 i;
+	uint32_t i;
 
 	assert_int_equal(clanq_open_nic(&dev, nic), 0);
 	assert_int_equal(clanq_ep_create(&dev, &ep, 16), 0);
@@ -246,7 +246,7 @@ static void a_full_queue_keeps_the_oldest_messages_and_counts_each_drop(void **s
 {
 	struct clanq_oob_msg m;
 	struct pair p;
-	__u32 i;
+	uint32_t i;
 
 	(void)state;
 	pair_open(&p, 0, 1, 8);
@@ -346,7 +346,7 @@ static void the_source_is_stamped_by_the_driver_and_cannot_be_forged(void **stat
 
 static void a_send_to_an_unknown_node_is_ehostunreach(void **state)
 {
-	static const __u32 nodes[] = {
+	static const uint32_t nodes[] = {
 		2, 3, 0x7fffffffu, CLANQ_NODE_INVALID,
 	};
 	struct clanq_addr dst;
@@ -371,7 +371,7 @@ static void a_send_to_an_unknown_node_is_ehostunreach(void **state)
 
 static void a_send_to_an_unknown_endpoint_succeeds_and_comes_back_unreachable(void **state)
 {
-	static const __u32 ids[] = { 0, 0x7fffffffu, 0xfffffffeu, 0xffffffffu };
+	static const uint32_t ids[] = { 0, 0x7fffffffu, 0xfffffffeu, 0xffffffffu };
 	struct clanq_dev dev0;
 	struct clanq_ep rx0;
 	struct clanq_addr dst;
@@ -417,17 +417,17 @@ static void a_send_to_an_unknown_endpoint_succeeds_and_comes_back_unreachable(vo
 static void a_payload_longer_than_48_bytes_is_emsgsize(void **state)
 {
 	static const size_t bad[] = { CLANQ_OOB_PAYLOAD + 1, 64, 1024 };
-	static const __u32 raw_bad[] = { CLANQ_OOB_PAYLOAD + 1, 4096, 0xffffffffu };
+	static const uint32_t raw_bad[] = { CLANQ_OOB_PAYLOAD + 1, 4096, 0xffffffffu };
 	struct clanq_ioc_oob_send s;
 	struct clanq_oob_msg m;
-	__u8 buf[1024];
+	uint8_t buf[1024];
 	struct pair p;
 	unsigned int i;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);
 	for (i = 0; i < sizeof(buf); i++)
-		buf[i] = (__u8)(i * 7 + 3);
+		buf[i] = (uint8_t)(i * 7 + 3);
 	for (i = 0; i < ARRAY_SIZE(bad); i++)
 		assert_int_equal(clanq_oob_send(&p.tx, p.rx.addr, ITEST_TYPE,
 						buf, bad[i]), -EMSGSIZE);
@@ -466,11 +466,11 @@ static void a_payload_longer_than_48_bytes_is_emsgsize(void **state)
 
 static void ep_create_refuses_flags_reserved_fields_and_bad_slot_counts(void **state)
 {
-	static const __u32 bad_slots[] = {
+	static const uint32_t bad_slots[] = {
 		1, 3, 6, 12, 4095, 4097, 8192, 1u << 20, 0x80000000u,
 		0xffffffffu,
 	};
-	static const __u32 good_slots[] = { 0, 2, 8, 4096 };
+	static const uint32_t good_slots[] = { 0, 2, 8, 4096 };
 	struct clanq_ioc_ep_create c;
 	struct clanq_dev dev;
 	unsigned int i;
@@ -519,8 +519,8 @@ static void ep_create_refuses_flags_reserved_fields_and_bad_slot_counts(void **s
 				 good_slots[i] ? good_slots[i] : DEFAULT_SLOTS);
 		assert_int_equal(c.oob.slot_size % 8, 0);
 		assert_true(c.oob.slot_size >= sizeof(struct clanq_oob_msg));
-		assert_true(c.mmap_size >= (__u64)c.oob.slots +
-					   (__u64)c.oob.nr_slots * c.oob.slot_size);
+		assert_true(c.mmap_size >= (uint64_t)c.oob.slots +
+					   (uint64_t)c.oob.nr_slots * c.oob.slot_size);
 		assert_true(c.counters + sizeof(struct clanq_ep_counters) <=
 			    c.mmap_size);
 		assert_int_equal(raw_ep_destroy(dev.fd, c.addr.id), 0);
@@ -644,7 +644,7 @@ static void a_segment_maps_only_whole_shared_and_at_its_own_offset(void **state)
 	struct clanq_ioc_ep_create c;
 	struct clanq_dev a, b;
 	size_t size;
-	__u64 off;
+	uint64_t off;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&a, 0), 0);
@@ -683,7 +683,7 @@ static void a_scribbled_producer_index_and_slots_are_overwritten_by_new_deliveri
 {
 	struct clanq_oob_msg m;
 	struct pair p;
-	__u32 i, nr;
+	uint32_t i, nr;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);
@@ -717,8 +717,8 @@ static void a_garbage_consumer_index_makes_the_driver_drop_and_nothing_worse(voi
 {
 	struct clanq_oob_msg m;
 	struct pair p;
-	__u64 delivered, dropped;
-	__u32 i, nr;
+	uint64_t delivered, dropped;
+	uint32_t i, nr;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);
@@ -757,7 +757,7 @@ static void a_lying_consumer_index_garbles_only_its_own_queue(void **state)
 	struct clanq_oob_msg m;
 	const char *why;
 	struct pair p;
-	__u32 i, n, nr;
+	uint32_t i, n, nr;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);
@@ -801,7 +801,7 @@ static void scribbled_counters_are_rewritten_from_the_drivers_own_counts(void **
 {
 	struct clanq_ep_counters *rxc, *txc;
 	struct pair p;
-	__u32 i;
+	uint32_t i;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);
@@ -838,7 +838,7 @@ static void a_destroyed_endpoint_receives_nothing_and_its_id_is_refused(void **s
 	struct clanq_ep gone;
 	struct clanq_addr gone_addr;
 	struct pair p;
-	__u32 i;
+	uint32_t i;
 
 	(void)state;
 	pair_open(&p, 0, 1, 16);

@@ -60,10 +60,10 @@ static void each_bad_request_completes_with_its_status_and_stalls_nothing(void *
 	struct clanq_rdma_comp comp;
 	struct bad bads[ERR_MAX];
 	struct clanq_ep ep;
-	__u64 kw, kg, seed = 0x5eed0f0bad, at;
+	uint64_t kw, kg, seed = 0x5eed0f0bad, at;
 	unsigned int n = 0, i;
 	const char *why;
-	__u8 *expect;
+	uint8_t *expect;
 
 	(void)state;
 	/* a: the poster; b: the exporter, on node 1; c: a bystander on node 0 */
@@ -205,8 +205,8 @@ static void a_stream_of_posts_rings_few_doorbells(void **state)
 	struct clanq_rdma_req req;
 	struct pair p;
 	unsigned int i, got = 0, want = 0, full = 0;
-	__u64 q, e0, e1, reqs, bells, calls;
-	__u64 end, t0;
+	uint64_t q, e0, e1, reqs, bells, calls;
+	uint64_t end, t0;
 	int64_t dt;
 	int r;
 
@@ -276,7 +276,7 @@ static void an_idle_engine_is_woken_by_exactly_one_doorbell(void **state)
 	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
 	struct clanq_rdma_req req;
 	struct pair p;
-	__u64 q, e0, e1;
+	uint64_t q, e0, e1;
 	unsigned int i;
 
 	(void)state;
@@ -361,7 +361,7 @@ static void a_batch_pushed_at_once_rings_one_doorbell(void **state)
 	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
 	struct clanq_rdma_req req;
 	struct pair p;
-	__u64 q, e0, e1;
+	uint64_t q, e0, e1;
 	unsigned int i;
 
 	(void)state;
@@ -406,7 +406,7 @@ static void a_batch_pushed_at_once_rings_one_doorbell(void **state)
 static void an_overlapping_write_within_one_region_is_a_memmove(void **state)
 {
 	struct clanq_ep_attr attr = { .rq_slots = 8, .cq_slots = 8 };
-	static const struct { __u64 src, dst, len; } cases[] = {
+	static const struct { uint64_t src, dst, len; } cases[] = {
 		{ 0, 8, 1000 },		/* target above the source */
 		{ 140, 100, 2000 },	/* target below */
 		{ 1, 2, PAGE - 2 },	/* one byte apart, almost the page */
@@ -418,7 +418,7 @@ static void an_overlapping_write_within_one_region_is_a_memmove(void **state)
 	struct clanq_ep ep;
 	struct clanq_ap ap;
 	unsigned int i;
-	__u64 key;
+	uint64_t key;
 
 	(void)state;
 	assert_int_equal(clanq_open_nic(&d, 0), 0);
@@ -503,8 +503,8 @@ static void a_doorbell_rung_while_the_engine_is_busy_wakes_nothing_twice(void **
 	struct clanq_dev a, b;
 	struct clanq_ep ep;
 	struct clanq_ap ap;
-	__u64 key, bytes, bells;
-	__u32 bell_word;
+	uint64_t key, bytes, bells;
+	uint32_t bell_word;
 	unsigned int i;
 
 	(void)state;
@@ -571,8 +571,8 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	struct clanq_ep other;
 	struct pair p;
 	unsigned int posted = 0, got = 0;
-	__u64 q, e0, e1;
-	__u64 end;
+	uint64_t q, e0, e1;
+	uint64_t end;
 	int r;
 
 	(void)state;
@@ -636,10 +636,10 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_reqs), CQFULL_REQS);
 	assert_int_equal(itest_ctr(&p.ep.counters->rdma_errors), 0);
 	/* the other endpoint's write landed at the end, all others in place */
-	assert_int_equal(pat_diff((__u8 *)p.dst.mem + PAIR_DST - STREAM_LEN,
+	assert_int_equal(pat_diff((uint8_t *)p.dst.mem + PAIR_DST - STREAM_LEN,
 				  PAIR_SEED, oreq.src_off, STREAM_LEN, 0),
 			 STREAM_LEN);
-	bg_fill((__u8 *)p.dst.mem + PAIR_DST - STREAM_LEN,
+	bg_fill((uint8_t *)p.dst.mem + PAIR_DST - STREAM_LEN,
 		PAIR_DST - STREAM_LEN, STREAM_LEN);
 	stream_check(&p, CQFULL_REQS);
 	assert_int_equal(clanq_ep_destroy(&other), 0);

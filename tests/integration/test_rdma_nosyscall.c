@@ -39,9 +39,9 @@ static void polling_the_completion_queue_never_enters_the_driver(void **state)
 	struct clanq_rdma_comp c;
 	struct clanq_rdma_req req;
 	struct pair p;
-	__u64 q, e0, e1, e2, e3;
+	uint64_t q, e0, e1, e2, e3;
 	unsigned int i, bad = 0, got = 0;
-	__u64 end;
+	uint64_t end;
 
 	(void)state;
 	pair_open(&p, &attr);
@@ -101,18 +101,18 @@ static void polling_the_completion_queue_never_enters_the_driver(void **state)
 
 struct strict_args {
 	struct clanq_addr region;
-	__u64 key;
+	uint64_t key;
 	int fd;
 };
 
 struct strict_report {
-	__u32 posted;		/* small requests posted in strict mode */
-	__u32 completions;
-	__u32 bad;
-	__u32 engine_idle;	/* doorbell found set before a post */
+	uint32_t posted;	/* small requests posted in strict mode */
+	uint32_t completions;
+	uint32_t bad;
+	uint32_t engine_idle;	/* doorbell found set before a post */
 };
 
-static struct clanq_rdma_req strict_req(__u32 src, __u32 ap, unsigned int i)
+static struct clanq_rdma_req strict_req(uint32_t src, uint32_t ap, unsigned int i)
 {
 	if (i < STRICT_BIGS)
 		return itest_rdma_req(src, ap, 0, 0, STRICT_BIG, i, REQ_DONE);
@@ -225,7 +225,7 @@ static void polling_and_posting_work_in_seccomp_strict_mode(void **state)
 	if (d < STRICT_BIG)
 		fail_msg("big write wrong at %zu", d);
 	for (i = 0; i < STRICT_SMALL; i++) {
-		const __u8 *m = (const __u8 *)dst.mem + STRICT_BIG + i * 128ull;
+		const uint8_t *m = (const uint8_t *)dst.mem + STRICT_BIG + i * 128ull;
 
 		d = pat_diff(m, BG_SEED, STRICT_BIG + i * 128ull, 3, TOP);
 		assert_int_equal(d, 3);

@@ -52,8 +52,8 @@ static unsigned long fadd_n = 100000;
 
 /* An import that may do atomics: both rights and CLANQ_AP_ATOMIC. */
 static int import_atomic(struct clanq_dev *dev, struct clanq_ap *ap,
-			 struct clanq_addr region, __u64 key, __u64 off,
-			 __u64 len)
+			 struct clanq_addr region, uint64_t key, uint64_t off,
+			 uint64_t len)
 {
 	struct clanq_ap_attr attr = { .flags = CLANQ_AP_ATOMIC };
 
@@ -62,7 +62,7 @@ static int import_atomic(struct clanq_dev *dev, struct clanq_ap *ap,
 }
 
 /* The next completion; it must be @cookie. Usable in children. */
-static struct clanq_rdma_comp comp_of(struct clanq_ep *ep, __u64 cookie)
+static struct clanq_rdma_comp comp_of(struct clanq_ep *ep, uint64_t cookie)
 {
 	struct clanq_rdma_comp c;
 
@@ -88,7 +88,7 @@ static struct clanq_rdma_comp comp_of(struct clanq_ep *ep, __u64 cookie)
 
 static void reads_of_every_size(unsigned int exporter_node)
 {
-	static const __u64 lens[] = {
+	static const uint64_t lens[] = {
 		0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 511, 4095, 4096,
 		4097, 65535, 65536, 65537, 65536 * 3 + 17, MiB + 13,
 		4 * MiB - 1, 4 * MiB,
@@ -98,10 +98,10 @@ static void reads_of_every_size(unsigned int exporter_node)
 	struct clanq_region src, dst;
 	struct clanq_ap ap;
 	struct clanq_rdma_comp c;
-	__u8 *bg = map_anon(R_SIZE);
+	uint8_t *bg = map_anon(R_SIZE);
 	const char *why;
 	unsigned int i;
-	__u64 key, at;
+	uint64_t key, at;
 
 	assert_non_null(bg);
 	bg_fill(bg, 0, R_SIZE);
@@ -117,9 +117,9 @@ static void reads_of_every_size(unsigned int exporter_node)
 	memcpy(dst.mem, bg, R_SIZE);
 
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-		__u64 len = lens[i];
-		__u64 aoff = (2 * i + 1) % (R_AP_LEN - len + 1);
-		__u64 doff = (5 * i + 3) % (R_SIZE - len + 1);
+		uint64_t len = lens[i];
+		uint64_t aoff = (2 * i + 1) % (R_AP_LEN - len + 1);
+		uint64_t doff = (5 * i + 3) % (R_SIZE - len + 1);
 
 		assert_int_equal(POST(clanq_rdma_read(&ep, &ap, aoff, &dst, doff,
 						      len, i, REQ_DONE)), 0);
@@ -137,7 +137,7 @@ static void reads_of_every_size(unsigned int exporter_node)
 				 (unsigned long long)aoff,
 				 (unsigned long long)doff, why,
 				 (unsigned long long)at);
-		memcpy((__u8 *)dst.mem + doff, bg + doff, len);
+		memcpy((uint8_t *)dst.mem + doff, bg + doff, len);
 	}
 	/* the exporter's region was only read */
 	assert_int_equal(pat_diff(src.mem, R_SEED, 0, R_SIZE, 0), R_SIZE);
@@ -187,9 +187,9 @@ static void a_read_racing_revocation_brings_no_freed_byte(void **state)
 	struct clanq_ep ep;
 	struct clanq_region src, dst;
 	struct clanq_ap ap;
-	__u8 *bg = map_anon(4 * RV_SIZE);
+	uint8_t *bg = map_anon(4 * RV_SIZE);
 	unsigned int round, k, whole = 0, cut = 0, none = 0;
-	__u64 key;
+	uint64_t key;
 
 	(void)state;
 	assert_non_null(bg);
@@ -216,7 +216,7 @@ static void a_read_racing_revocation_brings_no_freed_byte(void **state)
 		assert_int_equal(clanq_region_free(&src), 0);
 		for (k = 0; k < 4; k++) {
 			struct clanq_rdma_comp c = comp_of(&ep, k);
-			const __u8 *m = (const __u8 *)dst.mem + k * RV_SIZE;
+			const uint8_t *m = (const uint8_t *)dst.mem + k * RV_SIZE;
 			size_t d;
 
 			if (c.status == 0) {
@@ -265,7 +265,7 @@ static void rights_and_garbage_are_refused(void **state)
 	struct clanq_ap ro, wo, rw, odd, noat;
 	struct clanq_rdma_req req;
 	struct clanq_rdma_comp c;
-	__u64 key, word;
+	uint64_t key, word;
 	unsigned int i;
 
 	(void)state;
@@ -345,16 +345,16 @@ static void rights_and_garbage_are_refused(void **state)
 	/* nothing of it reached either region */
 	assert_int_equal(pat_diff(src.mem, 1, 0, 2 * PAGE, 0), 2 * PAGE);
 	for (i = 0; i < PAGE; i++)
-		assert_int_equal(((__u8 *)dst.mem)[i], 0xee);
+		assert_int_equal(((uint8_t *)dst.mem)[i], 0xee);
 
 	/* and a good one, for contrast: the old value comes back */
-	memcpy(&word, (__u8 *)src.mem + PAGE + 8, 8);
+	memcpy(&word, (uint8_t *)src.mem + PAGE + 8, 8);
 	assert_int_equal(POST(clanq_rdma_fadd(&ep, &rw, 8, 5, 9, REQ_DONE)), 0);
 	c = comp_of(&ep, 9);
 	assert_int_equal(c.status, 0);
 	assert_int_equal(c.value, word);
 	assert_int_equal(c.len, 8);
-	assert_int_equal(*(__u64 *)((__u8 *)src.mem + PAGE + 8), word + 5);
+	assert_int_equal(*(uint64_t *)((uint8_t *)src.mem + PAGE + 8), word + 5);
 
 	assert_int_equal(clanq_ap_close(&noat), 0);
 	assert_int_equal(clanq_ap_close(&odd), 0);
@@ -377,17 +377,17 @@ static void rights_and_garbage_are_refused(void **state)
 
 struct fadd_arg {
 	struct clanq_addr region;
-	__u64 key;
+	uint64_t key;
 	unsigned int node;
 	unsigned long n;
 	bool pio;		/* add through a PIO mapping instead */
-	__u64 *seen;		/* shared: bit v set by whoever saw old value v */
-	__u64 nbits;
+	uint64_t *seen;		/* shared: bit v set by whoever saw old value v */
+	uint64_t nbits;
 };
 
-static void seen_mark(const struct fadd_arg *f, __u64 v, bool pio)
+static void seen_mark(const struct fadd_arg *f, uint64_t v, bool pio)
 {
-	__u64 bit;
+	uint64_t bit;
 
 	/* PIO adds count in the high half of the word: bits apart */
 	if (pio)
@@ -416,10 +416,10 @@ static void fadd_child(void *arg)
 	CHILD_CHECK_INT(clanq_open_nic(&dev, f->node), 0);
 	CHILD_CHECK_INT(import_atomic(&dev, &ap, f->region, f->key, 0, PAGE), 0);
 	if (f->pio) {
-		volatile __u64 *w;
+		volatile uint64_t *w;
 
 		CHILD_CHECK_INT(clanq_ap_map(&ap), 0);
-		w = (volatile __u64 *)ap.base;
+		w = (volatile uint64_t *)ap.base;
 		for (; done < f->n; done++)
 			seen_mark(f, __atomic_fetch_add(w, 1ull << 32,
 							__ATOMIC_SEQ_CST), true);
@@ -452,9 +452,9 @@ static void fadd_from_eight_endpoints_ends_exact(void **state)
 	struct clanq_region r;
 	struct fadd_arg args[F_PROCS + 1];
 	pid_t pids[F_PROCS + 1];
-	__u64 key, nbits = (__u64)F_PROCS * fadd_n, want;
+	uint64_t key, nbits = (uint64_t)F_PROCS * fadd_n, want;
 	size_t seen_size = (nbits / 64 + 1) * 8;
-	__u64 *seen = mmap(NULL, seen_size, RW, MAP_SHARED | MAP_ANONYMOUS,
+	uint64_t *seen = mmap(NULL, seen_size, RW, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
 	int64_t t0, ns;
 	bool ok = true;
@@ -481,13 +481,13 @@ static void fadd_from_eight_endpoints_ends_exact(void **state)
 				      i == F_PROCS ? "PIO adder" : "FADD child");
 	ns = (int64_t)clanq_now_ns() - t0;
 	assert_true(ok);
-	want = nbits | ((__u64)fadd_n << 32);
+	want = nbits | ((uint64_t)fadd_n << 32);
 	print_message("%d endpoints x %lu FADDs and %lu PIO adds in %.1f s (%.0f FADD/s): counter %#llx, want %#llx\n",
 		      F_PROCS, fadd_n, fadd_n, (double)ns / ITEST_NS_PER_S,
 		      (double)nbits * ITEST_NS_PER_S / (double)ns,
-		      (unsigned long long)*(__u64 *)r.mem,
+		      (unsigned long long)*(uint64_t *)r.mem,
 		      (unsigned long long)want);
-	assert_int_equal(*(__u64 *)r.mem, want);
+	assert_int_equal(*(uint64_t *)r.mem, want);
 	for (i = 0; i < nbits; i++)
 		if (!(seen[i / 64] & (1ull << (i % 64))))
 			fail_msg("no FADD saw old value %u", i);
@@ -508,7 +508,7 @@ static void fadd_from_eight_endpoints_ends_exact(void **state)
 
 struct lock_arg {
 	struct clanq_addr region;
-	__u64 key;
+	uint64_t key;
 	unsigned int node, id;
 };
 
@@ -519,7 +519,7 @@ static void lock_child(void *arg)
 	struct clanq_ep ep;
 	struct clanq_ap ap;
 	struct clanq_region buf;
-	__u64 *rec, cookie = 0, spins = 0;
+	uint64_t *rec, cookie = 0, spins = 0;
 	unsigned int it, w;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, l->node), 0);
@@ -577,7 +577,7 @@ static void a_cas_spinlock_loses_no_update(void **state)
 	struct clanq_region r;
 	struct lock_arg args[L_PROCS];
 	pid_t pids[L_PROCS];
-	__u64 key, *rec;
+	uint64_t key, *rec;
 	bool ok = true;
 	unsigned int i;
 
@@ -595,10 +595,10 @@ static void a_cas_spinlock_loses_no_update(void **state)
 		ok &= itest_status_ok(itest_wait(pids[i], RUN_TIMEOUT * 5),
 				      "lock child");
 	assert_true(ok);
-	rec = (__u64 *)((__u8 *)r.mem + L_REC);
+	rec = (uint64_t *)((uint8_t *)r.mem + L_REC);
 	for (i = 0; i < L_WORDS; i++)
 		assert_int_equal(rec[i], L_PROCS * L_ITERS);
-	assert_int_equal(*(__u64 *)r.mem, 0);
+	assert_int_equal(*(uint64_t *)r.mem, 0);
 	assert_int_equal(clanq_region_free(&r), 0);
 	assert_int_equal(clanq_close(&b), 0);
 }

@@ -84,20 +84,20 @@ static unsigned int slot_kind(unsigned int s)
 	return K_SMALL;
 }
 
-static const __u64 small_lens[] = {
+static const uint64_t small_lens[] = {
 	64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
 	8, 9, 12, 15, 16, 24, 40, 56, 72, 100, 127, 128,
 };
-static const __u64 page_lens[] = {
+static const uint64_t page_lens[] = {
 	4096, 4095, 4097, 4104, 2053, 1000, 4160, 520,
 };
-static const __u64 huge_lens[] = {
+static const uint64_t huge_lens[] = {
 	65536 + 8, 65536 + 4, 65536 + 12, 65536 + 19, 65536, 65535,
 	65537, 131072 + 8,
 };
 
 #define POISON		0xee
-#define SEQ_WORD(j)	(0xc1a5000000000000ull | (__u64)(j))
+#define SEQ_WORD(j)	(0xc1a5000000000000ull | (uint64_t)(j))
 
 /* the pattern buffer: request j's payload starts at its pat_off */
 #define PAT_SIZE	(256 * KiB)
@@ -115,47 +115,47 @@ static const __u64 huge_lens[] = {
 #define REPORT_MAX	8
 
 struct layout {
-	__u64 base[NSLOT];
-	__u64 size;		/* of either region */
+	uint64_t base[NSLOT];
+	uint64_t size;		/* of either region */
 };
 
 struct wreq {
-	__u64 slot;
-	__u64 len;
-	__u64 dst_off;		/* into the region (= the aperture) */
-	__u64 src_off;
-	__u64 fw;		/* the final word's offset in the request */
-	__u64 pat_off;
+	uint64_t slot;
+	uint64_t len;
+	uint64_t dst_off;	/* into the region (= the aperture) */
+	uint64_t src_off;
+	uint64_t fw;		/* the final word's offset in the request */
+	uint64_t pat_off;
 	unsigned int kind;
 };
 
 /* shared between the processes (MAP_SHARED before the forks) */
 struct ctl {
-	__u64 checked;		/* receiver: requests [0, checked) done */
-	__u64 total;		/* sender: how many it posted, once done; ~0 before */
-	__u64 abort;		/* either: stop */
-	__u64 posted;
+	uint64_t checked;	/* receiver: requests [0, checked) done */
+	uint64_t total;		/* sender: how many it posted, once done; ~0 before */
+	uint64_t abort;		/* either: stop */
+	uint64_t posted;
 	/* the receiver's findings */
-	__u64 violations;	/* requests with bytes missing when looked at */
-	__u64 v_final;		/* ... when their own final word was seen */
-	__u64 v_order;		/* ... when a later request's was */
-	__u64 v_late;		/* missing bytes that arrived later */
-	__u64 v_never;		/* ... that never did (corruption) */
-	__u64 v_kind[3];
-	__u64 waited;		/* requests whose final word was polled for */
-	__u64 probes_ahead;	/* looks at a later request first */
-	__u64 bytes;
-	__s64 t_start, t_end;
+	uint64_t violations;	/* requests with bytes missing when looked at */
+	uint64_t v_final;	/* ... when their own final word was seen */
+	uint64_t v_order;	/* ... when a later request's was */
+	uint64_t v_late;	/* missing bytes that arrived later */
+	uint64_t v_never;	/* ... that never did (corruption) */
+	uint64_t v_kind[3];
+	uint64_t waited;	/* requests whose final word was polled for */
+	uint64_t probes_ahead;	/* looks at a later request first */
+	uint64_t bytes;
+	int64_t t_start, t_end;
 	/* the receiver's region */
 	struct clanq_addr addr;
-	__u64 key;
-	__u64 seed;
+	uint64_t key;
+	uint64_t seed;
 };
 
 static void layout_init(struct layout *l)
 {
-	static const __u64 cap[] = { SMALL_CAP, PAGE_CAP, HUGE_CAP };
-	__u64 off = 0;
+	static const uint64_t cap[] = { SMALL_CAP, PAGE_CAP, HUGE_CAP };
+	uint64_t off = 0;
 	unsigned int s;
 
 	for (s = 0; s < NSLOT; s++) {
@@ -166,9 +166,9 @@ static void layout_init(struct layout *l)
 }
 
 /* The final word of [a, a + len) (a 8-aligned base + shift): its offset. */
-static bool final_word(__u64 a, __u64 len, __u64 *fw)
+static bool final_word(uint64_t a, uint64_t len, uint64_t *fw)
 {
-	__u64 end = (a + len) & ~7ull;
+	uint64_t end = (a + len) & ~7ull;
 
 	if (len < 8 || end < 8 || end - 8 < ((a + 7) & ~7ull))
 		return false;
@@ -176,12 +176,12 @@ static bool final_word(__u64 a, __u64 len, __u64 *fw)
 	return true;
 }
 
-static void wreq_of(const struct layout *l, __u64 seed, __u64 j,
+static void wreq_of(const struct layout *l, uint64_t seed, uint64_t j,
 		    struct wreq *w)
 {
-	__u64 h = mix64(seed ^ (j * 0x9e3779b97f4a7c15ull));
-	__u64 h2 = mix64(h ^ 0x5851f42d4c957f2dull);
-	__u64 shift = h >> 61;	/* 0..7 */
+	uint64_t h = mix64(seed ^ (j * 0x9e3779b97f4a7c15ull));
+	uint64_t h2 = mix64(h ^ 0x5851f42d4c957f2dull);
+	uint64_t shift = h >> 61;	/* 0..7 */
 
 	w->slot = j % NSLOT;
 	w->kind = slot_kind(w->slot);
@@ -206,12 +206,12 @@ static void wreq_of(const struct layout *l, __u64 seed, __u64 j,
 	w->pat_off = h2 % (PAT_SIZE - w->len);
 }
 
-static __u64 ld_acq(const __u64 *p)
+static uint64_t ld_acq(const uint64_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-static void st_rel(__u64 *p, __u64 v)
+static void st_rel(uint64_t *p, uint64_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
@@ -238,22 +238,22 @@ struct rx_args {
  * First index where m (request w at the destination) differs, or len;
  * *bad says how many bytes do, *got what the first one held.
  */
-static __u64 req_diff(const __u8 *m, const __u8 *pat, const struct wreq *w,
-		      __u64 j, __u64 *bad, __u8 *got)
+static uint64_t req_diff(const uint8_t *m, const uint8_t *pat, const struct wreq *w,
+		      uint64_t j, uint64_t *bad, uint8_t *got)
 {
-	const __u8 *d = m + w->dst_off;
-	const __u8 *p = pat + w->pat_off;
-	__u64 seqw = SEQ_WORD(j), first = w->len, k;
+	const uint8_t *d = m + w->dst_off;
+	const uint8_t *p = pat + w->pat_off;
+	uint64_t seqw = SEQ_WORD(j), first = w->len, k;
 
 	*bad = 0;
 	if (!memcmp(d, p, w->fw) && !memcmp(d + w->fw, &seqw, 8) &&
 	    !memcmp(d + w->fw + 8, p + w->fw + 8, w->len - w->fw - 8))
 		return w->len;
 	for (k = 0; k < w->len; k++) {
-		__u8 want = k >= w->fw && k < w->fw + 8 ?
-			((const __u8 *)&seqw)[k - w->fw] : p[k];
+		uint8_t want = k >= w->fw && k < w->fw + 8 ?
+			((const uint8_t *)&seqw)[k - w->fw] : p[k];
 
-		__u8 b = __atomic_load_n(&d[k], __ATOMIC_RELAXED);
+		uint8_t b = __atomic_load_n(&d[k], __ATOMIC_RELAXED);
 
 		if (b != want) {
 			if (first == w->len) {
@@ -266,13 +266,13 @@ static __u64 req_diff(const __u8 *m, const __u8 *pat, const struct wreq *w,
 	return first;
 }
 
-static void rx_violation(struct ctl *c, const __u8 *m, const __u8 *pat,
-			 const struct wreq *w, __u64 j, __u64 seen,
-			 __u64 first, __u64 bad, __u8 got)
+static void rx_violation(struct ctl *c, const uint8_t *m, const uint8_t *pat,
+			 const struct wreq *w, uint64_t j, uint64_t seen,
+			 uint64_t first, uint64_t bad, uint8_t got)
 {
-	__u64 end = clanq_now_ns() + LATE_NS, nbad = bad, k;
+	uint64_t end = clanq_now_ns() + LATE_NS, nbad = bad, k;
 	bool late = false;
-	__u8 b;
+	uint8_t b;
 
 	c->violations++;
 	if (j == seen)
@@ -302,7 +302,7 @@ static void rx_violation(struct ctl *c, const __u8 *m, const __u8 *pat,
 	       j == seen ? "by its own final word" : "by a later request's",
 	       (unsigned long long)nbad, (unsigned long long)first, got,
 	       first >= w->fw && first < w->fw + 8 ?
-	       ((const __u8 *)&(__u64){ SEQ_WORD(j) })[first - w->fw] :
+	       ((const uint8_t *)&(uint64_t){ SEQ_WORD(j) })[first - w->fw] :
 	       pat[w->pat_off + first],
 	       late ? "they arrived later" : "they never arrived");
 	if (j != seen)
@@ -318,8 +318,8 @@ static void receiver_main(void *arg)
 	struct clanq_dev dev;
 	struct layout l;
 	struct wreq w;
-	__u64 next = 0, total = ~0ull, rnd, key, bad, first, seen, j;
-	__u8 *m, *pat, got = 0;
+	uint64_t next = 0, total = ~0ull, rnd, key, bad, first, seen, j;
+	uint8_t *m, *pat, got = 0;
 	char go;
 
 	close(a->other_fds[0]);
@@ -340,8 +340,8 @@ static void receiver_main(void *arg)
 
 	c->t_start = clanq_now_ns();
 	while (next < total) {
-		__u64 d = 0, spins = 0, t_seen = 0;
-		const volatile __u64 *word;
+		uint64_t d = 0, spins = 0, t_seen = 0;
+		const volatile uint64_t *word;
 
 		/* mostly the next request; now and then one further on */
 		if (itest_rand(&rnd) % 4 == 0) {
@@ -356,7 +356,7 @@ static void receiver_main(void *arg)
 				d = total - 1 - next;
 			}
 			wreq_of(&l, c->seed, next + d, &w);
-			word = (const volatile __u64 *)(m + w.dst_off + w.fw);
+			word = (const volatile uint64_t *)(m + w.dst_off + w.fw);
 			/* the guarantee's side of it: an acquire load */
 			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) ==
 			    SEQ_WORD(next + d))
@@ -416,7 +416,7 @@ static void receiver_main(void *arg)
  */
 #define SIG_EVERY	16
 
-static bool signaled(__u64 j)
+static bool signaled(uint64_t j)
 {
 	return j % SIG_EVERY == SIG_EVERY - 1 || j + 1 == n_writes;
 }
@@ -431,8 +431,8 @@ static void sender_main(void *arg)
 	struct tx_args *a = arg;
 	struct ctl *c = a->ctl;
 	struct clanq_ep_attr attr = { .rq_slots = RQ_SLOTS, .cq_slots = RQ_SLOTS };
-	__u64 j = 0, done = 0, checked = 0, seqw, idle_since = 0;
-	__u64 deadline = budget_s ? clanq_now_ns() + budget_s * ITEST_NS_PER_S : 0;
+	uint64_t j = 0, done = 0, checked = 0, seqw, idle_since = 0;
+	uint64_t deadline = budget_s ? clanq_now_ns() + budget_s * ITEST_NS_PER_S : 0;
 	struct clanq_region src;
 	struct clanq_rdma_comp cp;
 	struct clanq_rdma_req req;
@@ -442,7 +442,7 @@ static void sender_main(void *arg)
 	struct layout l;
 	struct wreq w;
 	bool stop = false;
-	__u8 *pat, *s;
+	uint8_t *pat, *s;
 	int err;
 
 	layout_init(&l);
@@ -494,7 +494,7 @@ static void sender_main(void *arg)
 			SIDE_FAIL(c, "push: %d", err);
 		st_rel(&c->posted, j);
 		while (!clanq_rdma_poll(&ep, &cp)) {
-			__u64 want = done | (SIG_EVERY - 1);
+			uint64_t want = done | (SIG_EVERY - 1);
 
 			if (want >= n_writes)
 				want = n_writes - 1;

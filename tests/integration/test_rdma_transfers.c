@@ -62,25 +62,25 @@ static const char *const xr_name[XR_N] = { "allocated", "registered", "odd" };
 enum { XC_CHECK = 1, XC_QUIT };
 
 struct xcmd {
-	__u32 op;
-	__u32 reg;
-	__u64 off;		/* into the region */
-	__u64 len;
-	__u64 src_off;		/* the pattern's offset at off */
-	__u64 seed;
+	uint32_t op;
+	uint32_t reg;
+	uint64_t off;		/* into the region */
+	uint64_t len;
+	uint64_t src_off;	/* the pattern's offset at off */
+	uint64_t seed;
 };
 
 struct xrep {
-	__s32 ok;
-	__u32 pad;
-	__u64 at;
+	int32_t ok;
+	uint32_t pad;
+	uint64_t at;
 	char why[64];
 };
 
 struct xp_region {
 	struct clanq_addr addr;
-	__u64 key;
-	__u64 size;
+	uint64_t key;
+	uint64_t size;
 };
 
 struct xp_hello {
@@ -108,7 +108,7 @@ static void exporter_main(void *arg)
 	struct clanq_dev dev;
 	struct xcmd c;
 	struct xrep rep;
-	__u8 *regmem, *oddmem, *bgbuf;
+	uint8_t *regmem, *oddmem, *bgbuf;
 	const char *why;
 	unsigned int i;
 
@@ -152,7 +152,7 @@ static void exporter_main(void *arg)
 			snprintf(rep.why, sizeof(rep.why), "%s", why);
 		} else {
 			/* restore the background for the next write */
-			memcpy((__u8 *)r[c.reg].mem + c.off, bgbuf + c.off,
+			memcpy((uint8_t *)r[c.reg].mem + c.off, bgbuf + c.off,
 			       c.len);
 		}
 		CHILD_CHECK(itest_write_full(a->rep_fd, &rep, sizeof(rep)));
@@ -195,8 +195,8 @@ static void xp_start(struct exporter *x, unsigned int nic)
 
 /* The exporter confirms: region reg holds pattern (seed, src_off..) at
  * [off, off + len) and background everywhere else. */
-static void xp_check(struct exporter *x, __u32 reg, __u64 off, __u64 len,
-		     __u64 src_off, __u64 seed)
+static void xp_check(struct exporter *x, uint32_t reg, uint64_t off, uint64_t len,
+		     uint64_t src_off, uint64_t seed)
 {
 	struct xcmd c = {
 		.op = XC_CHECK, .reg = reg, .off = off, .len = len,
@@ -242,15 +242,15 @@ struct importer {
 	struct clanq_dev dev;
 	struct clanq_ep ep;
 	struct clanq_region src[SRC_N];
-	__u8 *src_mem[SRC_N];
-	__u8 *reg_mem;
+	uint8_t *src_mem[SRC_N];
+	uint8_t *reg_mem;
 	struct clanq_ap ap[XR_N];
-	__u64 ap_off[XR_N];	/* where each aperture starts in its region */
-	__u64 cookie;
+	uint64_t ap_off[XR_N];	/* where each aperture starts in its region */
+	uint64_t cookie;
 };
 
 static void imp_open(struct importer *im, const struct exporter *x,
-		     __u32 rights)
+		     uint32_t rights)
 {
 	struct clanq_ep_attr attr = { .rq_slots = 64, .cq_slots = 64 };
 	unsigned int i;
@@ -267,8 +267,8 @@ static void imp_open(struct importer *im, const struct exporter *x,
 	im->src_mem[SRC_ALLOC] = im->src[SRC_ALLOC].mem;
 	im->src_mem[SRC_REG] = im->reg_mem;
 	for (i = 0; i < XR_N; i++) {
-		__u64 off = i == XR_ODD ? 0 : AP_OFF;
-		__u64 len = i == XR_ODD ? ODD_SIZE : AP_LEN;
+		uint64_t off = i == XR_ODD ? 0 : AP_OFF;
+		uint64_t len = i == XR_ODD ? ODD_SIZE : AP_LEN;
 
 		assert_int_equal(clanq_ap_import(&im->dev, &im->ap[i],
 						 x->h.r[i].addr, x->h.r[i].key,
@@ -276,7 +276,7 @@ static void imp_open(struct importer *im, const struct exporter *x,
 		assert_int_equal(im->ap[i].len, len);
 		im->ap_off[i] = off;
 	}
-	im->cookie = 0xc0de000000000000ull | (__u64)x->h.r[0].addr.node << 32;
+	im->cookie = 0xc0de000000000000ull | (uint64_t)x->h.r[0].addr.node << 32;
 }
 
 static void imp_close(struct importer *im)
@@ -298,11 +298,11 @@ static void imp_close(struct importer *im)
  * completion.
  */
 static int64_t rdma_checked(struct importer *im, struct exporter *x,
-			    unsigned int s, unsigned int d, __u64 src_off,
-			    __u64 dst_off, __u64 len, __u64 seed)
+			    unsigned int s, unsigned int d, uint64_t src_off,
+			    uint64_t dst_off, uint64_t len, uint64_t seed)
 {
 	struct clanq_rdma_req req;
-	__u64 cookie = im->cookie++;
+	uint64_t cookie = im->cookie++;
 	int64_t t0, dt;
 
 	pat_fill(im->src_mem[s] + src_off, seed, src_off, len, 0);
@@ -317,7 +317,7 @@ static int64_t rdma_checked(struct importer *im, struct exporter *x,
 }
 
 struct xfer {
-	__u64 len, src_off, dst_off;
+	uint64_t len, src_off, dst_off;
 };
 
 /* sizes from 0 to a whole aperture, offsets odd, at both ends */
@@ -342,11 +342,11 @@ static const struct xfer xfers[] = {
 #define MSG_PARTS	37
 
 /* Return: the bytes it wrote. */
-static __u64 rdma_message(struct importer *im, struct exporter *x,
-			  unsigned int s, unsigned int d, __u64 *rnd)
+static uint64_t rdma_message(struct importer *im, struct exporter *x,
+			  unsigned int s, unsigned int d, uint64_t *rnd)
 {
-	__u64 src_off = 333, dst_off = 4099, total = 0, len = 0, seed;
-	__u64 cookie0 = im->cookie;
+	uint64_t src_off = 333, dst_off = 4099, total = 0, len = 0, seed;
+	uint64_t cookie0 = im->cookie;
 	struct clanq_rdma_req req;
 	unsigned int i;
 
@@ -372,8 +372,8 @@ static void rdma_transfers(unsigned int exp_nic)
 {
 	struct importer im;
 	struct exporter x;
-	__u64 rnd = itest_seed("rdma transfers");
-	__u64 reqs0, bytes0, sent = 0, big_bytes = 0, msg_bytes;
+	uint64_t rnd = itest_seed("rdma transfers");
+	uint64_t reqs0, bytes0, sent = 0, big_bytes = 0, msg_bytes;
 	int64_t big_ns = 0, dt;
 	unsigned int i, s, d, n = 0;
 
@@ -463,11 +463,11 @@ static void pio_transfers(unsigned int exp_nic)
 {
 	struct importer im;
 	struct exporter x;
-	__u64 rnd = itest_seed("pio");
-	__u64 seed, bytes = 0;
+	uint64_t rnd = itest_seed("pio");
+	uint64_t seed, bytes = 0;
 	unsigned int i, d;
 	int64_t t0, ns = 0;
-	__u8 *buf;
+	uint8_t *buf;
 
 	xp_start(&x, exp_nic);
 	imp_open(&im, &x, CLANQ_RIGHTS_ALL);
@@ -489,9 +489,9 @@ static void pio_transfers(unsigned int exp_nic)
 		assert_int_equal(ap->map_size,
 				 (AP_OFF % PAGE + AP_LEN + PAGE - 1) / PAGE * PAGE);
 		/* what we see is the exporter's background, both ends */
-		assert_int_equal(pat_diff((__u8 *)ap->base, BG_SEED, AP_OFF,
+		assert_int_equal(pat_diff((uint8_t *)ap->base, BG_SEED, AP_OFF,
 					  64 * KiB, TOP), 64 * KiB);
-		assert_int_equal(pat_diff((__u8 *)ap->base + AP_LEN - 64 * KiB,
+		assert_int_equal(pat_diff((uint8_t *)ap->base + AP_LEN - 64 * KiB,
 					  BG_SEED, AP_OFF + AP_LEN - 64 * KiB,
 					  64 * KiB, TOP), 64 * KiB);
 	}
@@ -515,7 +515,7 @@ static void pio_transfers(unsigned int exp_nic)
 			ns += clanq_now_ns() - t0;
 			bytes += w->len;
 			/* visible through our own mapping, and to the owner */
-			assert_int_equal(pat_diff((__u8 *)ap->base + w->dst_off,
+			assert_int_equal(pat_diff((uint8_t *)ap->base + w->dst_off,
 						  seed, w->src_off, w->len, 0),
 					 w->len);
 			xp_check(&x, d, AP_OFF + w->dst_off, w->len,
@@ -558,7 +558,7 @@ static void a_read_only_import_cannot_be_written_by_pio(void **state)
 	struct clanq_rdma_req req;
 	struct clanq_ap *ap;
 	unsigned int d;
-	__u8 b = 0x42;
+	uint8_t b = 0x42;
 	void *p;
 
 	(void)state;
@@ -568,7 +568,7 @@ static void a_read_only_import_cannot_be_written_by_pio(void **state)
 		ap = &im.ap[d];
 		/* it maps, read-only, and shows the exporter's bytes */
 		assert_int_equal(clanq_ap_map(ap), 0);
-		assert_int_equal(pat_diff((__u8 *)ap->base, BG_SEED, AP_OFF,
+		assert_int_equal(pat_diff((uint8_t *)ap->base, BG_SEED, AP_OFF,
 					  8 * KiB, TOP), 8 * KiB);
 		/* the library refuses to store through it */
 		assert_int_equal(clanq_ap_write(ap, 0, &b, 1), -ENXIO);
@@ -611,13 +611,13 @@ static void a_read_only_import_cannot_be_written_by_pio(void **state)
 
 struct many_plan {
 	struct clanq_addr region;
-	__u64 key;
-	__u64 seed[MANY_EPS];
-	__u64 sum[MANY_EPS];
-	__u64 end[MANY_EPS];
-	__u32 len[MANY_EPS][MANY_REQS];
-	__u32 src_off[MANY_EPS][MANY_REQS];
-	__u32 dst_off[MANY_EPS][MANY_REQS];
+	uint64_t key;
+	uint64_t seed[MANY_EPS];
+	uint64_t sum[MANY_EPS];
+	uint64_t end[MANY_EPS];
+	uint32_t len[MANY_EPS][MANY_REQS];
+	uint32_t src_off[MANY_EPS][MANY_REQS];
+	uint32_t dst_off[MANY_EPS][MANY_REQS];
 	int go;
 };
 
@@ -626,9 +626,9 @@ struct many_args {
 	unsigned int proc;
 };
 
-static __u64 many_cookie(unsigned int e, unsigned int k)
+static uint64_t many_cookie(unsigned int e, unsigned int k)
 {
-	return 0x3a00000000000000ull | (__u64)e << 32 | k;
+	return 0x3a00000000000000ull | (uint64_t)e << 32 | k;
 }
 
 static void many_child(void *arg)
@@ -644,7 +644,7 @@ static void many_child(void *arg)
 	struct clanq_rdma_comp c;
 	struct clanq_rdma_req req;
 	struct clanq_dev dev;
-	__u64 end;
+	uint64_t end;
 	int r;
 
 	CHILD_CHECK_INT(clanq_open_nic(&dev, a->proc % 2), 0);
@@ -654,7 +654,7 @@ static void many_child(void *arg)
 		CHILD_CHECK_INT(clanq_region_alloc(&dev, &src[j], MANY_SRC), 0);
 		pat_fill(src[j].mem, p->seed[e], 0, MANY_SRC, 0);
 		CHILD_CHECK_INT(clanq_ap_import(&dev, &ap[j], p->region, p->key,
-						(__u64)e * MANY_SLICE,
+						(uint64_t)e * MANY_SLICE,
 						MANY_SLICE,
 						CLANQ_RIGHT_WRITE), 0);
 	}
@@ -727,10 +727,10 @@ static void eight_endpoints_in_four_processes_get_every_completion_once_in_order
 	struct many_plan *p;
 	struct clanq_region dst;
 	struct clanq_dev dev;
-	__u64 rnd = itest_seed("many endpoints");
-	__u64 total = 0, at, off;
+	uint64_t rnd = itest_seed("many endpoints");
+	uint64_t total = 0, at, off;
 	unsigned int e, k, i;
-	const __u8 *m;
+	const uint8_t *m;
 	char who[32];
 	int64_t t0, dt;
 	size_t d;
@@ -749,7 +749,7 @@ static void eight_endpoints_in_four_processes_get_every_completion_once_in_order
 		p->seed[e] = itest_rand(&rnd);
 		off = 0;
 		for (k = 0; k < MANY_REQS; k++) {
-			__u64 x = itest_rand(&rnd), len;
+			uint64_t x = itest_rand(&rnd), len;
 
 			if (x % 50 == 0)
 				len = 65536 + (x >> 8) % 8192;
@@ -761,9 +761,9 @@ static void eight_endpoints_in_four_processes_get_every_completion_once_in_order
 			if (off + len > MANY_SLICE)
 				len = 1;
 			assert_true(off + len <= MANY_SLICE);
-			p->len[e][k] = (__u32)len;
-			p->dst_off[e][k] = (__u32)off;
-			p->src_off[e][k] = (__u32)((x >> 24) % (MANY_SRC - len + 1));
+			p->len[e][k] = (uint32_t)len;
+			p->dst_off[e][k] = (uint32_t)off;
+			p->src_off[e][k] = (uint32_t)((x >> 24) % (MANY_SRC - len + 1));
 			p->sum[e] += len;
 			off += len;
 		}
@@ -798,7 +798,7 @@ static void eight_endpoints_in_four_processes_get_every_completion_once_in_order
 	/* every byte: gaps and tails background, writes their pattern */
 	m = dst.mem;
 	for (e = 0; e < MANY_EPS; e++) {
-		__u64 base = (__u64)e * MANY_SLICE;
+		uint64_t base = (uint64_t)e * MANY_SLICE;
 
 		at = 0;
 		for (k = 0; k < MANY_REQS; k++) {

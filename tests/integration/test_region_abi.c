@@ -37,7 +37,7 @@
  * 1. ABI garbage.
  */
 
-static int create_err(int fd, __u64 addr, __u64 size, __u32 flags)
+static int create_err(int fd, uint64_t addr, uint64_t size, uint32_t flags)
 {
 	struct clanq_ioc_region_create c;
 	struct clanq_ioc_region_free f;
@@ -154,7 +154,7 @@ static void registering_memory_that_cannot_be_pinned_is_refused(void **state)
 	assert_int_equal(clanq_close(&dev), 0);
 }
 
-static int free_err(int fd, __u32 id, __u32 flags, __u64 reserved)
+static int free_err(int fd, uint32_t id, uint32_t flags, uint64_t reserved)
 {
 	struct clanq_ioc_region_free f;
 
@@ -165,7 +165,7 @@ static int free_err(int fd, __u32 id, __u32 flags, __u64 reserved)
 	return itest_ioctl_err(fd, CLANQ_IOC_REGION_FREE, &f);
 }
 
-static int export_err(int fd, __u32 id, __u32 rights, __u64 *key)
+static int export_err(int fd, uint32_t id, uint32_t rights, uint64_t *key)
 {
 	struct clanq_ioc_region_export e;
 	int err;
@@ -184,7 +184,7 @@ static void free_and_export_name_only_the_callers_own_regions(void **state)
 	struct clanq_ioc_region_export e;
 	struct clanq_dev a, b, a1;
 	struct clanq_region r, s;
-	__u64 key = 0, key2 = 0;	/* set by export_err() on success */
+	uint64_t key = 0, key2 = 0;	/* set by export_err() on success */
 	struct clanq_ap ap;
 	unsigned int i;
 
@@ -252,8 +252,8 @@ static void free_and_export_name_only_the_callers_own_regions(void **state)
 	assert_int_equal(clanq_close(&a), 0);
 }
 
-static int import_err(int fd, struct clanq_addr region, __u64 key,
-		      __u64 offset, __u64 len, __u32 rights)
+static int import_err(int fd, struct clanq_addr region, uint64_t key,
+		      uint64_t offset, uint64_t len, uint32_t rights)
 {
 	struct clanq_ioc_ap_import im;
 	struct clanq_ioc_ap_close c;
@@ -276,7 +276,7 @@ static int import_err(int fd, struct clanq_addr region, __u64 key,
 	return err;
 }
 
-static int close_err(int fd, __u32 id, __u32 flags)
+static int close_err(int fd, uint32_t id, uint32_t flags)
 {
 	struct clanq_ioc_ap_close c;
 
@@ -289,13 +289,13 @@ static int close_err(int fd, __u32 id, __u32 flags)
 static void malformed_imports_and_closes_are_refused(void **state)
 {
 	/* not a page multiple: bounds are the size asked for, not mapped */
-	const __u64 R = 2 * page + 1000;
+	const uint64_t R = 2 * page + 1000;
 	struct clanq_region rw, ro, wo, never;
 	struct clanq_addr a, bad;
 	struct clanq_dev exp, imp, other;
 	struct clanq_ioc_ap_import im;
 	struct clanq_ap ap;
-	__u64 key, key_ro, key_wo;
+	uint64_t key, key_ro, key_wo;
 	unsigned int i;
 	int fd;
 
@@ -424,7 +424,7 @@ static void malformed_imports_and_closes_are_refused(void **state)
 	assert_int_equal(clanq_close(&exp), 0);
 }
 
-static int mmap_err(int fd, size_t len, int prot, int flags, __u64 off)
+static int mmap_err(int fd, size_t len, int prot, int flags, uint64_t off)
 {
 	void *p = mmap(NULL, len, prot, flags, fd, (off_t)off);
 
@@ -435,7 +435,7 @@ static int mmap_err(int fd, size_t len, int prot, int flags, __u64 off)
 }
 
 /* Every wrong way to map what (fd, off, size) names, and the right one. */
-static void mmap_variants_refused(int fd, __u64 off, size_t size, int prot)
+static void mmap_variants_refused(int fd, uint64_t off, size_t size, int prot)
 {
 	assert_int_equal(mmap_err(fd, size, prot, MAP_SHARED, off), 0);
 	assert_int_equal(mmap_err(fd, size + page, prot, MAP_SHARED, off), EINVAL);
@@ -455,7 +455,7 @@ static void wrong_mappings_of_regions_and_apertures_are_refused(void **state)
 	struct clanq_ap ap, ap_ro, ap_wo, sub;
 	struct clanq_region r;
 	unsigned char *p, *mem;
-	__u64 key;
+	uint64_t key;
 	size_t i;
 
 	(void)state;

@@ -52,9 +52,9 @@
 #define VICTIM_DST	(1024u * 1024)
 
 struct victim_sh {
-	__u64 region, key;		/* the parent's */
-	__u64 own, own_key;		/* the victim's, published */
-	__u32 comps, stores;
+	uint64_t region, key;		/* the parent's */
+	uint64_t own, own_key;		/* the victim's, published */
+	uint32_t comps, stores;
 };
 
 static void victim(void *arg)
@@ -69,8 +69,8 @@ static void victim(void *arg)
 	struct clanq_dev d0, d1;
 	struct clanq_ep ep;
 	struct clanq_addr x = itest_addr_unpack(sh->region);
-	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
-	__u64 posted = 0, done = 0, key;
+	uint64_t end = clanq_now_ns() + CHILD_MAX_NS;
+	uint64_t posted = 0, done = 0, key;
 	char *buf;
 	int r;
 
@@ -122,11 +122,11 @@ static void victim(void *arg)
 					   (unsigned long long)c.cookie, c.status,
 					   (unsigned long long)c.len);
 			done++;
-			store32(&sh->comps, (__u32)done);
+			store32(&sh->comps, (uint32_t)done);
 		}
 		/* PIO from both nodes, racing the engine's writes */
-		((volatile __u64 *)ap_x.base)[posted % (VICTIM_DST / 8)] = posted;
-		((volatile __u64 *)ap_x0.base)[done % (VICTIM_DST / 8)] = done;
+		((volatile uint64_t *)ap_x.base)[posted % (VICTIM_DST / 8)] = posted;
+		((volatile uint64_t *)ap_x0.base)[done % (VICTIM_DST / 8)] = done;
 		store32(&sh->stores, load32(&sh->stores) + 1);
 	}
 }
@@ -135,11 +135,11 @@ static void processes_killed_mid_transfer_leave_the_others_unaffected(void **sta
 {
 	struct good_sh *good = shared_alloc(sizeof(*good));
 	struct victim_sh *sh = shared_alloc(sizeof(*sh));
-	__u64 rnd = itest_seed("region kill"), key;
+	uint64_t rnd = itest_seed("region kill"), key;
 	struct clanq_dev dev, dev1;
 	struct clanq_region x;
 	struct clanq_ap ap_v;
-	__u32 rounds_before, comps = 0;
+	uint32_t rounds_before, comps = 0;
 	int64_t delay;
 	pid_t pid_good, pid;
 	unsigned int v;
@@ -206,12 +206,12 @@ static void processes_killed_mid_transfer_leave_the_others_unaffected(void **sta
 #define HOSTILE_BYTES	(64u * 1024)
 
 struct hostile_sh {
-	__u64 seed;
-	__u32 started;
-	__u32 iters, kicks, comps, posts;
+	uint64_t seed;
+	uint32_t started;
+	uint32_t iters, kicks, comps, posts;
 };
 
-static bool documented_status(__s32 status)
+static bool documented_status(int32_t status)
 {
 	return status == 0 || status == -EINVAL || status == -ENOENT ||
 	       status == -EACCES || status == -ERANGE || status == -ENXIO;
@@ -228,9 +228,9 @@ static void hostile(void *arg)
 	struct clanq_dev d0, d1;
 	struct clanq_ep ep;
 	struct clanq_ap ap;
-	__u64 rnd = sh->seed, key, *ctrs;
-	__u32 *doorbell, nr_ctrs = sizeof(struct clanq_ep_counters) / 8;
-	__u64 end;
+	uint64_t rnd = sh->seed, key, *ctrs;
+	uint32_t *doorbell, nr_ctrs = sizeof(struct clanq_ep_counters) / 8;
+	uint64_t end;
 	unsigned int n, i;
 	int r;
 
@@ -244,39 +244,39 @@ static void hostile(void *arg)
 	CHILD_CHECK_INT(clanq_ap_import(&d1, &ap, dst.addr, key, 0,
 					HOSTILE_BYTES, CLANQ_RIGHT_WRITE), 0);
 	/* the segment is mapped read-write: the "const" is the library's */
-	doorbell = (__u32 *)(uintptr_t)ep.need_wakeup;
-	ctrs = (__u64 *)(uintptr_t)ep.counters;
+	doorbell = (uint32_t *)(uintptr_t)ep.need_wakeup;
+	ctrs = (uint64_t *)(uintptr_t)ep.counters;
 	memset(&k, 0, sizeof(k));
 
 	store32(&sh->started, 1);
 	end = clanq_now_ns() + HOSTILE_NS;
 	for (n = 0;; n++) {
-		__u64 v = itest_rand(&rnd);
-		__u32 slot = (__u32)(v >> 32) & ep.rq.mask;
+		uint64_t v = itest_rand(&rnd);
+		uint32_t slot = (uint32_t)(v >> 32) & ep.rq.mask;
 
 		if (n % 64 == 0 && clanq_now_ns() > end)
 			break;
 		switch (v % 12) {
 		case 0:		/* a plausible producer index, or garbage */
 			itest_store_u32(ep.rq.prod, v & 0x100 ?
-					(__u32)(v >> 40) & ep.rq.mask :
-					(__u32)(v >> 16));
+					(uint32_t)(v >> 40) & ep.rq.mask :
+					(uint32_t)(v >> 16));
 			break;
 		case 1:		/* a slot of noise */
 			for (i = 0; i < sizeof(q) / 8; i++)
-				((__u64 *)clanq_q_slot(&ep.rq, slot))[i] =
+				((uint64_t *)clanq_q_slot(&ep.rq, slot))[i] =
 					itest_rand(&rnd);
 			break;
 		case 2: {	/* a slot that nearly makes sense */
-			__u64 w = itest_rand(&rnd);
+			uint64_t w = itest_rand(&rnd);
 
-			q = itest_rdma_req(w & 1 ? src.addr.id : (__u32)(w >> 8),
-				     w & 2 ? ap.id : (__u32)(w >> 16),
+			q = itest_rdma_req(w & 1 ? src.addr.id : (uint32_t)(w >> 8),
+				     w & 2 ? ap.id : (uint32_t)(w >> 16),
 				     w & 4 ? w % HOSTILE_BYTES : w >> 3,
 				     w & 8 ? (w >> 7) % HOSTILE_BYTES : ~w,
 				     w & 16 ? (w >> 11) % HOSTILE_BYTES :
 				     w >> 20,
-				     w, (__u32)(w >> 50) & 0xf);
+				     w, (uint32_t)(w >> 50) & 0xf);
 			if ((w & 0xe0) == 0xe0)
 				q.operand[1] = w;
 			memcpy(clanq_q_slot(&ep.rq, slot), &q, sizeof(q));
@@ -284,11 +284,11 @@ static void hostile(void *arg)
 		}
 		case 3:
 			itest_store_u32(ep.cq.cons, v & 0x100 ?
-					(__u32)(v >> 40) & ep.cq.mask :
-					(__u32)(v >> 16));
+					(uint32_t)(v >> 40) & ep.cq.mask :
+					(uint32_t)(v >> 16));
 			break;
 		case 4:
-			itest_store_u32(doorbell, (__u32)(v >> 16));
+			itest_store_u32(doorbell, (uint32_t)(v >> 16));
 			break;
 		case 5:
 			__atomic_store_n(&ctrs[(v >> 8) % nr_ctrs],
@@ -296,7 +296,7 @@ static void hostile(void *arg)
 			break;
 		case 6:
 			itest_store_u32(v & 0x100 ? ep.oob.prod : ep.oob.cons,
-					(__u32)(v >> 20));
+					(uint32_t)(v >> 20));
 			break;
 		case 7:		/* the doorbell, whatever the queue holds */
 			k.ep = ep.addr.id;
@@ -306,7 +306,7 @@ static void hostile(void *arg)
 			sh->kicks++;
 			break;
 		case 8:		/* somebody else's, or nobody's */
-			k.ep = (__u32)(v >> 16);
+			k.ep = (uint32_t)(v >> 16);
 			r = itest_ioctl_err(d1.fd, CLANQ_IOC_RDMA_KICK, &k);
 			CHILD_CHECK_INT(r, k.ep == ep.addr.id ? 0 : ENOENT);
 			break;
@@ -342,8 +342,8 @@ static void a_hostile_segment_owner_hurts_nobody_but_itself(void **state)
 {
 	struct good_sh *good = shared_alloc(sizeof(*good));
 	struct hostile_sh *sh = shared_alloc(sizeof(*sh));
-	__u64 rnd = itest_seed("region hostile");
-	__u32 before, during;
+	uint64_t rnd = itest_seed("region hostile");
+	uint32_t before, during;
 	pid_t pid_good, pid;
 
 	(void)state;
@@ -381,7 +381,7 @@ static void drop_cap_ipc_lock(void)
 		.pid = 0,
 	};
 	struct __user_cap_data_struct data[2];
-	__u32 bit = 1u << (CAP_IPC_LOCK % 32);
+	uint32_t bit = 1u << (CAP_IPC_LOCK % 32);
 	unsigned int w = CAP_IPC_LOCK / 32;
 
 	CHILD_CHECK_INT(syscall(SYS_capget, &hdr, data), 0);
@@ -404,7 +404,7 @@ static void memlock_child(void *arg)
 	struct clanq_ap ap, apl;
 	char *buf, *holey;
 	unsigned int i;
-	__u64 key;
+	uint64_t key;
 
 	default_signals();
 	(void)arg;

@@ -48,18 +48,18 @@
 #define PIO_WORDS	512u		/* per writer */
 
 struct pio_sh {
-	__u64 region;			/* packed address */
-	__u64 key;
-	__u32 stores[2];		/* A, B: store loops done */
-	__u32 pid_b;
-	__u32 mapped;
+	uint64_t region;		/* packed address */
+	uint64_t key;
+	uint32_t stores[2];		/* A, B: store loops done */
+	uint32_t pid_b;
+	uint32_t mapped;
 };
 
-static void pio_store_loop(struct pio_sh *sh, volatile __u64 *w, int who)
+static void pio_store_loop(struct pio_sh *sh, volatile uint64_t *w, int who)
 {
-	__u64 end = clanq_now_ns() + 60 * ITEST_NS_PER_S;
-	__u64 seq = 0;
-	__u32 i;
+	uint64_t end = clanq_now_ns() + 60 * ITEST_NS_PER_S;
+	uint64_t seq = 0;
+	uint32_t i;
 
 	for (;;) {
 		for (i = 0; i < PIO_WORDS; i++)
@@ -79,7 +79,7 @@ static void pio_writer(void *arg)
 	struct pio_sh *sh = arg;
 	struct clanq_dev dev;
 	struct clanq_ap ap;
-	__u64 data[4] = { 1, 2, 3, 4 };
+	uint64_t data[4] = { 1, 2, 3, 4 };
 	pid_t b;
 
 	default_signals();
@@ -95,10 +95,10 @@ static void pio_writer(void *arg)
 	b = fork();
 	CHILD_CHECK(b >= 0);
 	if (b == 0) {
-		__atomic_store_n(&sh->pid_b, (__u32)getpid(), __ATOMIC_RELEASE);
-		pio_store_loop(sh, (volatile __u64 *)ap.base + PIO_WORDS, 1);
+		__atomic_store_n(&sh->pid_b, (uint32_t)getpid(), __ATOMIC_RELEASE);
+		pio_store_loop(sh, (volatile uint64_t *)ap.base + PIO_WORDS, 1);
 	}
-	pio_store_loop(sh, (volatile __u64 *)ap.base, 0);
+	pio_store_loop(sh, (volatile uint64_t *)ap.base, 0);
 }
 
 static void pio_writers_die_of_sigbus_when_the_exporter_frees_the_region(void **state)
@@ -107,8 +107,8 @@ static void pio_writers_die_of_sigbus_when_the_exporter_frees_the_region(void **
 	struct clanq_dev dev, dev1;
 	struct clanq_ap ap;
 	struct pio_sh *sh;
-	volatile __u64 *w;
-	__u64 key, key2, before[2];
+	volatile uint64_t *w;
+	uint64_t key, key2, before[2];
 	int64_t t_free, t_a, t_b;
 	pid_t a, b;
 	int status, i;
@@ -196,12 +196,12 @@ static void pio_writers_die_of_sigbus_when_the_exporter_frees_the_region(void **
 #define STREAM_AFTER	32		/* requests posted after the free */
 
 struct stream_sh {
-	__u64 region;
-	__u64 key;
-	__u64 seed;
-	__u32 freed;			/* parent: REGION_FREE returned */
-	__u32 posted, completed;
-	__u32 ok, enxio_before, enxio_after, partial;
+	uint64_t region;
+	uint64_t key;
+	uint64_t seed;
+	uint32_t freed;			/* parent: REGION_FREE returned */
+	uint32_t posted, completed;
+	uint32_t ok, enxio_before, enxio_after, partial;
 };
 
 static void streamer(void *arg)
@@ -216,9 +216,9 @@ static void streamer(void *arg)
 	struct clanq_dev dev;
 	struct clanq_ep ep;
 	struct clanq_ap ap;
-	__u32 posted = 0, done = 0, n_after = 0;
+	uint32_t posted = 0, done = 0, n_after = 0;
 	bool failing = false;
-	__u64 end = clanq_now_ns() + CHILD_MAX_NS;
+	uint64_t end = clanq_now_ns() + CHILD_MAX_NS;
 	int r;
 
 	default_signals();
@@ -239,7 +239,7 @@ static void streamer(void *arg)
 			bool was_freed = load32(&sh->freed);
 
 			q = itest_rdma_req(src.addr.id, ap.id, 0,
-				     (__u64)(posted % 4) * STREAM_LEN,
+				     (uint64_t)(posted % 4) * STREAM_LEN,
 				     STREAM_LEN, posted,
 				     CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL);
 			r = clanq_rdma_post(&ep, &q);
@@ -301,7 +301,7 @@ static void streamer(void *arg)
 
 static void wait_queued(struct stream_sh *sh, pid_t pid)
 {
-	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 
 	while (load32(&sh->posted) - load32(&sh->completed) < STREAM_RQ / 4) {
 		if (!itest_still_running(pid, "streamer"))
@@ -316,11 +316,11 @@ static void rdma_in_flight_completes_with_enxio_when_the_region_is_freed(void **
 {
 	struct good_sh *good = shared_alloc(sizeof(*good));
 	struct stream_sh *sh = shared_alloc(sizeof(*sh));
-	__u64 rnd = itest_seed("region rdma revoke"), key;
+	uint64_t rnd = itest_seed("region rdma revoke"), key;
 	struct clanq_dev dev, dev1;
 	struct clanq_region r;
 	struct clanq_ap ap;
-	__u32 queued, good_at_free;
+	uint32_t queued, good_at_free;
 	unsigned char *expect;
 	pid_t pid_good, pid;
 	unsigned int i;
@@ -383,8 +383,8 @@ static void rdma_in_flight_completes_with_enxio_when_the_region_is_freed(void **
 #define OWNER_BYTES	(3 * 4096u)
 
 struct owner_sh {
-	__u64 region, key;
-	__u32 published, reader_ok, freed;
+	uint64_t region, key;
+	uint32_t published, reader_ok, freed;
 };
 
 static void owner_child(void *arg)
@@ -395,7 +395,7 @@ static void owner_child(void *arg)
 	struct clanq_region others[4];
 	struct clanq_ioc_region_export e;
 	struct clanq_dev dev;
-	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 	unsigned char *mem, *copy;
 	unsigned int i;
 
@@ -457,11 +457,11 @@ static void owner_child(void *arg)
 static void reader_child(void *arg)
 {
 	struct owner_sh *sh = arg;
-	__u64 end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 30 * ITEST_NS_PER_S;
 	struct clanq_dev dev;
 	struct clanq_ap ap;
-	volatile __u64 *w;
-	__u64 sum = 0;
+	volatile uint64_t *w;
+	uint64_t sum = 0;
 	unsigned int i;
 
 	default_signals();
@@ -475,7 +475,7 @@ static void reader_child(void *arg)
 					sh->key, 0, OWNER_BYTES,
 					CLANQ_RIGHT_READ), 0);
 	CHILD_CHECK_INT(clanq_ap_map(&ap), 0);
-	w = (volatile __u64 *)ap.base;
+	w = (volatile uint64_t *)ap.base;
 	for (i = 0; i < OWNER_BYTES / 8; i++)
 		sum += w[i];
 	CHILD_CHECK(sum != 0);
@@ -534,7 +534,7 @@ static void a_stale_mapping_survives_the_reuse_of_every_key(void **state)
 	struct clanq_ap ap;
 	struct clanq_ep ep;
 	volatile const __u64 *stale;
-	__u64 key, delivered;
+	uint64_t key, delivered;
 	unsigned int i;
 
 	(void)state;

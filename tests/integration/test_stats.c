@@ -178,7 +178,7 @@ static int own_records(const struct clanq_dev *dev, struct clanq_ep_stat *recs,
 }
 
 static const struct clanq_ep_stat *find_ep(const struct clanq_ep_stat *recs,
-					   int n, __u32 ep)
+					   int n, uint32_t ep)
 {
 	for (int i = 0; i < n; i++)
 		if (recs[i].ep == ep)
@@ -440,7 +440,7 @@ static void garbage_is_refused(void **state)
 	munmap(ro, 4096);
 
 	/* a wrong size is another command */
-	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x14, __u64), &a),
+	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x14, uint64_t), &a),
 			 ENOTTY);
 
 	/* and after all that, a good call still works */

@@ -56,23 +56,23 @@ static void assert_ok(const char *why)
 struct waiter {
 	pthread_t thread;
 	struct clanq_tw *tw;
-	const volatile __u64 *word;
-	__u64 old;
+	const volatile uint64_t *word;
+	uint64_t old;
 	int64_t timeout_ns;
 	pid_t tid;		/* published by the thread */
 	int done;		/* set when it returned */
 	int rc;
-	__u64 ns;		/* how long it waited */
+	uint64_t ns;		/* how long it waited */
 };
 
 static void *waiter_fn(void *arg)
 {
 	struct waiter *w = arg;
-	__u64 t0;
+	uint64_t t0;
 
 	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	t0 = clanq_now_ns();
-	w->rc = clanq_tw_wait_change(w->tw, (const __u64 *)w->word, w->old, w->timeout_ns);
+	w->rc = clanq_tw_wait_change(w->tw, (const uint64_t *)w->word, w->old, w->timeout_ns);
 	w->ns = clanq_now_ns() - t0;
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -112,9 +112,9 @@ static char proc_state(pid_t pid)
 
 /* Start a waiter and return once it sleeps in the driver. */
 static void waiter_start(struct waiter *w, struct clanq_tw *tw,
-			 const volatile __u64 *word, int64_t timeout_ns)
+			 const volatile uint64_t *word, int64_t timeout_ns)
 {
-	__u64 end = clanq_now_ns() + 10 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 10 * ITEST_NS_PER_S;
 	pid_t tid;
 
 	memset(w, 0, sizeof(*w));
@@ -153,7 +153,7 @@ static bool waiter_done(struct waiter *w)
 enum how { PIO, RDMA };
 
 /* Write len bytes at region offset off, by PIO or RDMA. */
-static void write_at(struct tw_writer *w, enum how how, __u64 off,
+static void write_at(struct tw_writer *w, enum how how, uint64_t off,
 		     const void *src, size_t len)
 {
 	if (how == PIO)
@@ -166,20 +166,20 @@ static void write_at(struct tw_writer *w, enum how how, __u64 off,
 static void wake_case(unsigned int writer_nic, enum how how)
 {
 	const struct clanq_ep_counters *c;
-	__u64 fires, flushes, spurious, v;
-	volatile __u64 *word;
+	uint64_t fires, flushes, spurious, v;
+	volatile uint64_t *word;
 	struct tw_writer w;
 	struct tw_owner o;
 	struct clanq_tw tw;
 	struct waiter wt;
-	__u8 b = 0xa5;
+	uint8_t b = 0xa5;
 	int side;
 
 	assert_ok(tw_owner_open(&o, 0, REGION));
 	assert_ok(tw_writer_open(&w, writer_nic, o.r.addr, o.key, REGION));
 	assert_int_equal(clanq_tw_create(&o.ep, &tw, &o.r, TW_OFF, TW_LEN, 0), 0);
 	clanq_tw_set_spin(&tw, 0);
-	word = (volatile __u64 *)((char *)o.r.mem + WORD);
+	word = (volatile uint64_t *)((char *)o.r.mem + WORD);
 	c = o.ep.counters;
 	fires = itest_ctr(&c->tw_fires);
 	flushes = itest_ctr(&c->tw_flushes);
@@ -187,7 +187,7 @@ static void wake_case(unsigned int writer_nic, enum how how)
 
 	/* one byte before the tripwire, then one byte after it: no wake */
 	for (side = 0; side < 2; side++) {
-		__u64 off = side ? TW_OFF + TW_LEN : TW_OFF - 1;
+		uint64_t off = side ? TW_OFF + TW_LEN : TW_OFF - 1;
 
 		waiter_start(&wt, &tw, word, QUIET_WAIT_NS);
 		write_at(&w, how, off, &b, 1);
@@ -197,8 +197,8 @@ static void wake_case(unsigned int writer_nic, enum how how)
 				 side ? "after" : "before", wt.rc,
 				 (unsigned long long)wt.ns);
 		assert_int_equal(waiter_join(&wt), -ETIMEDOUT);
-		assert_true(wt.ns >= (__u64)QUIET_WAIT_NS);
-		assert_int_equal(((volatile __u8 *)o.r.mem)[off], b);
+		assert_true(wt.ns >= (uint64_t)QUIET_WAIT_NS);
+		assert_int_equal(((volatile uint8_t *)o.r.mem)[off], b);
 		assert_false(clanq_tw_fired(&tw));
 	}
 	/* the waiter left it as it found it: disarmed */
@@ -218,7 +218,7 @@ static void wake_case(unsigned int writer_nic, enum how how)
 	 * At its timeout the library looks at the word once more, so a
 	 * write slept through returns 0 too, but only then.
 	 */
-	if (waiter_join(&wt) != 0 || wt.ns >= (__u64)WAKE_WAIT_NS / 2)
+	if (waiter_join(&wt) != 0 || wt.ns >= (uint64_t)WAKE_WAIT_NS / 2)
 		fail_msg("%s write of the word from node %u: the waiter returned %d after %llu ms",
 			 how == PIO ? "PIO" : "RDMA", writer_nic, wt.rc,
 			 (unsigned long long)(wt.ns / ITEST_NS_PER_MS));
@@ -265,20 +265,20 @@ static void an_rdma_write_into_the_word_wakes_a_waiter_across_nodes(void **state
  */
 static void a_waiter_wakes_with_eidrm_on_destroy_and_enxio_on_region_free(void **state)
 {
-	volatile __u64 *word;
+	volatile uint64_t *word;
 	struct tw_owner o;
 	struct clanq_tw tw;
 	struct waiter wt;
 
 	(void)state;
 	assert_ok(tw_owner_open(&o, 0, REGION));
-	word = (volatile __u64 *)((char *)o.r.mem + WORD);
+	word = (volatile uint64_t *)((char *)o.r.mem + WORD);
 	assert_int_equal(clanq_tw_create(&o.ep, &tw, &o.r, TW_OFF, TW_LEN, 0), 0);
 	clanq_tw_set_spin(&tw, 0);
 	waiter_start(&wt, &tw, word, WAKE_WAIT_NS);
 	assert_int_equal(clanq_tw_destroy(&tw), 0);
 	assert_int_equal(waiter_join(&wt), -EIDRM);
-	assert_true(wt.ns < (__u64)WAKE_WAIT_NS);
+	assert_true(wt.ns < (uint64_t)WAKE_WAIT_NS);
 	assert_int_equal(clanq_tw_destroy(&tw), -ENOENT);
 
 	assert_int_equal(clanq_tw_create(&o.ep, &tw, &o.r, TW_OFF, TW_LEN, 0), 0);
@@ -309,7 +309,7 @@ static void a_waiter_wakes_with_eidrm_on_destroy_and_enxio_on_region_free(void *
 static void a_pio_writer_enters_the_driver_only_when_a_tripwire_is_armed_where_it_wrote(void **state)
 {
 	const struct clanq_ep_counters *c;
-	__u64 q, e0, e1, v, fires0, flushes0, spurious0;
+	uint64_t q, e0, e1, v, fires0, flushes0, spurious0;
 	struct clanq_tw tw, ptw;
 	struct tw_writer w;
 	struct tw_owner o;
@@ -417,7 +417,7 @@ static void one_flush_firing_two_endpoints_tripwires_counts_one_flush_on_each(vo
 	struct clanq_ep ep_b;
 	struct tw_writer w;
 	struct tw_owner o;
-	__u8 buf[24] = { 1 };
+	uint8_t buf[24] = { 1 };
 
 	(void)state;
 	assert_ok(tw_owner_open(&o, 0, REGION));
@@ -443,7 +443,7 @@ static void one_flush_firing_two_endpoints_tripwires_counts_one_flush_on_each(vo
  */
 static void tripwire_events_arrive_on_a_unified_evq_beside_oob_and_rdma_events(void **state)
 {
-	const __u32 mask = CLANQ_EV_TRIPWIRE | CLANQ_EV_OOB | CLANQ_EV_RDMA;
+	const uint32_t mask = CLANQ_EV_TRIPWIRE | CLANQ_EV_OOB | CLANQ_EV_RDMA;
 	struct clanq_ep ep_oob, ep_rdma, tx;
 	struct clanq_dev tx_dev;
 	struct clanq_rdma_comp comp;
@@ -456,7 +456,7 @@ static void tripwire_events_arrive_on_a_unified_evq_beside_oob_and_rdma_events(v
 	struct clanq_ap ap;
 	struct tw_writer w;
 	struct tw_owner o;
-	__u64 v = 0x5eed, taken = 0, end;
+	uint64_t v = 0x5eed, taken = 0, end;
 	unsigned int seen_tw = 0, seen_oob = 0, seen_rdma = 0;
 	int reg[3];
 
@@ -561,7 +561,7 @@ static void tripwire_events_arrive_on_a_unified_evq_beside_oob_and_rdma_events(v
  */
 
 static struct clanq_ioc_tw_create tw_create_arg(const struct tw_owner *o,
-						__u64 off, __u64 len)
+						uint64_t off, uint64_t len)
 {
 	struct clanq_ioc_tw_create c;
 
@@ -573,7 +573,7 @@ static struct clanq_ioc_tw_create tw_create_arg(const struct tw_owner *o,
 	return c;
 }
 
-static struct clanq_ioc_tw_ctl tw_ctl_arg(__u32 id)
+static struct clanq_ioc_tw_ctl tw_ctl_arg(uint32_t id)
 {
 	struct clanq_ioc_tw_ctl t;
 
@@ -582,7 +582,7 @@ static struct clanq_ioc_tw_ctl tw_ctl_arg(__u32 id)
 	return t;
 }
 
-static struct clanq_ioc_tw_wait tw_wait_arg(__u32 id, __u64 off)
+static struct clanq_ioc_tw_wait tw_wait_arg(uint32_t id, uint64_t off)
 {
 	struct clanq_ioc_tw_wait t;
 
@@ -594,7 +594,7 @@ static struct clanq_ioc_tw_wait tw_wait_arg(__u32 id, __u64 off)
 	return t;
 }
 
-static struct clanq_ioc_ap_flush ap_flush_arg(__u32 ap, __u64 off, __u64 len)
+static struct clanq_ioc_ap_flush ap_flush_arg(uint32_t ap, uint64_t off, uint64_t len)
 {
 	struct clanq_ioc_ap_flush f;
 
@@ -743,7 +743,7 @@ static void tw_ctl_and_wait_refuse_garbage(struct tw_owner *o,
 	/* and left it disarmed, as it found it */
 	/* the library refuses a word outside the tripwire itself */
 	assert_int_equal(clanq_tw_wait_change((struct clanq_tw *)tw,
-					      (const __u64 *)((char *)o->r.mem + WORD + 8),
+					      (const uint64_t *)((char *)o->r.mem + WORD + 8),
 					      0, 0), -EINVAL);
 }
 
@@ -865,7 +865,7 @@ static void every_new_ioctl_refuses_garbage_with_its_exact_errno(void **state)
 	/* a destroyed tripwire's id is refused */
 	assert_int_equal(clanq_tw_destroy(&tw), 0);
 	assert_int_equal(clanq_tw_destroy(&tw), -ENOENT);
-	assert_int_equal(clanq_tw_wait_change(&tw, (const __u64 *)
+	assert_int_equal(clanq_tw_wait_change(&tw, (const uint64_t *)
 					      ((char *)o.r.mem + WORD), 0, -1),
 			 -ENOENT);
 	assert_int_equal(clanq_tw_destroy(&other_tw), 0);
@@ -920,11 +920,11 @@ static unsigned int user_budget_pages(void)
 
 /* Shared with the victims and the survivor. */
 struct kill_sh {
-	__u64 region;		/* victim's / survivor's region, packed */
-	__u64 key;
-	__u32 ready;		/* victim: set up (armed, or about to wait) */
-	__u32 ack;		/* survivor: last value it saw */
-	__u32 stop;
+	uint64_t region;	/* victim's / survivor's region, packed */
+	uint64_t key;
+	uint32_t ready;		/* victim: set up (armed, or about to wait) */
+	uint32_t ack;		/* survivor: last value it saw */
+	uint32_t stop;
 };
 
 /* A victim: sleeps in clanq_tw_wait_change() with no timeout. */
@@ -945,7 +945,7 @@ static void victim_waiter(void *arg)
 	__atomic_store_n(&sh->key, o.key, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->region, itest_addr_pack(o.r.addr), __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
-	r = clanq_tw_wait_change(&tw, (const __u64 *)((char *)o.r.mem + WORD),
+	r = clanq_tw_wait_change(&tw, (const uint64_t *)((char *)o.r.mem + WORD),
 				 0, -1);
 	CHILD_FAIL("clanq_tw_wait_change returned %d", r);
 }
@@ -988,11 +988,11 @@ static void victim_holder(void *arg)
 static void survivor(void *arg)
 {
 	struct kill_sh *sh = arg;
-	volatile __u64 *word;
+	volatile uint64_t *word;
 	struct tw_owner o;
 	struct clanq_tw tw;
 	const char *why;
-	__u64 seen = 0;
+	uint64_t seen = 0;
 	int r;
 
 	why = tw_owner_open(&o, 1, REGION);
@@ -1000,16 +1000,16 @@ static void survivor(void *arg)
 		CHILD_FAIL("%s", why);
 	CHILD_CHECK_INT(clanq_tw_create(&o.ep, &tw, &o.r, WORD, 8, 0), 0);
 	clanq_tw_set_spin(&tw, 0);
-	word = (volatile __u64 *)((char *)o.r.mem + WORD);
+	word = (volatile uint64_t *)((char *)o.r.mem + WORD);
 	__atomic_store_n(&sh->key, o.key, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->region, itest_addr_pack(o.r.addr), __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-		r = clanq_tw_wait_change(&tw, (const __u64 *)word, seen, 100 * ITEST_NS_PER_MS);
+		r = clanq_tw_wait_change(&tw, (const uint64_t *)word, seen, 100 * ITEST_NS_PER_MS);
 		if (r == -ETIMEDOUT)
 			continue;
 		CHILD_CHECK_INT(r, 0);
 		seen = *word;
-		__atomic_store_n(&sh->ack, (__u32)seen, __ATOMIC_RELEASE);
+		__atomic_store_n(&sh->ack, (uint32_t)seen, __ATOMIC_RELEASE);
 	}
 	CHILD_CHECK_INT(clanq_tw_destroy(&tw), 0);
 	why = tw_owner_close(&o);
@@ -1017,9 +1017,9 @@ static void survivor(void *arg)
 		CHILD_FAIL("%s", why);
 }
 
-static __u64 wait_nonzero64(const __u64 *w, pid_t pid, const char *who)
+static uint64_t wait_nonzero64(const uint64_t *w, pid_t pid, const char *who)
 {
-	__u64 end = clanq_now_ns() + 20 * ITEST_NS_PER_S, v;
+	uint64_t end = clanq_now_ns() + 20 * ITEST_NS_PER_S, v;
 
 	while (!(v = __atomic_load_n(w, __ATOMIC_ACQUIRE))) {
 		if (!itest_still_running(pid, who))
@@ -1034,7 +1034,7 @@ static __u64 wait_nonzero64(const __u64 *w, pid_t pid, const char *who)
 /* Wait for a debugfs counter to come back to want. */
 static void wait_stat(unsigned int nic, const char *key, long long want)
 {
-	__u64 end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
 	long long v;
 
 	while ((v = itest_nic_stat(nic, key)) != want) {
@@ -1046,13 +1046,13 @@ static void wait_stat(unsigned int nic, const char *key, long long want)
 }
 
 /* Write v to the survivor's word by PIO; it must ack it. */
-static void survivor_round(struct kill_sh *ssh, struct tw_writer *sw, __u64 v,
+static void survivor_round(struct kill_sh *ssh, struct tw_writer *sw, uint64_t v,
 			   pid_t spid)
 {
-	__u64 end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
+	uint64_t end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
 
 	assert_int_equal(clanq_ap_write(&sw->ap, WORD, &v, sizeof(v)), 0);
-	while (__atomic_load_n(&ssh->ack, __ATOMIC_ACQUIRE) != (__u32)v) {
+	while (__atomic_load_n(&ssh->ack, __ATOMIC_ACQUIRE) != (uint32_t)v) {
 		if (!itest_still_running(spid, "survivor"))
 			fail_msg("survivor ended early");
 		if (clanq_now_ns() > end)
@@ -1070,7 +1070,7 @@ static void processes_killed_waiting_or_holding_armed_tripwires_leak_nothing(voi
 	struct kill_sh *sh, *ssh;
 	struct tw_writer w, sw;
 	struct clanq_addr region;
-	__u64 v = 0, end;
+	uint64_t v = 0, end;
 	pid_t pid, spid;
 	int status;
 
@@ -1121,7 +1121,7 @@ static void processes_killed_waiting_or_holding_armed_tripwires_leak_nothing(voi
 		}
 		/* a write beside (no wake), a flush of the holder's persistent one */
 		if (!waiting) {
-			__u64 x = round;
+			uint64_t x = round;
 
 			assert_int_equal(clanq_ap_write(&w.ap, 8, &x, 8), 0);
 			flushed++;

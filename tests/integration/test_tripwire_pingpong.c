@@ -2,7 +2,7 @@
 /*
  * The lost-wake-up hunt ([F] of include/clanq/queue.h): two processes,
  * one per node (and per vCPU), ping-pong a counter through tripwires,
- * blocking between messages (spin 0). Each side watches a __u64 word in
+ * blocking between messages (spin 0). Each side watches a uint64_t word in
  * its own region with a tripwire its own endpoint owns, and writes the
  * peer's word by PIO (clanq_ap_write: stores, barrier, armed bitmap,
  * AP_FLUSH only if armed). A write slept through is a wait that times
@@ -66,26 +66,26 @@ static unsigned long rpc_rounds = 20000;
 static unsigned long budget_s;
 
 struct side_sh {
-	__u64 region;		/* packed address, 0 until published */
-	__u64 key;
-	__u64 rounds;		/* completed, for the report */
-	__u64 fires;		/* its tripwire's fires */
-	__u64 done;
+	uint64_t region;	/* packed address, 0 until published */
+	uint64_t key;
+	uint64_t rounds;	/* completed, for the report */
+	uint64_t fires;		/* its tripwire's fires */
+	uint64_t done;
 };
 
 struct pp_sh {
 	struct side_sh side[2];
 	unsigned long rounds;
-	__u64 budget_ns;	/* 0: none */
+	uint64_t budget_ns;	/* 0: none */
 	int rdma;		/* side 0 writes by RDMA */
 	int rpc;		/* side 0 writes and waits in one call */
 	int stopped;		/* the budget, not the count, ended it */
 };
 
-static __u64 wait_published(const __u64 *w)
+static uint64_t wait_published(const uint64_t *w)
 {
-	__u64 end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
-	__u64 v;
+	uint64_t end = clanq_now_ns() + 20 * ITEST_NS_PER_S;
+	uint64_t v;
 
 	while (!(v = __atomic_load_n(w, __ATOMIC_ACQUIRE))) {
 		if (clanq_now_ns() > end)
@@ -100,7 +100,7 @@ static __u64 wait_published(const __u64 *w)
  * changed, but no fire woke us (the library looks once more at the
  * timeout). That is the write slept through, whoever it delays after.
  */
-static void lost_wakeup(unsigned int s, __u64 round, int r, __u64 ns)
+static void lost_wakeup(unsigned int s, uint64_t round, int r, uint64_t ns)
 {
 	if (r == 0 && ns >= WAIT_NS / 2)
 		CHILD_FAIL("side %u: round %llu: a lost wake-up: the word changed, but the wait ended only after %llu ms (timeout %lld ms)",
@@ -114,10 +114,10 @@ static void lost_wakeup(unsigned int s, __u64 round, int r, __u64 ns)
  * timeout, an error, or a word that is neither @expect nor (side 1
  * only) side 0's STOP | i. Returns the word, read once.
  */
-static __u64 waited(unsigned int s, __u64 round, int r, __u64 since,
-		    const volatile __u64 *word, __u64 expect)
+static uint64_t waited(unsigned int s, uint64_t round, int r, uint64_t since,
+		    const volatile uint64_t *word, uint64_t expect)
 {
-	__u64 got;
+	uint64_t got;
 
 	lost_wakeup(s, round, r, clanq_now_ns() - since);
 	got = *word;
@@ -153,13 +153,13 @@ static void side(struct pp_sh *sh, unsigned int s)
 	struct side_sh *me = &sh->side[s], *peer = &sh->side[1 - s];
 	bool rdma = sh->rdma && s == 0;
 	struct clanq_rdma_req req;
-	volatile __u64 *word;
+	volatile uint64_t *word;
 	struct clanq_tw tw;
 	struct clanq_ap rpc_ap;		/* rpc: in the tripwire's context */
 	struct tw_writer w;
 	struct tw_owner o;
 	const char *why;
-	__u64 i, v, expect, t0, t, tw0, peer_region, e0 = 0, e1 = 0;
+	uint64_t i, v, expect, t0, t, tw0, peer_region, e0 = 0, e1 = 0;
 	int r;
 
 	alarm(budget_s + WATCHDOG_SLACK_S);
@@ -169,7 +169,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 		CHILD_FAIL("side %u: %s", s, why);
 	CHILD_CHECK_INT(clanq_tw_create(&o.ep, &tw, &o.r, WORD, 8, 0), 0);
 	clanq_tw_set_spin(&tw, 0);
-	word = (volatile __u64 *)((char *)o.r.mem + WORD);
+	word = (volatile uint64_t *)((char *)o.r.mem + WORD);
 	__atomic_store_n(&me->key, o.key, __ATOMIC_RELAXED);
 	__atomic_store_n(&me->region, itest_addr_pack(o.r.addr), __ATOMIC_RELEASE);
 	/* the key after the region: its release store published both */
@@ -206,7 +206,7 @@ static void side(struct pp_sh *sh, unsigned int s)
 		}
 		if (s == 1) {
 			tw0 = clanq_now_ns();
-			r = clanq_tw_wait_change(&tw, (const __u64 *)word, i, WAIT_NS);
+			r = clanq_tw_wait_change(&tw, (const uint64_t *)word, i, WAIT_NS);
 			if (waited(1, i, r, tw0, word, expect) == (STOP | i))
 				break;
 		}
@@ -230,9 +230,9 @@ static void side(struct pp_sh *sh, unsigned int s)
 			tw0 = clanq_now_ns();
 			if (sh->rpc)
 				r = clanq_ap_write_wait(&rpc_ap, WORD, &v, 8, &tw,
-							(const __u64 *)word, i, WAIT_NS);
+							(const uint64_t *)word, i, WAIT_NS);
 			else
-				r = clanq_tw_wait_change(&tw, (const __u64 *)word, i,
+				r = clanq_tw_wait_change(&tw, (const uint64_t *)word, i,
 							 WAIT_NS);
 			waited(0, i, r, tw0, word, expect);
 		}
@@ -295,7 +295,7 @@ static void pingpong(unsigned long rounds, int rdma, int rpc)
 	assert_true(sh != MAP_FAILED);
 	memset(sh, 0, sizeof(*sh));
 	sh->rounds = rounds;
-	sh->budget_ns = (__u64)budget_s * ITEST_NS_PER_S;
+	sh->budget_ns = (uint64_t)budget_s * ITEST_NS_PER_S;
 	sh->rdma = rdma;
 	sh->rpc = rpc;
 	a = itest_fork(side0, sh);

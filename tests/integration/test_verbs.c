@@ -84,7 +84,7 @@
 #define NOBODY_ID	4242u	/* no endpoint has it on the peer */
 #define SEC		1000000000ll
 
-static __u32 peer_node;
+static uint32_t peer_node;
 static struct clanq_dev dev;
 
 static struct clanq_addr echo_addr(void)
@@ -112,11 +112,11 @@ static int64_t now_ns(void)
  *	           it was armed
  */
 struct xmsg {
-	__u32 seq;		/* the requester's, in the answer */
-	__u32 slot;		/* the region, in b's table */
-	__u64 arg[4];
-	__s32 status;		/* answer: 0, X_BAD or -errno */
-	__u32 aux;
+	uint32_t seq;		/* the requester's, in the answer */
+	uint32_t slot;		/* the region, in b's table */
+	uint64_t arg[4];
+	int32_t status;		/* answer: 0, X_BAD or -errno */
+	uint32_t aux;
 };
 
 _Static_assert(sizeof(struct xmsg) <= CLANQ_OOB_PAYLOAD, "an xmsg is one OOB payload");
@@ -138,7 +138,7 @@ static const char *const x_where[] = {
 	[X_W_AFTER] = "byte after the written range changed",
 };
 
-static const char *x_where_name(__u64 w)
+static const char *x_where_name(uint64_t w)
 {
 	return w < ARRAY_SIZE(x_where) && x_where[w] ? x_where[w] : "?";
 }
@@ -148,7 +148,7 @@ static const char *x_where_name(__u64 w)
 struct xregion {
 	bool live;
 	struct clanq_region r;
-	__u8 *bg;		/* its background, for memcmp */
+	uint8_t *bg;		/* its background, for memcmp */
 	void *pages;		/* X_REGISTER: our mapping */
 	size_t pages_len;
 };
@@ -156,8 +156,8 @@ struct xregion {
 struct xtw {
 	bool live;
 	bool waiting;		/* armed, T_FIRED not sent yet */
-	__u32 slot;
-	__u64 tag;
+	uint32_t slot;
+	uint64_t tag;
 	struct clanq_addr to;	/* who armed it */
 	int64_t armed_ns;
 	struct clanq_tw tw;
@@ -170,7 +170,7 @@ struct xserve {
 	struct clanq_evq evq;	/* tw_ep's events */
 	struct xregion rg[X_SLOTS];
 	struct xtw tw[X_TWS];
-	__u64 requests, fired, send_errors;
+	uint64_t requests, fired, send_errors;
 };
 
 /*
@@ -179,8 +179,8 @@ struct xserve {
  * byte's offset in *at. Every byte, every time: a stray write anywhere
  * is found.
  */
-static int region_check(const __u8 *m, const __u8 *bg, __u64 size, __u64 off,
-			__u64 len, __u64 seed, __u64 src_off, __u64 *at)
+static int region_check(const uint8_t *m, const uint8_t *bg, uint64_t size, uint64_t off,
+			uint64_t len, uint64_t seed, uint64_t src_off, uint64_t *at)
 {
 	size_t d;
 
@@ -205,15 +205,15 @@ static int region_check(const __u8 *m, const __u8 *bg, __u64 size, __u64 off,
 	return 0;
 }
 
-static struct xregion *x_slot(struct xserve *s, __u32 slot)
+static struct xregion *x_slot(struct xserve *s, uint32_t slot)
 {
 	return slot < X_SLOTS && s->rg[slot].live ? &s->rg[slot] : NULL;
 }
 
 static void x_region(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 {
-	__u64 size = q->arg[0], key = 0;
-	__u32 rights = (__u32)q->arg[1], slot;
+	uint64_t size = q->arg[0], key = 0;
+	uint32_t rights = (uint32_t)q->arg[1], slot;
 	struct xregion *g = NULL;
 	int err;
 
@@ -257,7 +257,7 @@ static void x_region(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 		return;
 	}
 	g->live = true;
-	a->slot = (__u32)(g - s->rg);
+	a->slot = (uint32_t)(g - s->rg);
 	a->arg[0] = key;
 	a->arg[1] = itest_addr_pack(g->r.addr);
 	a->arg[2] = size;
@@ -266,9 +266,9 @@ static void x_region(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 static void x_check(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 {
 	struct xregion *g = x_slot(s, q->slot);
-	__u64 off = q->arg[0], len = q->arg[1], seed = q->arg[2];
-	__u64 src_off = q->arg[3], at;
-	const __u8 *m;
+	uint64_t off = q->arg[0], len = q->arg[1], seed = q->arg[2];
+	uint64_t src_off = q->arg[3], at;
+	const uint8_t *m;
 	int w;
 
 	if (!g) {
@@ -278,12 +278,12 @@ static void x_check(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 	m = g->r.mem;
 	w = region_check(m, g->bg, g->r.size, off, len, seed, src_off, &at);
 	if (!w) {
-		memcpy((__u8 *)g->r.mem + off, g->bg + off, len);
+		memcpy((uint8_t *)g->r.mem + off, g->bg + off, len);
 		return;
 	}
 	a->status = X_BAD;
 	a->arg[0] = at;
-	a->arg[1] = (__u64)w;
+	a->arg[1] = (uint64_t)w;
 	if (w != X_W_RANGE) {
 		a->arg[2] = m[at];
 		a->arg[3] = w == X_W_DATA ? pat_byte(seed, src_off + at - off, 0)
@@ -291,7 +291,7 @@ static void x_check(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 	}
 	printf("serve: check of [%llu, +%llu) in region %u: %s at %llu\n",
 	       (unsigned long long)off, (unsigned long long)len,
-	       g->r.addr.id, x_where_name((__u64)w), (unsigned long long)at);
+	       g->r.addr.id, x_where_name((uint64_t)w), (unsigned long long)at);
 }
 
 /* The tripwires' endpoint and event queue, made at the first T_ARM. */
@@ -352,7 +352,7 @@ static void x_arm(struct xserve *s, const struct clanq_oob_msg *m,
 	a->aux = t->tw.bit;
 }
 
-static struct xtw *x_tw_by_tag(struct xserve *s, __u64 tag)
+static struct xtw *x_tw_by_tag(struct xserve *s, uint64_t tag)
 {
 	unsigned int i;
 
@@ -397,7 +397,7 @@ static void x_free(struct xserve *s, const struct xmsg *q, struct xmsg *a)
 	g->live = false;
 }
 
-static void x_send(struct xserve *s, struct clanq_addr to, __u32 type,
+static void x_send(struct xserve *s, struct clanq_addr to, uint32_t type,
 		   const struct xmsg *x)
 {
 	int err = clanq_oob_send(&s->ep, to, type, x, sizeof(*x));
@@ -463,7 +463,7 @@ static void x_tw_poll(struct xserve *s)
 		memset(&a, 0, sizeof(a));
 		memset(&ev, 0, sizeof(ev));
 		a.slot = t->slot;
-		a.aux = (__u32)((now_ns() - t->armed_ns) / 1000);
+		a.aux = (uint32_t)((now_ns() - t->armed_ns) / 1000);
 		err = clanq_evq_wait(&s->evq, &ev, 10 * SEC);
 		if (!err && (!(ev.events & CLANQ_EV_TRIPWIRE) ||
 			     ev.cookie != TW_EV_COOKIE))
@@ -504,7 +504,7 @@ static int serve(void)
 	struct clanq_ep_attr attr = { .oob_slots = 512, .service = ECHO_SERVICE };
 	struct clanq_oob_msg m;
 	int64_t deadline = now_ns() + 600 * SEC;
-	__u64 echoed = 0;
+	uint64_t echoed = 0;
 	int err;
 
 	err = clanq_ep_create_attr(&dev, &s.ep, &attr);
@@ -521,7 +521,7 @@ static int serve(void)
 			continue;
 		}
 		if (m.type == T_BYE || m.type == T_DIE) {
-			__u64 dropped = clanq_ep_dropped(&s.ep);
+			uint64_t dropped = clanq_ep_dropped(&s.ep);
 
 			printf("serve: %s from %u:%u after %llu echoes, %llu exporter requests, %llu tripwires fired (%llu send errors, %llu dropped)\n",
 			       m.type == T_BYE ? "bye" : "die", m.src.node, m.src.id,
@@ -554,11 +554,11 @@ static int serve(void)
 /* ---- host a ---- */
 
 /* Send (tag, seq) to the echo until it comes back, for up to @secs. */
-static int64_t first_echo(struct clanq_ep *ep, __u32 tag, int secs)
+static int64_t first_echo(struct clanq_ep *ep, uint32_t tag, int secs)
 {
 	struct clanq_oob_msg m;
 	int64_t t0 = now_ns(), deadline = t0 + secs * SEC;
-	__u32 seq = 0;
+	uint32_t seq = 0;
 	int err;
 
 	while (now_ns() < deadline) {
@@ -603,7 +603,7 @@ static void first_contact(void **state __attribute__((unused)))
 static void many_endpoints_in_order_every_byte(void **state __attribute__((unused)))
 {
 	struct clanq_ep eps[NR_EPS];
-	__u32 sent[NR_EPS] = {}, got[NR_EPS] = {};
+	uint32_t sent[NR_EPS] = {}, got[NR_EPS] = {};
 	struct clanq_oob_msg m;
 	int64_t t0 = now_ns(), deadline = t0 + 300 * SEC;
 	unsigned int i, done = 0;
@@ -642,7 +642,7 @@ static void unknown_endpoint_comes_back_unreachable(void **state __attribute__((
 {
 	struct clanq_addr nobody = { .node = peer_node, .id = NOBODY_ID };
 	const struct clanq_oob_unreachable *u;
-	__u8 sent[CLANQ_OOB_PAYLOAD] = {};	/* zero beyond its length, as sent */
+	uint8_t sent[CLANQ_OOB_PAYLOAD] = {};	/* zero beyond its length, as sent */
 	struct clanq_oob_msg m;
 	struct clanq_ep ep;
 
@@ -733,10 +733,10 @@ static bool x_held[X_SLOTS];	/* b's regions this test asked for */
 
 /* A region of b's, as its T_REGION answer described it. */
 struct remote {
-	__u32 slot;
+	uint32_t slot;
 	struct clanq_addr addr;
-	__u64 key;
-	__u64 size;
+	uint64_t key;
+	uint64_t size;
 };
 
 static const char *const x_type_name[] = {
@@ -744,13 +744,13 @@ static const char *const x_type_name[] = {
 	[T_TWSTATE] = "TWSTATE", [T_FREE] = "FREE",
 };
 
-static __u32 x_seq;
+static uint32_t x_seq;
 
 /*
  * Ask b and take the answer into *a: 0; -errno of the send; -ETIMEDOUT;
  * -EPROTO if another message came first (*m is that message).
  */
-static int x_ask(struct clanq_ep *ep, __u32 type, struct xmsg *q,
+static int x_ask(struct clanq_ep *ep, uint32_t type, struct xmsg *q,
 		 struct xmsg *a, struct clanq_oob_msg *m)
 {
 	int64_t deadline;
@@ -775,7 +775,7 @@ static int x_ask(struct clanq_ep *ep, __u32 type, struct xmsg *q,
 }
 
 /* x_ask(); anything but the answer fails the test. */
-static struct xmsg x_call(struct clanq_ep *ep, __u32 type, struct xmsg *q)
+static struct xmsg x_call(struct clanq_ep *ep, uint32_t type, struct xmsg *q)
 {
 	struct clanq_oob_msg m;
 	struct xmsg a;
@@ -833,8 +833,8 @@ static int x_teardown(void **state __attribute__((unused)))
 	return 0;
 }
 
-static struct remote x_region_new(struct clanq_ep *ep, __u64 size, __u32 rights,
-				  __u32 kind)
+static struct remote x_region_new(struct clanq_ep *ep, uint64_t size, uint32_t rights,
+				  uint32_t kind)
 {
 	struct xmsg q = { .arg = { size, rights, kind } }, a;
 	struct remote r;
@@ -859,8 +859,8 @@ static struct remote x_region_new(struct clanq_ep *ep, __u64 size, __u32 rights,
  * len) and background everywhere else (then [off, off + len) is
  * background again).
  */
-static void x_check_region(struct clanq_ep *ep, const struct remote *r, __u64 off,
-			   __u64 len, __u64 seed, __u64 src_off)
+static void x_check_region(struct clanq_ep *ep, const struct remote *r, uint64_t off,
+			   uint64_t len, uint64_t seed, uint64_t src_off)
 {
 	struct xmsg q = { .slot = r->slot, .arg = { off, len, seed, src_off } }, a;
 
@@ -902,7 +902,7 @@ static void wait_done(struct clanq_ep *ep, struct clanq_rdma_comp *c,
 }
 
 /* The completion of a request for len bytes: cookie, status, c.len. */
-static void expect_done(struct clanq_ep *ep, __u64 cookie, int status, __u64 len)
+static void expect_done(struct clanq_ep *ep, uint64_t cookie, int status, uint64_t len)
 {
 	struct clanq_rdma_comp c;
 
@@ -916,8 +916,8 @@ static void expect_done(struct clanq_ep *ep, __u64 cookie, int status, __u64 len
 }
 
 /* Post one request, which must be taken. */
-static void post(struct clanq_ep *ep, __u32 src, __u32 ap, __u64 src_off,
-		 __u64 dst_off, __u64 len, __u64 cookie)
+static void post(struct clanq_ep *ep, uint32_t src, uint32_t ap, uint64_t src_off,
+		 uint64_t dst_off, uint64_t len, uint64_t cookie)
 {
 	struct clanq_rdma_req q = itest_rdma_req(src, ap, src_off, dst_off, len,
 						 cookie, REQ_DONE);
@@ -1004,8 +1004,8 @@ static const char *const kind_name[K_N] = { "allocated", "registered" };
 #define XF_R_TO_A	(1u << (2 * K_REG + K_ALLOC))
 
 struct xfer {
-	__u64 len, src_off, dst_off;
-	__u32 kinds;
+	uint64_t len, src_off, dst_off;
+	uint32_t kinds;
 };
 
 /* the MiB-sized ones once each: a 64 KiB chunk at a time under TCG */
@@ -1039,9 +1039,9 @@ static void remote_writes_land_byte_for_byte(void **state __attribute__((unused)
 	struct clanq_ap ap[K_N];
 	struct remote dst[K_N];
 	struct clanq_ep ep, ctl;
-	__u8 *src_mem[K_N], *reg_pages;
-	__u64 rnd = itest_seed("verbs: remote writes"), cookie = 0x5e00, seed;
-	__u64 big_bytes = 0, bytes = 0;
+	uint8_t *src_mem[K_N], *reg_pages;
+	uint64_t rnd = itest_seed("verbs: remote writes"), cookie = 0x5e00, seed;
+	uint64_t big_bytes = 0, bytes = 0;
 	int64_t t, big_ns = 0, t0 = now_ns();
 	unsigned int i, s, d, n = 0;
 	int err;
@@ -1130,8 +1130,8 @@ static void remote_reads_bring_every_byte(void **state __attribute__((unused)))
 	struct clanq_ap ap, wo;
 	struct remote src;
 	struct clanq_ep ep, ctl;
-	__u8 *dst_mem[K_N], *reg_pages, *want;
-	__u64 cookie = 0x4ead00, bytes = 0;
+	uint8_t *dst_mem[K_N], *reg_pages, *want;
+	uint64_t cookie = 0x4ead00, bytes = 0;
 	int64_t t, t0 = now_ns();
 	unsigned int i, d, n = 0;
 	size_t k;
@@ -1160,7 +1160,7 @@ static void remote_reads_bring_every_byte(void **state __attribute__((unused)))
 	for (i = 0; i < ARRAY_SIZE(remote_xfers); i++) {
 		const struct xfer *x = &remote_xfers[i];
 		/* read from the aperture at dst_off, into here at src_off */
-		__u64 ap_off = x->dst_off, here = x->src_off;
+		uint64_t ap_off = x->dst_off, here = x->src_off;
 
 		for (d = 0; d < K_N; d++) {
 			if (x->len >= MiB && d != (i & 1))
@@ -1241,11 +1241,11 @@ static void remote_reads_bring_every_byte(void **state __attribute__((unused)))
 static unsigned long a_fadds = 200;
 
 /* b's background word at @off: what a fresh region holds there */
-static __u64 bg_word(__u64 off)
+static uint64_t bg_word(uint64_t off)
 {
-	__u64 w;
+	uint64_t w;
 
-	pat_fill((__u8 *)&w, BG_SEED, off, sizeof(w), TOP);
+	pat_fill((uint8_t *)&w, BG_SEED, off, sizeof(w), TOP);
 	return w;
 }
 
@@ -1259,7 +1259,7 @@ static int import_atomic(struct clanq_dev *d, struct clanq_ap *ap,
 }
 
 /* One atomic or READ, waited for: its completion. Usable in children. */
-static struct clanq_rdma_comp a_wait(struct clanq_ep *ep, __u64 cookie)
+static struct clanq_rdma_comp a_wait(struct clanq_ep *ep, uint64_t cookie)
 {
 	struct clanq_rdma_comp c;
 
@@ -1275,8 +1275,8 @@ static struct clanq_rdma_comp a_wait(struct clanq_ep *ep, __u64 cookie)
 struct a_child {
 	struct remote r;
 	unsigned int id;
-	__u64 *seen;		/* shared: old value - base, one bit each */
-	__u64 base;
+	uint64_t *seen;		/* shared: old value - base, one bit each */
+	uint64_t base;
 };
 
 static void fadd_child(void *arg)
@@ -1288,7 +1288,7 @@ static void fadd_child(void *arg)
 	struct clanq_ap ap;
 	struct clanq_rdma_comp c;
 	unsigned long posted = 0, done = 0;
-	__u64 bit, total = (__u64)A_EPS * a_fadds;
+	uint64_t bit, total = (uint64_t)A_EPS * a_fadds;
 
 	CHILD_CHECK_INT(clanq_open_nic(&d, 0), 0);
 	CHILD_CHECK_INT(clanq_ep_create_attr(&d, &ep, &attr), 0);
@@ -1321,7 +1321,7 @@ static void lock_child(void *arg)
 	struct clanq_ap ap;
 	struct clanq_region buf;
 	struct clanq_rdma_comp c;
-	__u64 *rec, cookie = 0;
+	uint64_t *rec, cookie = 0;
 	unsigned int it, w;
 
 	CHILD_CHECK_INT(clanq_open_nic(&d, 0), 0);
@@ -1386,7 +1386,7 @@ static void remote_atomics_are_atomic_or_refused(void **state __attribute__((unu
 	struct a_child kids[A_EPS];
 	pid_t pids[A_EPS];
 	struct remote r;
-	__u64 init, total = (__u64)A_EPS * a_fadds, *seen, *w;
+	uint64_t init, total = (uint64_t)A_EPS * a_fadds, *seen, *w;
 	size_t seen_size = (total / 64 + 1) * 8;
 	int64_t t0, ns;
 	unsigned int i, k;
@@ -1450,7 +1450,7 @@ static void remote_atomics_are_atomic_or_refused(void **state __attribute__((unu
 	assert_int_equal(clanq_rdma_read(&ep, &ap, 0, &buf, 0, 8, 5, REQ_DONE), 0);
 	c = a_wait(&ep, 5);
 	assert_int_equal(c.status, 0);
-	assert_int_equal(*(__u64 *)buf.mem, 4);
+	assert_int_equal(*(uint64_t *)buf.mem, 4);
 	/* misaligned: refused before anything is sent */
 	assert_int_equal(clanq_rdma_cas(&ep, &ap, 4, 0, 1, 6, REQ_DONE), -EINVAL);
 
@@ -1474,9 +1474,9 @@ static void remote_atomics_are_atomic_or_refused(void **state __attribute__((unu
 	c = a_wait(&ep, 7);
 	printf("%d endpoints x %lu FADDs on node %u's word in %.1f s (%.0f/s): %#llx, want %#llx\n",
 	       A_EPS, a_fadds, peer_node, ns / 1e9, total * 1e9 / ns,
-	       (unsigned long long)*(__u64 *)buf.mem,
+	       (unsigned long long)*(uint64_t *)buf.mem,
 	       (unsigned long long)(init + total));
-	assert_int_equal(*(__u64 *)buf.mem, init + total);
+	assert_int_equal(*(uint64_t *)buf.mem, init + total);
 	for (i = 0; i < total; i++)
 		if (!(seen[i / 64] & (1ull << (i % 64))))
 			fail_msg("no FADD saw old value base + %u", i);
@@ -1541,9 +1541,9 @@ static void many_endpoints_remote_writes_complete_once_in_order(void **state __a
 	struct clanq_rdma_req q;
 	struct clanq_ap ap;
 	struct remote dst;
-	static __u64 off[W_CHUNKS + 1];
-	__u32 got[W_EPS] = {}, batch[W_EPS] = {};
-	__u64 seed = itest_seed("verbs: many endpoints' writes");
+	static uint64_t off[W_CHUNKS + 1];
+	uint32_t got[W_EPS] = {}, batch[W_EPS] = {};
+	uint64_t seed = itest_seed("verbs: many endpoints' writes");
 	int64_t t0, deadline;
 	unsigned int e, j, k, done = 0;
 	int err;
@@ -1568,7 +1568,7 @@ static void many_endpoints_remote_writes_complete_once_in_order(void **state __a
 			k = j * W_EPS + e;
 			q = itest_rdma_req(src.addr.id, ap.id, off[k], off[k],
 					   off[k + 1] - off[k],
-					   (__u64)e << 32 | j, REQ_DONE);
+					   (uint64_t)e << 32 | j, REQ_DONE);
 			if (e % 2) {
 				err = clanq_rdma_post(&eps[e], &q);
 				assert_int_equal(err, 0);
@@ -1595,12 +1595,12 @@ static void many_endpoints_remote_writes_complete_once_in_order(void **state __a
 						 e, W_PER_EP,
 						 (unsigned long long)c.cookie, c.status);
 				k = got[e] * W_EPS + e;
-				if (c.cookie != ((__u64)e << 32 | got[e]) || c.status ||
+				if (c.cookie != ((uint64_t)e << 32 | got[e]) || c.status ||
 				    c.len != off[k + 1] - off[k])
 					fail_msg("endpoint %u, completion %u: cookie %#llx status %d len %llu; expected cookie %#llx status 0 len %llu",
 						 e, got[e], (unsigned long long)c.cookie,
 						 c.status, (unsigned long long)c.len,
-						 (unsigned long long)((__u64)e << 32 | got[e]),
+						 (unsigned long long)((uint64_t)e << 32 | got[e]),
 						 (unsigned long long)(off[k + 1] - off[k]));
 				got[e]++;
 				done++;
@@ -1637,7 +1637,7 @@ static void many_endpoints_remote_writes_complete_once_in_order(void **state __a
 #define TWR_LEN		45
 #define TWR_TAG		0x7a9e0001ull
 
-static struct xmsg x_twstate_of(struct clanq_ep *ctl, __u64 tag)
+static struct xmsg x_twstate_of(struct clanq_ep *ctl, uint64_t tag)
 {
 	struct xmsg q = { .arg = { tag } }, a;
 
@@ -1650,8 +1650,8 @@ static struct xmsg x_twstate_of(struct clanq_ep *ctl, __u64 tag)
 /* One write from src (pattern seed) to [off, off + len) of ap; b checks it. */
 static void tw_write(struct clanq_ep *ep, struct clanq_ep *ctl,
 		     struct clanq_region *src, struct clanq_ap *ap,
-		     const struct remote *r, __u64 off, __u64 len, __u64 seed,
-		     __u64 *cookie)
+		     const struct remote *r, uint64_t off, uint64_t len, uint64_t seed,
+		     uint64_t *cookie)
 {
 	pat_fill(src->mem, seed, 0, len, 0);
 	post(ep, src->addr.id, ap->id, 0, off, len, ++*cookie);
@@ -1674,7 +1674,7 @@ static void remote_write_fires_the_tripwire_it_touches_only(void **state __attri
 	struct clanq_ap ap;
 	struct remote r;
 	struct xmsg q, a, f;
-	__u64 cookie = 0x7700, seed = 0x71;
+	uint64_t cookie = 0x7700, seed = 0x71;
 	int64_t t;
 	int err;
 
@@ -1759,7 +1759,7 @@ static void remote_write_fires_the_tripwire_it_touches_only(void **state __attri
 struct rv {
 	struct clanq_ep ep, ctl;
 	struct clanq_region src;
-	__u64 seed;
+	uint64_t seed;
 };
 
 static void rv_open(struct rv *v, const char *who)
@@ -1794,9 +1794,9 @@ static void rv_stream_and_free(struct rv *v, struct clanq_ap *ap, const struct r
 	struct clanq_rdma_req rq;
 	struct clanq_oob_msg m;
 	struct xmsg fq;
-	__u64 partial = 0;
-	__u32 posted = 0, done = 0, ok = 0, enxio_before = 0, enxio_after = 0;
-	__u32 n_after = 0, queued_at_ask = 0, late = 0;
+	uint64_t partial = 0;
+	uint32_t posted = 0, done = 0, ok = 0, enxio_before = 0, enxio_after = 0;
+	uint32_t n_after = 0, queued_at_ask = 0, late = 0;
 	bool asked = false, freed = false, failing = false;
 	int64_t t0 = now_ns(), deadline = t0 + 120 * SEC, t_ask = 0, t_freed = 0;
 	int err;
@@ -1906,7 +1906,7 @@ static void remote_region_freed_under_reads_brings_no_other_byte(void **state __
 	struct clanq_ep ep, ctl;
 	struct clanq_ap ap;
 	struct remote r;
-	__u8 *want;
+	uint8_t *want;
 	unsigned int i, whole = 0, cut = 0;
 	bool failing = false;
 	size_t k;
@@ -1929,7 +1929,7 @@ static void remote_region_freed_under_reads_brings_no_other_byte(void **state __
 	wait_done(&ep, &c, W_TIMEOUT(RV_LEN));
 	x_region_free(&ctl, &r);
 	for (i = 0; i < RR_N; i++) {
-		const __u8 *m = (const __u8 *)dst.mem + i * RV_LEN;
+		const uint8_t *m = (const uint8_t *)dst.mem + i * RV_LEN;
 
 		if (i)
 			wait_done(&ep, &c, W_TIMEOUT(RV_LEN));
@@ -1945,7 +1945,7 @@ static void remote_region_freed_under_reads_brings_no_other_byte(void **state __
 			cut++;
 		}
 		for (k = 0; k < RV_LEN; k++) {
-			__u8 theirs = pat_byte(BG_SEED, (i * RV_LEN + k) % RV_REGION, TOP);
+			uint8_t theirs = pat_byte(BG_SEED, (i * RV_LEN + k) % RV_REGION, TOP);
 
 			if (m[k] != theirs && m[k] != want[i * RV_LEN + k])
 				fail_msg("READ %u (status %d): byte %zu is %#x: neither b's %#x nor ours %#x",
@@ -1958,7 +1958,7 @@ static void remote_region_freed_under_reads_brings_no_other_byte(void **state __
 	assert_int_equal(clanq_rdma_read(&ep, &ap, 0, &dst, RR_N * RV_LEN, RV_LEN, 99,
 					 REQ_DONE), 0);
 	expect_done(&ep, 99, -ENXIO, 0);
-	assert_int_equal(mem_diff((__u8 *)dst.mem + RR_N * RV_LEN, want + RR_N * RV_LEN,
+	assert_int_equal(mem_diff((uint8_t *)dst.mem + RR_N * RV_LEN, want + RR_N * RV_LEN,
 				  RV_LEN), RV_LEN);
 	printf("READs racing b's free: %u whole, %u refused (-ENXIO), no other byte\n",
 	       whole, cut);

@@ -58,7 +58,7 @@ static int list_ioctl(int fd, struct clanq_ioc_peer_list *a)
 	return -itest_ioctl_err(fd, CLANQ_IOC_PEER_LIST, a);
 }
 
-static struct clanq_ioc_peer peer_arg(__u32 node, __u32 ipv4, __u32 port)
+static struct clanq_ioc_peer peer_arg(uint32_t node, uint32_t ipv4, uint32_t port)
 {
 	struct clanq_ioc_peer a;
 
@@ -145,8 +145,8 @@ static int teardown(void **state)
 
 /* The nodes of this host, and a base for nodes that are on none. */
 struct nodes {
-	__u32 local[2];
-	__u32 remote;		/* remote .. remote + CLANQ_PEERS_MAX: not local */
+	uint32_t local[2];
+	uint32_t remote;	/* remote .. remote + CLANQ_PEERS_MAX: not local */
 };
 
 static struct nodes host_nodes(void)
@@ -235,7 +235,7 @@ static void bind_refuses_garbage_and_unknown_devices(void **state)
 	assert_int_equal(clanq_wire_bind(&dev, name, 1), -ENODEV);
 
 	/* a wrong size is another command */
-	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x15, __u64), &a),
+	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x15, uint64_t), &a),
 			 ENOTTY);
 
 	/* nothing of that bound anything */
@@ -256,7 +256,7 @@ static void peer_add_and_del_refuse_what_the_rules_forbid(void **state)
 	struct nodes n = host_nodes();
 	struct clanq_ioc_peer a;
 	struct clanq_dev dev;
-	__u32 bad_ips[] = {
+	uint32_t bad_ips[] = {
 		0, 0xffffffffu, htonl(0xe0000001u) /* 224.0.0.1 */,
 		htonl(0xefffffffu) /* 239.255.255.255 */, htonl(0xe00000fbu),
 	};
@@ -313,9 +313,9 @@ static void peer_add_and_del_refuse_what_the_rules_forbid(void **state)
 	assert_int_equal(peers_total(&dev), 0);
 
 	/* wrong sizes are other commands */
-	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x16, __u64), &a),
+	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x16, uint64_t), &a),
 			 ENOTTY);
-	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x17, __u64), &a),
+	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x17, uint64_t), &a),
 			 ENOTTY);
 	assert_int_equal(clanq_close(&dev), 0);
 }
@@ -367,7 +367,7 @@ static void peer_list_refuses_bad_counts_and_buffers(void **state)
 	assert_int_equal(list_ioctl(dev.fd, &a), -EFAULT);
 	munmap(ro, 4096);
 
-	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x18, __u64), &a),
+	assert_int_equal(itest_ioctl_err(dev.fd, _IOWR(CLANQ_IOC_MAGIC, 0x18, uint64_t), &a),
 			 ENOTTY);
 
 	/* and after all that, a good call still works */
@@ -383,7 +383,7 @@ static void peer_list_refuses_bad_counts_and_buffers(void **state)
 }
 
 /* The sysfs peers line of a verbs peer. */
-static void peer_line(char *buf, size_t len, __u32 node, __u32 ipv4, __u32 port,
+static void peer_line(char *buf, size_t len, uint32_t node, uint32_t ipv4, uint32_t port,
 		      const char *state)
 {
 	struct in_addr in = { .s_addr = ipv4 };
@@ -412,10 +412,10 @@ static void peers_round_trip_through_list_and_sysfs(void **state)
 	struct nodes n = host_nodes();
 	unsigned long verbs_port = wire_port();
 	struct {
-		__u32 node, ipv4, port, shown_port;
+		uint32_t node, ipv4, port, shown_port;
 	} want[3] = {
 		/* listed in this order; added 2, 0, 1 */
-		{ n.remote, TEST_NET(10), 0, (__u32)verbs_port },
+		{ n.remote, TEST_NET(10), 0, (uint32_t)verbs_port },
 		{ n.remote + 5, TEST_NET(11), 1, 1 },
 		{ n.remote + 70000, htonl(0x0a000001u), 65535, 65535 },
 	};
@@ -567,8 +567,8 @@ static void ctl_says(const char *args, int want, const char *what)
 }
 
 struct nobody_arg {
-	__u32 node;		/* a peer root added */
-	__u32 other;		/* a node that is none */
+	uint32_t node;		/* a peer root added */
+	uint32_t other;		/* a node that is none */
 };
 
 /* The child: nobody may list, not bind, add or delete; clanqctl says so. */

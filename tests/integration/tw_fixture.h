@@ -15,7 +15,7 @@ struct tw_owner {
 	struct clanq_dev dev;
 	struct clanq_ep ep;
 	struct clanq_region r;
-	__u64 key;
+	uint64_t key;
 };
 
 struct tw_writer {
@@ -23,7 +23,7 @@ struct tw_writer {
 	struct clanq_ep ep;
 	struct clanq_region src;	/* RDMA source */
 	struct clanq_ap ap;		/* the owner's whole region */
-	__u64 cookie;
+	uint64_t cookie;
 };
 
 /* Open an owner on NIC nic with a size-byte region exported read-write. */
@@ -55,7 +55,7 @@ static inline const char *tw_owner_close(struct tw_owner *o)
 
 /* A writer on NIC nic onto region (addr, key) of size bytes. */
 static inline const char *tw_writer_open(struct tw_writer *w, unsigned int nic,
-					 struct clanq_addr region, __u64 key,
+					 struct clanq_addr region, uint64_t key,
 					 size_t size)
 {
 	struct clanq_ep_attr attr = { .rq_slots = 16, .cq_slots = 16 };
@@ -94,12 +94,12 @@ static inline const char *tw_writer_close(struct tw_writer *w)
  * RDMA-write len bytes of src to offset off of the owner's region and
  * wait for the completion: 0, or the completion's status, or -ETIMEDOUT.
  */
-static inline int tw_rdma_write(struct tw_writer *w, __u64 off,
+static inline int tw_rdma_write(struct tw_writer *w, uint64_t off,
 				const void *src, size_t len, int64_t timeout_ns)
 {
 	struct clanq_rdma_comp c;
 	struct clanq_rdma_req q;
-	__u64 cookie = ++w->cookie;
+	uint64_t cookie = ++w->cookie;
 	int err;
 
 	memcpy(w->src.mem, src, len);

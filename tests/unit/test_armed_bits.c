@@ -25,9 +25,9 @@
 #define REGION		(BLOCKS << CLANQ_TW_BLOCK_SHIFT)
 
 /* the reference: is any bit of the blocks [first, first + len) set? */
-static bool ref_armed(const __u32 *armed, __u64 first, __u64 len)
+static bool ref_armed(const uint32_t *armed, uint64_t first, uint64_t len)
 {
-	__u64 b;
+	uint64_t b;
 
 	for (b = first >> CLANQ_TW_BLOCK_SHIFT;
 	     b <= (first + len - 1) >> CLANQ_TW_BLOCK_SHIFT; b++)
@@ -36,7 +36,7 @@ static bool ref_armed(const __u32 *armed, __u64 first, __u64 len)
 	return false;
 }
 
-static const __u64 lens[] = {
+static const uint64_t lens[] = {
 	1, 2, 7, 8, 63, 64, 65, 127, 128, 129, 2047, 2048, 2049, 4095, 4096,
 	4097, REGION / 2, REGION,
 };
@@ -44,10 +44,10 @@ static const __u64 lens[] = {
 /* One armed block at every position: seen exactly by the writes over it. */
 static void test_one_armed_block_is_seen_by_exactly_the_writes_over_it(void **state)
 {
-	__u32 armed[WORDS];
+	uint32_t armed[WORDS];
 	unsigned long checked = 0;
 	unsigned int p, i;
-	__u64 first;
+	uint64_t first;
 
 	(void)state;
 	for (p = 0; p < BLOCKS; p++) {
@@ -69,9 +69,9 @@ static void test_one_armed_block_is_seen_by_exactly_the_writes_over_it(void **st
 /* Every bit but one set: a write of the unarmed block alone sees nothing. */
 static void test_all_armed_but_one_block(void **state)
 {
-	__u32 armed[WORDS];
+	uint32_t armed[WORDS];
 	unsigned int p, i;
-	__u64 first;
+	uint64_t first;
 
 	(void)state;
 	for (p = 0; p < BLOCKS; p++) {
@@ -88,9 +88,9 @@ static void test_all_armed_but_one_block(void **state)
 /* Random bitmaps, random ranges. */
 static void test_random_bitmaps_and_ranges(void **state)
 {
-	__u32 armed[WORDS];
+	uint32_t armed[WORDS];
 	unsigned int n, w;
-	__u64 first, len;
+	uint64_t first, len;
 
 	(void)state;
 	srandom(1);
@@ -98,8 +98,8 @@ static void test_random_bitmaps_and_ranges(void **state)
 		for (w = 0; w < WORDS; w++)
 			/* sparse: most words zero, so misses are common */
 			armed[w] = random() % 4 ? 0 : 1u << (random() % 32);
-		first = (__u64)random() % REGION;
-		len = 1 + (__u64)random() % (REGION - first);
+		first = (uint64_t)random() % REGION;
+		len = 1 + (uint64_t)random() % (REGION - first);
 		assert_int_equal(clanq_armed_bits(armed, first, len),
 				 ref_armed(armed, first, len));
 	}
@@ -108,11 +108,11 @@ static void test_random_bitmaps_and_ranges(void **state)
 /* An aperture onto [region_off, region_off + len) of an 8 KiB region. */
 struct fake_ap {
 	struct clanq_ap ap;
-	__u32 armed[WORDS];
+	uint32_t armed[WORDS];
 	char mem[REGION];
 };
 
-static void fake_ap_init(struct fake_ap *f, __u64 region_off, __u64 len)
+static void fake_ap_init(struct fake_ap *f, uint64_t region_off, uint64_t len)
 {
 	memset(f, 0, sizeof(*f));
 	f->ap.fd = -1;
@@ -128,13 +128,13 @@ static void test_store_owes_a_flush_only_over_an_armed_block(void **state)
 {
 	static struct fake_ap f;
 	const char msg[16] = "fifteen bytes..";
-	__u64 off;
+	uint64_t off;
 
 	(void)state;
 	fake_ap_init(&f, 1000, 4096);		/* window bytes 0..4095 = region 1000.. */
 	f.armed[0] = 1u << 31;			/* region block 31: [1984, 2047] */
 	for (off = 0; off + sizeof(msg) <= 4096; off += 5) {
-		__u64 first = 1000 + off, last = first + sizeof(msg) - 1;
+		uint64_t first = 1000 + off, last = first + sizeof(msg) - 1;
 		bool over = first <= 2047 && last >= 1984;
 
 		memset(f.mem, 0, sizeof(f.mem));

@@ -45,7 +45,7 @@ static void a_nic_is_named_three_ways(void **state)
 
 static void a_node_is_a_decimal_u32_but_the_invalid_one(void **state)
 {
-	__u32 n = 7;
+	uint32_t n = 7;
 
 	(void)state;
 	assert_null(ctl_parse_node("0", &n));
@@ -86,7 +86,7 @@ static void a_port_is_1_to_65535(void **state)
 static void an_address_is_a_unicast_ipv4_with_a_port_or_not(void **state)
 {
 	unsigned int port = 99;
-	__u32 ip = 0;
+	uint32_t ip = 0;
 
 	(void)state;
 	assert_null(ctl_parse_addr("192.0.2.7", &ip, &port));
@@ -166,7 +166,7 @@ static void peer_lines_say_everything(void **state)
 	};
 	static const char *const names[] = { "idle", "connecting", "up", "down", "?" };
 	char buf[256], want[256];
-	__u32 s;
+	uint32_t s;
 	int n;
 
 	(void)state;

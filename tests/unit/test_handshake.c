@@ -66,8 +66,8 @@ static const struct clanq_addr CLI_RING = { 2, 1002 };
 /* ---------------------------------------------------------------------
  * Messages as the driver delivers them.
  */
-static struct clanq_oob_msg oob(__u32 type, struct clanq_addr src,
-				const void *payload, __u32 len)
+static struct clanq_oob_msg oob(uint32_t type, struct clanq_addr src,
+				const void *payload, uint32_t len)
 {
 	struct clanq_oob_msg m;
 
@@ -79,7 +79,7 @@ static struct clanq_oob_msg oob(__u32 type, struct clanq_addr src,
 	return m;
 }
 
-static struct clanq_hs_accept accept_for(__u32 conn, __u64 nonce)
+static struct clanq_hs_accept accept_for(uint32_t conn, uint64_t nonce)
 {
 	struct clanq_hs_accept a;
 
@@ -101,7 +101,7 @@ static struct clanq_oob_msg accept_msg(struct clanq_hs_accept a)
 	return oob(CLANQ_HS_ACCEPT, SRV_EP, &a, sizeof(a));
 }
 
-static struct clanq_hs_refuse refuse_for(__u32 conn, __u64 nonce)
+static struct clanq_hs_refuse refuse_for(uint32_t conn, uint64_t nonce)
 {
 	struct clanq_hs_refuse r;
 
@@ -120,8 +120,8 @@ static struct clanq_oob_msg refuse_msg(struct clanq_hs_refuse r)
 }
 
 /* The driver's notice that what we sent to dst found nobody. */
-static struct clanq_oob_msg unreachable_msg(struct clanq_addr dst, __u32 type,
-					    const void *sent, __u32 len)
+static struct clanq_oob_msg unreachable_msg(struct clanq_addr dst, uint32_t type,
+					    const void *sent, uint32_t len)
 {
 	struct clanq_oob_unreachable u;
 
@@ -132,8 +132,8 @@ static struct clanq_oob_msg unreachable_msg(struct clanq_addr dst, __u32 type,
 	return oob(CLANQ_OOB_UNREACHABLE, dst, &u, sizeof(u));
 }
 
-static struct clanq_hs_connect connect_for(struct clanq_addr ring, __u32 conn,
-					   __u64 nonce)
+static struct clanq_hs_connect connect_for(struct clanq_addr ring, uint32_t conn,
+					   uint64_t nonce)
 {
 	struct clanq_hs_connect c;
 
@@ -159,8 +159,8 @@ static struct clanq_oob_msg connect_msg(struct clanq_addr src,
  */
 
 /* A client as clanq_connect() starts one: ring fields first, then start. */
-static void client_start(struct clanq_hs_client *hs, __u32 conn, __u64 nonce,
-			 __u64 now, __u64 timeout)
+static void client_start(struct clanq_hs_client *hs, uint32_t conn, uint64_t nonce,
+			 uint64_t now, uint64_t timeout)
 {
 	memset(hs, 0x5a, sizeof(*hs));	/* start must not depend on old state */
 	hs->msg.ring = CLI_RING;
@@ -212,14 +212,14 @@ static void test_client_start_fills_the_connect(void **state)
  */
 static void test_client_retransmits_with_doubling_rto_until_the_deadline(void **state)
 {
-	static const __u64 starts[] = { 0, 1000, 1ull << 62 };
+	static const uint64_t starts[] = { 0, 1000, 1ull << 62 };
 	unsigned int s;
 
 	(void)state;
 	for (s = 0; s < ARRAY_SIZE(starts); s++) {
-		__u64 t0 = starts[s], timeout = 7 * SEC + 3 * MS, deadline = t0 + timeout;
-		__u64 next = t0 + CLANQ_HS_RTO_NS, rto = CLANQ_HS_RTO_NS;
-		__u32 attempt = 0;
+		uint64_t t0 = starts[s], timeout = 7 * SEC + 3 * MS, deadline = t0 + timeout;
+		uint64_t next = t0 + CLANQ_HS_RTO_NS, rto = CLANQ_HS_RTO_NS;
+		uint32_t attempt = 0;
 		struct clanq_hs_client hs;
 
 		client_start(&hs, CONN, NONCE, t0, timeout);
@@ -259,7 +259,7 @@ static void test_client_retransmits_with_doubling_rto_until_the_deadline(void **
 static void test_client_late_tick_sends_once(void **state)
 {
 	struct clanq_hs_client hs;
-	__u64 t = 1000 + CLANQ_HS_RTO_NS + 500 * MS;
+	uint64_t t = 1000 + CLANQ_HS_RTO_NS + 500 * MS;
 
 	(void)state;
 	set_ctx("late");
@@ -294,7 +294,7 @@ static void test_client_short_and_zero_timeouts(void **state)
 }
 
 /* After the end, whatever arrives is ignored and changes nothing. */
-static void check_over(struct clanq_hs_client *hs, __u32 conn, __u64 nonce)
+static void check_over(struct clanq_hs_client *hs, uint32_t conn, uint64_t nonce)
 {
 	struct clanq_hs_client before;
 	struct clanq_hs_accept a = accept_for(conn, nonce);
@@ -386,7 +386,7 @@ static void test_client_ignores_forged_accepts(void **state)
 			a.magic ^= 1u << (i - 96);		/* wrong magic */
 			set_ctx("magic bit %u", i - 96);
 		} else if (i < 148) {
-			static const __u32 lens[] = {
+			static const uint32_t lens[] = {
 				0, 1, 8, 16, 24, 32, 40, 44, 45, 46, 47, 49, 50, 52,
 				56, 63, 64, 4096, 0x80000000u, 0xffffffffu,
 			};
@@ -412,7 +412,7 @@ static void test_client_ignores_forged_accepts(void **state)
 				break;
 			case 12: a.ring_cap = 8; break;		/* too small a ring */
 			case 13: a.ring_cap = 56; break;
-			case 14: a.ring_cap = (__u32)CLANQ_RING_CAP_MAX + 8; break;
+			case 14: a.ring_cap = (uint32_t)CLANQ_RING_CAP_MAX + 8; break;
 			case 15: a.ring.id = 0; break;		/* no region */
 			}
 			set_ctx("field %u: src.node %u ring.node %u ring_cap %u", i - 148,
@@ -545,7 +545,7 @@ static void test_client_unreachable(void **state)
 /* Types that are not answers: CONNECT, REVOKED, user types, nonsense. */
 static void test_client_ignores_other_types(void **state)
 {
-	static const __u32 types[] = {
+	static const uint32_t types[] = {
 		0, CLANQ_HS_CONNECT, 0x43, 0x3f, CLANQ_OOB_TYPE_USER,
 		CLANQ_OOB_TYPE_USER + CLANQ_HS_ACCEPT, CLANQ_OOB_REVOKED,
 		CLANQ_OOB_NOTICE, CLANQ_OOB_NOTICE | CLANQ_HS_ACCEPT, 0xffffffffu,
@@ -570,7 +570,7 @@ static void test_client_ignores_other_types(void **state)
  */
 static struct clanq_hs_pending backlog_q[64];
 
-static struct clanq_hs_backlog backlog(__u32 cap)
+static struct clanq_hs_backlog backlog(uint32_t cap)
 {
 	struct clanq_hs_backlog b = { backlog_q, cap, 0, 0 };
 
@@ -600,7 +600,7 @@ static struct clanq_oob_msg malformed(unsigned int i, const char **what)
 {
 	struct clanq_hs_connect c = connect_for(CLI_RING, CONN, NONCE);
 	struct clanq_oob_msg m;
-	__u32 len = sizeof(c), type = CLANQ_HS_CONNECT;
+	uint32_t len = sizeof(c), type = CLANQ_HS_CONNECT;
 	struct clanq_addr src = CLI_EP;
 
 	switch (i) {
@@ -652,12 +652,12 @@ static void test_parse_connect(void **state)
 	c.key = 0;
 	c.attempt = 0xffffffffu;
 	c.want_cap = 64;
-	c.ring_cap = (__u32)CLANQ_RING_CAP_MAX;
+	c.ring_cap = (uint32_t)CLANQ_RING_CAP_MAX;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), 0);
 	check(memcmp(&got, &c, sizeof(c)) == 0);
 	c.ring_cap = 64;
-	c.want_cap = (__u32)CLANQ_RING_CAP_MAX;
+	c.want_cap = (uint32_t)CLANQ_RING_CAP_MAX;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), 0);
 	for (i = 0; i < NR_MALFORMED; i++) {
@@ -668,11 +668,11 @@ static void test_parse_connect(void **state)
 	/* rings past CLANQ_RING_CAP_MAX: a record's 32-bit len would not fit */
 	set_ctx("ring past the largest");
 	c = connect_for(CLI_RING, CONN, NONCE);
-	c.ring_cap = (__u32)CLANQ_RING_CAP_MAX + 8;
+	c.ring_cap = (uint32_t)CLANQ_RING_CAP_MAX + 8;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), -EINVAL);
 	c.ring_cap = 4032;
-	c.want_cap = (__u32)CLANQ_RING_CAP_MAX + 8;
+	c.want_cap = (uint32_t)CLANQ_RING_CAP_MAX + 8;
 	m = connect_msg(CLI_EP, c);
 	check_eq(clanq_hs_parse_connect(&m, &got), -EINVAL);
 }
@@ -760,7 +760,7 @@ static void test_backlog_recognises_duplicates(void **state)
 
 static void test_backlog_full_refuses_and_keeps_what_it_has(void **state)
 {
-	static const __u32 caps[] = { 1, 2, 3, 7, 64 };
+	static const uint32_t caps[] = { 1, 2, 3, 7, 64 };
 	unsigned int k, i;
 
 	(void)state;
@@ -833,9 +833,9 @@ static void test_backlog_ignores_malformed(void **state)
 }
 
 /* Many add/take cycles: the ring of pending CONNECTs wraps, against a FIFO. */
-static __u64 xs;
+static uint64_t xs;
 
-static __u64 mix_nonce(__u64 z)
+static uint64_t mix_nonce(uint64_t z)
 {
 	z += 0x9e3779b97f4a7c15ull;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -843,7 +843,7 @@ static __u64 mix_nonce(__u64 z)
 	return z ^ (z >> 31);
 }
 
-static __u64 rnd(void)
+static uint64_t rnd(void)
 {
 	xs ^= xs >> 12;
 	xs ^= xs << 25;
@@ -853,7 +853,7 @@ static __u64 rnd(void)
 
 static void test_backlog_wraps_around(void **state)
 {
-	static const __u32 caps[] = { 1, 2, 3, 5, 7, 16, 64 };
+	static const uint32_t caps[] = { 1, 2, 3, 5, 7, 16, 64 };
 	static struct clanq_hs_pending ref[1 << 16];
 	unsigned int k, op;
 
@@ -862,7 +862,7 @@ static void test_backlog_wraps_around(void **state)
 	for (k = 0; k < ARRAY_SIZE(caps); k++) {
 		struct clanq_hs_backlog b = backlog(caps[k]);
 		unsigned int rh = 0, rt = 0, wraps = 0;
-		__u32 serial = 0;
+		uint32_t serial = 0;
 
 		for (op = 0; op < 30000; op++) {
 			struct clanq_hs_pending p;
@@ -872,7 +872,7 @@ static void test_backlog_wraps_around(void **state)
 			set_ctx("cap %u op %u", caps[k], op);
 			if (r < 50) {
 				/* a new one */
-				struct clanq_addr src = { 1 + (__u32)(rnd() % 3), 10 + (__u32)(rnd() % 3) };
+				struct clanq_addr src = { 1 + (uint32_t)(rnd() % 3), 10 + (uint32_t)(rnd() % 3) };
 				struct clanq_addr ring = { src.node, 100 + serial };
 				struct clanq_hs_connect c = connect_for(ring, serial % 4, mix_nonce(serial));
 
@@ -951,13 +951,13 @@ struct net_msg {
 	struct clanq_oob_msg m;
 	int to;			/* -1: the listener; else a client */
 	enum kind kind;
-	__u64 nonce;		/* the attempt a genuine answer is for */
+	uint64_t nonce;		/* the attempt a genuine answer is for */
 };
 
 struct srv_rec {
 	struct clanq_addr src;
-	__u32 conn;
-	__u64 nonce;
+	uint32_t conn;
+	uint64_t nonce;
 	struct clanq_hs_accept a;
 	int client;
 	bool established;	/* its client got it */
@@ -965,19 +965,19 @@ struct srv_rec {
 
 struct cli {
 	struct clanq_addr ep, ring;
-	__u32 conn;
+	uint32_t conn;
 	struct clanq_hs_client hs;
 	bool active;
 	unsigned int started;
-	__u64 nonce;
-	__u64 failed[NCONNS];	/* nonces of attempts that ended in failure */
+	uint64_t nonce;
+	uint64_t failed[NCONNS];	/* nonces of attempts that ended in failure */
 	unsigned int nfailed;
 };
 
 struct world {
-	__u64 now, rng;
+	uint64_t now, rng;
 	unsigned int loss_pct, dup_pct, take_pct, forge_pct;
-	__u64 down_until;	/* nobody listens before this */
+	uint64_t down_until;	/* nobody listens before this */
 	struct net_msg net[NET_MAX];
 	unsigned int nnet;
 	struct clanq_hs_backlog b;
@@ -995,7 +995,7 @@ struct world {
 
 static struct world W;
 
-static __u64 wrnd(void)
+static uint64_t wrnd(void)
 {
 	W.rng ^= W.rng >> 12;
 	W.rng ^= W.rng << 25;
@@ -1015,7 +1015,7 @@ static void net_put(const struct net_msg *n)
 }
 
 /* A send: maybe lost, maybe duplicated; order is the delivery's business. */
-static void net_send(struct clanq_oob_msg m, int to, enum kind kind, __u64 nonce)
+static void net_send(struct clanq_oob_msg m, int to, enum kind kind, uint64_t nonce)
 {
 	struct net_msg n = { m, to, kind, nonce };
 
@@ -1042,7 +1042,7 @@ static int client_of(struct clanq_addr src)
 	return -1;
 }
 
-static struct srv_rec *srv_find(struct clanq_addr src, __u32 conn, __u64 nonce)
+static struct srv_rec *srv_find(struct clanq_addr src, uint32_t conn, uint64_t nonce)
 {
 	unsigned int i;
 
@@ -1160,7 +1160,7 @@ static void forge_for(int i)
 	case 1: a.conn ^= 1u << (wrnd() % 32); break;
 	case 2: a.magic ^= 1u << (wrnd() % 32); break;
 	case 3: a.ring.node ^= 1u << (wrnd() % 32); break;
-	case 4: a.ring_cap = (__u32)(wrnd() % 2 ? 0 : 4032 + 1 + wrnd() % 7); break;
+	case 4: a.ring_cap = (uint32_t)(wrnd() % 2 ? 0 : 4032 + 1 + wrnd() % 7); break;
 	case 5: r.nonce ^= 1ull << (wrnd() % 64); break;
 	case 6: r.conn ^= 1u << (wrnd() % 32); break;
 	case 7: r.magic ^= 1u << (wrnd() % 32); break;
@@ -1176,7 +1176,7 @@ static void forge_for(int i)
 		m = unreachable_msg(DST, CLANQ_HS_CONNECT, &c, sizeof(c));
 	switch (f) {
 	case 10: m.src.node ^= 1u << (wrnd() % 32); break;	/* from elsewhere */
-	case 11: m.len = (__u32)(wrnd() % sizeof(m.payload)); break;
+	case 11: m.len = (uint32_t)(wrnd() % sizeof(m.payload)); break;
 	case 12: m.src.id ^= 1u << (wrnd() % 32);		/* another service */
 		m = unreachable_msg(m.src, CLANQ_HS_CONNECT, &c, sizeof(c));
 		break;
@@ -1224,7 +1224,7 @@ static void client_on_msg(const struct net_msg *n)
 	}
 }
 
-static void client_step(int i, __u64 timeout)
+static void client_step(int i, uint64_t timeout)
 {
 	struct cli *cl = &W.cli[i];
 	enum clanq_hs_action act;
@@ -1281,10 +1281,10 @@ static bool all_done(void)
 	return true;
 }
 
-static void run_hs_model(__u64 seed, unsigned int loss, unsigned int dup,
-			 unsigned int bcap, __u64 down, struct world *tot)
+static void run_hs_model(uint64_t seed, unsigned int loss, unsigned int dup,
+			 unsigned int bcap, uint64_t down, struct world *tot)
 {
-	__u64 timeout = 3 * SEC;
+	uint64_t timeout = 3 * SEC;
 	unsigned int i, step, d;
 
 	memset(&W, 0, sizeof(W));
@@ -1353,7 +1353,7 @@ static void test_model_clients_listener_and_a_bad_network(void **state)
 	static const unsigned int losses[] = { 0, 10, 40 };
 	static const unsigned int dups[] = { 0, 25 };
 	static const unsigned int bcaps[] = { 1, 2, 8 };
-	static const __u64 downs[] = { 0, 400 * MS };
+	static const uint64_t downs[] = { 0, 400 * MS };
 	static struct world tot;
 	unsigned int l, d, b, w, seed = 0;
 

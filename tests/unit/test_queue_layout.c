@@ -437,7 +437,7 @@ static void test_init_rejects_bad_alignment_geometry_or_reserved(void **state)
 
 /*
  * Slot ranges whose end is small only if computed in 32 bits: a check
- * done in __u32 would accept them and hand out slots gigabytes away.
+ * done in uint32_t would accept them and hand out slots gigabytes away.
  */
 static void m_slots_sum_wraps(struct clanq_queue_off *qo, size_t *seg)
 {

@@ -65,9 +65,9 @@ static char ctx[240];
 /*
  * Ring capacities: the smallest, odd multiples of 8, the default (a page
  * less the header), a page, and big ones: the largest a handshake can
- * carry (its ring_cap is a __u32), and up to clanq_ring_cap_ok()'s limit.
+ * carry (its ring_cap is a uint32_t), and up to clanq_ring_cap_ok()'s limit.
  */
-static const __u64 caps[] = {
+static const uint64_t caps[] = {
 	64, 72, 80, 88, 96, 104, 120, 128, 136, 200, 256, 264, 1016, 1024,
 	4032, 4096, 4104,
 	(1ull << 20) + 8, (1ull << 29) - 8, (1ull << 29) + 8,
@@ -88,7 +88,7 @@ static u128 ref_rec(u128 len)
 }
 
 /* the longest payload whose record is at most half the ring */
-static u128 ref_max_len(__u64 cap)
+static u128 ref_max_len(uint64_t cap)
 {
 	u128 half = cap / 2, lim;
 
@@ -104,7 +104,7 @@ static bool ref_cap_ok(u128 cap)
 }
 
 /* credit: what we wrote less what the peer consumed, if that is 0..cap */
-static long long ref_space(__u64 cap, __u64 tail, __u64 credit)
+static long long ref_space(uint64_t cap, uint64_t tail, uint64_t credit)
 {
 	if ((u128)credit > tail || (u128)tail > (u128)credit + cap)
 		return -1;
@@ -116,7 +116,7 @@ static long long ref_space(__u64 cap, __u64 tail, __u64 credit)
  * past the end of the ring, known type, nothing reserved, a PAD exactly
  * to the end, a FIN empty, no longer than half the ring.
  */
-static int ref_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
+static int ref_check(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_rec h,
 		     u128 *size)
 {
 	u128 pos = head % cap, n;
@@ -150,7 +150,7 @@ static int ref_check(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 	return CLANQ_REC_OK;
 }
 
-static struct clanq_rec rec_hdr(__u16 type, __u32 len)
+static struct clanq_rec rec_hdr(uint16_t type, uint32_t len)
 {
 	struct clanq_rec h = { .len = len, .type = type, .reserved = 0 };
 
@@ -161,9 +161,9 @@ static struct clanq_rec rec_hdr(__u16 type, __u32 len)
  * Totals whose position is pos: near 0, a few rings in, and as near 2^64
  * as leaves room (bytes) after them.
  */
-static unsigned int totals_at(__u64 cap, __u64 pos, __u64 room, __u64 *t)
+static unsigned int totals_at(uint64_t cap, uint64_t pos, uint64_t room, uint64_t *t)
 {
-	__u64 top = ~0ull - room - cap;
+	uint64_t top = ~0ull - room - cap;
 
 	t[0] = pos;
 	t[1] = 7 * cap + pos;
@@ -171,7 +171,7 @@ static unsigned int totals_at(__u64 cap, __u64 pos, __u64 room, __u64 *t)
 	return 3;
 }
 
-static __u64 mix64(__u64 z)
+static uint64_t mix64(uint64_t z)
 {
 	z += 0x9e3779b97f4a7c15ull;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -186,11 +186,11 @@ static __u64 mix64(__u64 z)
 /* Record sizes, the longest message, and which capacities are usable. */
 static void test_record_sizes_and_capacities(void **state)
 {
-	static const __u64 odd_caps[] = {
+	static const uint64_t odd_caps[] = {
 		0, 1, 7, 8, 56, 60, 63, 65, 68, 71, 1020, TIB - 4, TIB + 8,
 		TIB * 2, 1ull << 63, ~0ull - 7, ~0ull,
 	};
-	__u64 len, cap;
+	uint64_t len, cap;
 	unsigned int i;
 
 	(void)state;
@@ -231,9 +231,9 @@ static void test_record_sizes_and_capacities(void **state)
 	}
 }
 
-static void check_cost(__u64 cap, __u64 tail, __u64 rec)
+static void check_cost(uint64_t cap, uint64_t tail, uint64_t rec)
 {
-	__u64 pos = tail % cap, pad = 12345, cost;
+	uint64_t pos = tail % cap, pad = 12345, cost;
 
 	cost = clanq_ring_cost_at(cap, tail % cap, rec, &pad);
 	if (pos + rec <= cap) {
@@ -249,7 +249,7 @@ static void check_cost(__u64 cap, __u64 tail, __u64 rec)
 	/* a PAD and the record always fit in an empty ring */
 	check(cost <= cap);
 	/* and a drained ring (credit == tail) has room for them */
-	check(clanq_ring_space(cap, tail, tail) >= (__s64)cost);
+	check(clanq_ring_space(cap, tail, tail) >= (int64_t)cost);
 }
 
 /*
@@ -258,7 +258,7 @@ static void check_cost(__u64 cap, __u64 tail, __u64 rec)
  */
 static void test_cost_pad_and_fit_at_every_position(void **state)
 {
-	__u64 cap, pos, rec, maxrec, t[3];
+	uint64_t cap, pos, rec, maxrec, t[3];
 	unsigned long checked = 0;
 	unsigned int i, j, k, n;
 
@@ -277,7 +277,7 @@ static void test_cost_pad_and_fit_at_every_position(void **state)
 	}
 	assert_true(checked > 5000000);
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 poss[12], recs[12];
+		uint64_t poss[12], recs[12];
 
 		cap = caps[i];
 		maxrec = clanq_rec_size(clanq_ring_max_msg(cap));
@@ -312,19 +312,19 @@ static void test_cost_pad_and_fit_at_every_position(void **state)
 /* Send credit against the reference, credits around every edge. */
 static void test_space_from_untrusted_credit(void **state)
 {
-	__u64 cap, tail, t[3], d;
+	uint64_t cap, tail, t[3], d;
 	unsigned int i, j, n;
 	long long want;
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
 		cap = caps[i];
-		__u64 poss[] = { 0, 8, cap / 2, cap - 8 };
+		uint64_t poss[] = { 0, 8, cap / 2, cap - 8 };
 
 		for (unsigned int p = 0; p < ARRAY_SIZE(poss); p++) {
 			n = totals_at(cap, poss[p], 64, t);
 			for (j = 0; j < n; j++) {
-				__u64 credits[128];
+				uint64_t credits[128];
 				unsigned int m = 0, k;
 
 				tail = t[j];
@@ -358,7 +358,7 @@ static void test_space_from_untrusted_credit(void **state)
 		n = totals_at(cap, cap - 8, 4 * cap, t);
 		for (j = 0; j < n; j++)
 			for (d = 0; d <= 4 * cap; d++) {
-				__u64 credit = t[j] + 2 * cap - d;
+				uint64_t credit = t[j] + 2 * cap - d;
 
 				set_ctx("cap %llu tail %llu credit %llu",
 					(unsigned long long)cap,
@@ -377,11 +377,11 @@ static void test_space_refuses_hostile_credit(void **state)
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i], t[3];
+		uint64_t cap = caps[i], t[3];
 		unsigned int j, n = totals_at(cap, 8, 64, t);
 
 		for (j = 0; j < n; j++) {
-			__u64 tail = t[j] + cap;	/* at least a ring written */
+			uint64_t tail = t[j] + cap;	/* at least a ring written */
 
 			set_ctx("cap %llu tail %llu", (unsigned long long)cap,
 				(unsigned long long)tail);
@@ -403,11 +403,11 @@ static void test_space_refuses_hostile_credit(void **state)
 }
 
 /* Every header, tail and head of small rings against the reference. */
-static void check_against_ref(__u64 cap, __u64 head, __u64 tail,
+static void check_against_ref(uint64_t cap, uint64_t head, uint64_t tail,
 			      struct clanq_rec h)
 {
 	u128 rsize = 0;
-	__u64 size = 0xdeadbeef;
+	uint64_t size = 0xdeadbeef;
 	int want = ref_check(cap, head, tail, h, &rsize);
 	int got = clanq_ring_check_at(cap, head, head % cap, tail, h, &size);
 
@@ -422,8 +422,8 @@ static void check_against_ref(__u64 cap, __u64 head, __u64 tail,
 
 static void test_check_against_reference(void **state)
 {
-	static const __u64 small[] = { 64, 72, 80, 136 };
-	static const __u16 types[] = {
+	static const uint64_t small[] = { 64, 72, 80, 136 };
+	static const uint16_t types[] = {
 		0, CLANQ_REC_DATA, CLANQ_REC_PAD, CLANQ_REC_FIN, 4, 0x8001, 0xffff,
 	};
 	unsigned long checked = 0;
@@ -431,10 +431,10 @@ static void test_check_against_reference(void **state)
 
 	(void)state;
 	for (c = 0; c < ARRAY_SIZE(small); c++) {
-		__u64 cap = small[c], pos, t[3];
-		__u32 lens[256];
+		uint64_t cap = small[c], pos, t[3];
+		uint32_t lens[256];
 		unsigned int nl = 0;
-		__u64 avails[64];
+		uint64_t avails[64];
 		unsigned int na = 0, a, l;
 
 		for (l = 0; l <= cap / 2 + 16; l++)
@@ -488,18 +488,18 @@ static void test_check_edges_of_every_capacity(void **state)
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i], max = clanq_ring_max_msg(cap), t[3];
-		__u64 maxrec = clanq_rec_size(max);
-		__u64 poss[] = { 0, 8, cap / 2 & ~7ull, cap - maxrec, cap - maxrec + 8,
+		uint64_t cap = caps[i], max = clanq_ring_max_msg(cap), t[3];
+		uint64_t maxrec = clanq_rec_size(max);
+		uint64_t poss[] = { 0, 8, cap / 2 & ~7ull, cap - maxrec, cap - maxrec + 8,
 				 cap - 24, cap - 16, cap - 8, 4, cap - 1 };
 
 		for (k = 0; k < ARRAY_SIZE(poss); k++) {
-			__u64 room = cap - poss[k];
-			__u64 ls[] = { 0, 1, 7, 8, 9, max - 1, max, max + 1, max + 8,
+			uint64_t room = cap - poss[k];
+			uint64_t ls[] = { 0, 1, 7, 8, 9, max - 1, max, max + 1, max + 8,
 				       room - 8, room - 16, room - 15, room - 17,
 				       room - 24, room, 0xffffffffull,
 				       0xfffffff8ull };
-			__u64 avs[] = { 0, 8, 16, 24, room - 8, room, room + 8,
+			uint64_t avs[] = { 0, 8, 16, 24, room - 8, room, room + 8,
 					maxrec - 8, maxrec, maxrec + 8, cap - 8,
 					cap, cap + 8, 1ull << 41 };
 
@@ -511,17 +511,17 @@ static void test_check_edges_of_every_capacity(void **state)
 							if (ls[l] > 0xffffffffull)
 								continue;
 							check_against_ref(cap, t[j], t[j] + avs[a],
-									  rec_hdr(ty, (__u32)ls[l]));
+									  rec_hdr(ty, (uint32_t)ls[l]));
 						}
 		}
 	}
 }
 
 /* Hostile record headers and tails, named one by one. */
-static void bad(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
+static void bad(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_rec h,
 		const char *what)
 {
-	__u64 size = 0xdeadbeef;
+	uint64_t size = 0xdeadbeef;
 
 	set_ctx("cap %llu head %llu tail %llu rec {len %u type %u reserved %u}: %s",
 		(unsigned long long)cap, (unsigned long long)head,
@@ -530,10 +530,10 @@ static void bad(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 	check_eq(size, 0xdeadbeef);
 }
 
-static void good(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
-		 __u64 want, const char *what)
+static void good(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_rec h,
+		 uint64_t want, const char *what)
 {
-	__u64 size = 0;
+	uint64_t size = 0;
 
 	set_ctx("cap %llu head %llu tail %llu rec {len %u type %u reserved %u}: %s",
 		(unsigned long long)cap, (unsigned long long)head,
@@ -544,23 +544,23 @@ static void good(__u64 cap, __u64 head, __u64 tail, struct clanq_rec h,
 
 static void test_check_refuses_hostile_headers(void **state)
 {
-	static const __u16 bad_types[] = { 0, 4, 5, 0x100, 0x8000, 0x8001, 0xffff };
+	static const uint16_t bad_types[] = { 0, 4, 5, 0x100, 0x8000, 0x8001, 0xffff };
 	unsigned int i, j, k, n, b;
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i], max = clanq_ring_max_msg(cap), t[3];
-		__u32 max32 = max > 0xfffffff8u ? 0xfffffff8u : (__u32)max;
-		__u64 maxrec = clanq_rec_size(max32);
-		__u64 poss[] = { 0, 8, cap / 2 & ~7ull, cap - maxrec, cap - 24,
+		uint64_t cap = caps[i], max = clanq_ring_max_msg(cap), t[3];
+		uint32_t max32 = max > 0xfffffff8u ? 0xfffffff8u : (uint32_t)max;
+		uint64_t maxrec = clanq_rec_size(max32);
+		uint64_t poss[] = { 0, 8, cap / 2 & ~7ull, cap - maxrec, cap - 24,
 				 cap - 16, cap - 8 };
 
 		for (k = 0; k < ARRAY_SIZE(poss); k++) {
-			__u64 pos = poss[k], room = cap - pos;
+			uint64_t pos = poss[k], room = cap - pos;
 
 			n = totals_at(cap, pos, 4 * cap, t);
 			for (j = 0; j < n; j++) {
-				__u64 head = t[j], tail = head + cap, rec;
+				uint64_t head = t[j], tail = head + cap, rec;
 				struct clanq_rec h;
 
 				/* nothing there yet: whatever the header says */
@@ -576,7 +576,7 @@ static void test_check_refuses_hostile_headers(void **state)
 				 * header's 32 bits: see the note at the model),
 				 * and one that is off
 				 */
-				h = rec_hdr(CLANQ_REC_PAD, (__u32)(room - 8));
+				h = rec_hdr(CLANQ_REC_PAD, (uint32_t)(room - 8));
 				if (room - 8 <= 0xffffffffull) {
 					good(cap, head, tail, h, room, "PAD to the end");
 					good(cap, head, head + room, h, room,
@@ -588,14 +588,14 @@ static void test_check_refuses_hostile_headers(void **state)
 				h.reserved = 1;
 				bad(cap, head, tail, h, "PAD with reserved set");
 				{
-					__u64 wrong[] = { room - 16, room, room - 7, room - 9,
+					uint64_t wrong[] = { room - 16, room, room - 7, room - 9,
 							  room + 8, 0, 0xffffffffull,
 							  room - 8 + (1ull << 32) };
 
 					for (b = 0; b < ARRAY_SIZE(wrong); b++)
-						if ((__u32)wrong[b] != room - 8)
+						if ((uint32_t)wrong[b] != room - 8)
 							bad(cap, head, tail,
-							    rec_hdr(CLANQ_REC_PAD, (__u32)wrong[b]),
+							    rec_hdr(CLANQ_REC_PAD, (uint32_t)wrong[b]),
 							    "PAD with a wrong len");
 				}
 
@@ -607,19 +607,19 @@ static void test_check_refuses_hostile_headers(void **state)
 				/* reserved bits, each one */
 				for (b = 0; b < 16; b++) {
 					h = rec_hdr(CLANQ_REC_DATA, 0);
-					h.reserved = (__u16)(1u << b);
+					h.reserved = (uint16_t)(1u << b);
 					bad(cap, head, tail, h, "reserved set");
 				}
 
 				/* longer than half the ring */
 				if (max < 0xffffffffull) {
-					bad(cap, head, tail, rec_hdr(CLANQ_REC_DATA, (__u32)max + 1),
+					bad(cap, head, tail, rec_hdr(CLANQ_REC_DATA, (uint32_t)max + 1),
 					    "one byte too long");
 					bad(cap, head, tail, rec_hdr(CLANQ_REC_DATA, 0xffffffff),
 					    "len 2^32-1");
 				}
 				if (max + 8 <= 0xffffffffull)
-					bad(cap, head, tail, rec_hdr(CLANQ_REC_DATA, (__u32)max + 8),
+					bad(cap, head, tail, rec_hdr(CLANQ_REC_DATA, (uint32_t)max + 8),
 					    "a word too long");
 
 				/* a FIN says nothing */
@@ -657,11 +657,11 @@ static void test_check_refuses_hostile_headers(void **state)
 				}
 				/* a record that would cross the end of the ring */
 				if (room >= 16 && room + 8 <= maxrec) {
-					h = rec_hdr(CLANQ_REC_DATA, (__u32)(room - 8));
+					h = rec_hdr(CLANQ_REC_DATA, (uint32_t)(room - 8));
 					bad(cap, head, tail, h, "crosses the end");
-					h.len = (__u32)(room - 15);
+					h.len = (uint32_t)(room - 15);
 					bad(cap, head, tail, h, "crosses the end by a byte");
-					h.len = (__u32)(room - 16);
+					h.len = (uint32_t)(room - 16);
 					if (h.len)	/* an empty message is refused */
 						good(cap, head, tail, h, room, "ends at the end");
 					else
@@ -704,7 +704,7 @@ static void test_wrapped_totals_are_refused(void **state)
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i], head = ~0ull - 15, size;
+		uint64_t cap = caps[i], head = ~0ull - 15, size;
 
 		set_ctx("cap %llu", (unsigned long long)cap);
 		/* the writer's tail went past 2^64 */
@@ -723,11 +723,11 @@ static void test_credit_due_every_quarter_ring(void **state)
 
 	(void)state;
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i], q = cap / 4, t[3];
+		uint64_t cap = caps[i], q = cap / 4, t[3];
 
 		n = totals_at(cap, 8, 2 * cap, t);
 		for (j = 0; j < n; j++) {
-			__u64 r = t[j];
+			uint64_t r = t[j];
 
 			set_ctx("cap %llu returned %llu", (unsigned long long)cap,
 				(unsigned long long)r);
@@ -764,34 +764,34 @@ static void test_credit_due_every_quarter_ring(void **state)
 enum { D_UNIFORM, D_SMALL, D_LARGE, D_EDGE, D_MIXED, D_NR };
 
 struct expect {
-	__u64 start;		/* total at which the record starts */
-	__u64 size;		/* bytes it takes */
-	__u64 seq;		/* message number (DATA), for its payload */
-	__u32 len;
-	__u16 type;
+	uint64_t start;		/* total at which the record starts */
+	uint64_t size;		/* bytes it takes */
+	uint64_t seq;		/* message number (DATA), for its payload */
+	uint32_t len;
+	uint16_t type;
 };
 
 struct word {
-	__u64 key;		/* position + 1; 0: empty */
-	__u64 val;
+	uint64_t key;		/* position + 1; 0: empty */
+	uint64_t val;
 };
 
 struct model {
-	__u64 cap, max_len, rng;
+	uint64_t cap, max_len, rng;
 	unsigned int dist, send_pct;
 	/* the ring */
 	unsigned char *ring;	/* dense: cap bytes */
-	__u32 *owner;		/* dense: 1 + expect index, per 8-byte word */
+	uint32_t *owner;	/* dense: 1 + expect index, per 8-byte word */
 	struct word *words;	/* sparse */
 	size_t nwords;
 	/* the sender, and the tails it published */
-	__u64 tail, tails[HIST], credit_seen;
+	uint64_t tail, tails[HIST], credit_seen;
 	unsigned int ntails;
-	__u64 seq;
+	uint64_t seq;
 	/* the receiver, and the credits it published */
-	__u64 head, returned, credits[HIST], tail_seen;
+	uint64_t head, returned, credits[HIST], tail_seen;
 	unsigned int ncredits;
-	__u64 received;
+	uint64_t received;
 	bool fin_seen;
 	/* what the receiver must find, oldest first */
 	struct expect *exp;
@@ -800,7 +800,7 @@ struct model {
 	unsigned long pads, blocked, drains, probes, wraps;
 };
 
-static __u64 rnd(struct model *m)
+static uint64_t rnd(struct model *m)
 {
 	m->rng ^= m->rng >> 12;
 	m->rng ^= m->rng << 25;
@@ -808,19 +808,19 @@ static __u64 rnd(struct model *m)
 	return m->rng * 0x2545f4914f6cdd1dull;
 }
 
-static __u64 below(struct model *m, __u64 n)
+static uint64_t below(struct model *m, uint64_t n)
 {
 	return n ? rnd(m) % n : 0;
 }
 
-static __u64 payload_word(__u64 seq, __u64 k)
+static uint64_t payload_word(uint64_t seq, uint64_t k)
 {
 	return mix64(seq * 0x100000001ull + k);
 }
 
 /* ---- the ring's memory ---- */
 
-static struct word *word_slot(struct model *m, __u64 pos, bool add)
+static struct word *word_slot(struct model *m, uint64_t pos, bool add)
 {
 	size_t i = mix64(pos) & (m->nwords - 1), n;
 
@@ -838,7 +838,7 @@ static struct word *word_slot(struct model *m, __u64 pos, bool add)
 	return NULL;
 }
 
-static void put_word(struct model *m, __u64 pos, __u64 v)
+static void put_word(struct model *m, uint64_t pos, uint64_t v)
 {
 	check(pos % 8 == 0 && pos + 8 <= m->cap);
 	if (m->ring)
@@ -847,10 +847,10 @@ static void put_word(struct model *m, __u64 pos, __u64 v)
 		word_slot(m, pos, true)->val = v;
 }
 
-static __u64 get_word(struct model *m, __u64 pos)
+static uint64_t get_word(struct model *m, uint64_t pos)
 {
 	struct word *w;
-	__u64 v;
+	uint64_t v;
 
 	check(pos % 8 == 0 && pos + 8 <= m->cap);
 	if (m->ring) {
@@ -862,14 +862,14 @@ static __u64 get_word(struct model *m, __u64 pos)
 }
 
 /* the payload words the model writes and checks: all, or a sample */
-static bool payload_word_kept(struct model *m, __u64 k, __u32 len)
+static bool payload_word_kept(struct model *m, uint64_t k, uint32_t len)
 {
 	return m->ring || k < 2 || k == (len - 1) / 8;
 }
 
-static void put_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
+static void put_payload(struct model *m, uint64_t pos, uint32_t len, uint64_t seq)
 {
-	__u64 k, w;
+	uint64_t k, w;
 
 	for (k = 0; k * 8 < len; k++) {
 		if (!payload_word_kept(m, k, len)) {
@@ -884,9 +884,9 @@ static void put_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
 	}
 }
 
-static void check_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
+static void check_payload(struct model *m, uint64_t pos, uint32_t len, uint64_t seq)
 {
-	__u64 k, w, got, mask;
+	uint64_t k, w, got, mask;
 
 	for (k = 0; k * 8 < len; k++) {
 		if (!payload_word_kept(m, k, len)) {
@@ -906,9 +906,9 @@ static void check_payload(struct model *m, __u64 pos, __u32 len, __u64 seq)
 }
 
 /* dense rings: nothing unconsumed is written over, nothing freed twice */
-static void claim(struct model *m, __u64 pos, __u64 n, __u32 id)
+static void claim(struct model *m, uint64_t pos, uint64_t n, uint32_t id)
 {
-	__u64 w;
+	uint64_t w;
 
 	check(pos + n <= m->cap);
 	if (!m->owner)
@@ -921,9 +921,9 @@ static void claim(struct model *m, __u64 pos, __u64 n, __u32 id)
 	}
 }
 
-static void release(struct model *m, __u64 pos, __u64 n, __u32 id)
+static void release(struct model *m, uint64_t pos, uint64_t n, uint32_t id)
 {
-	__u64 w;
+	uint64_t w;
 
 	if (!m->owner)
 		return;
@@ -933,19 +933,19 @@ static void release(struct model *m, __u64 pos, __u64 n, __u32 id)
 	}
 }
 
-static void put_hdr(struct model *m, __u64 pos, __u16 type, __u32 len)
+static void put_hdr(struct model *m, uint64_t pos, uint16_t type, uint32_t len)
 {
 	struct clanq_rec h = rec_hdr(type, len);
-	__u64 v;
+	uint64_t v;
 
 	memcpy(&v, &h, 8);
 	put_word(m, pos, v);
 }
 
-static struct clanq_rec get_hdr(struct model *m, __u64 pos)
+static struct clanq_rec get_hdr(struct model *m, uint64_t pos)
 {
 	struct clanq_rec h;
-	__u64 v = get_word(m, pos);
+	uint64_t v = get_word(m, pos);
 
 	memcpy(&h, &v, 8);
 	return h;
@@ -953,7 +953,7 @@ static struct clanq_rec get_hdr(struct model *m, __u64 pos)
 
 /* ---- views of the other side's counter ---- */
 
-static void publish(__u64 *hist, unsigned int *n, __u64 v)
+static void publish(uint64_t *hist, unsigned int *n, uint64_t v)
 {
 	hist[*n % HIST] = v;
 	(*n)++;
@@ -963,11 +963,11 @@ static void publish(__u64 *hist, unsigned int *n, __u64 v)
  * The newest, or now and then an older one, but never older than what
  * this side saw last (*last): loads of one word do not go back in time.
  */
-static __u64 seen(struct model *m, const __u64 *hist, unsigned int n,
-		  __u64 *last, bool fresh)
+static uint64_t seen(struct model *m, const uint64_t *hist, unsigned int n,
+		  uint64_t *last, bool fresh)
 {
 	unsigned int back, i;
-	__u64 v = hist[(n - 1) % HIST];
+	uint64_t v = hist[(n - 1) % HIST];
 
 	if (!fresh && below(m, 4)) {
 		back = (unsigned int)below(m, n < HIST ? n : HIST);
@@ -990,19 +990,19 @@ static void return_credit(struct model *m)
 
 /* ---- the sender ---- */
 
-static __u64 pick_len_any(struct model *m);
+static uint64_t pick_len_any(struct model *m);
 
 /* A message is never empty (an empty record would read as the end). */
-static __u64 pick_len(struct model *m)
+static uint64_t pick_len(struct model *m)
 {
-	__u64 len = pick_len_any(m);
+	uint64_t len = pick_len_any(m);
 
 	return len ? len : 1;
 }
 
-static __u64 pick_len_any(struct model *m)
+static uint64_t pick_len_any(struct model *m)
 {
-	__u64 max = m->max_len, room = m->cap - m->tail % m->cap, rec;
+	uint64_t max = m->max_len, room = m->cap - m->tail % m->cap, rec;
 	unsigned int d = m->dist == D_MIXED ? (unsigned int)below(m, D_MIXED) : m->dist;
 
 	switch (d) {
@@ -1023,7 +1023,7 @@ static __u64 pick_len_any(struct model *m)
 
 static void sender_probes(struct model *m)
 {
-	__u64 cap = m->cap, tail = m->tail;
+	uint64_t cap = m->cap, tail = m->tail;
 
 	m->probes++;
 	check_eq(clanq_ring_space(cap, tail, tail + 1), -1);
@@ -1038,10 +1038,10 @@ static void sender_probes(struct model *m)
 }
 
 /* One message (or FIN) if the credit the sender sees allows it. */
-static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
+static bool try_send(struct model *m, uint64_t len, uint16_t type, bool fresh)
 {
-	__u64 cap = m->cap, rec, cost, pad = ~0ull, pos, credit;
-	__s64 space;
+	uint64_t cap = m->cap, rec, cost, pad = ~0ull, pos, credit;
+	int64_t space;
 	struct expect *e;
 
 	check(len <= m->max_len);
@@ -1050,10 +1050,10 @@ static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
 	credit = seen(m, m->credits, m->ncredits, &m->credit_seen, fresh);
 	space = clanq_ring_space(cap, m->tail, credit);
 	/* an honest receiver's credit is always sane */
-	check(space >= 0 && (__u64)space <= cap);
+	check(space >= 0 && (uint64_t)space <= cap);
 	if (!below(m, 16))
 		sender_probes(m);
-	if ((__u64)space < cost)
+	if ((uint64_t)space < cost)
 		return false;
 	/* the reference: what it writes is free (the receiver's true head) */
 	check(m->tail + cost - m->head <= cap);
@@ -1062,19 +1062,19 @@ static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
 	if (pad) {
 		check_eq(pad, cap - pos);
 		e = &m->exp[m->exp_tail++];
-		*e = (struct expect){ m->tail, pad, 0, (__u32)(pad - 8), CLANQ_REC_PAD };
-		claim(m, pos, pad, (__u32)m->exp_tail);
-		put_hdr(m, pos, CLANQ_REC_PAD, (__u32)(pad - 8));
+		*e = (struct expect){ m->tail, pad, 0, (uint32_t)(pad - 8), CLANQ_REC_PAD };
+		claim(m, pos, pad, (uint32_t)m->exp_tail);
+		put_hdr(m, pos, CLANQ_REC_PAD, (uint32_t)(pad - 8));
 		pos = 0;
 		m->pads++;
 	}
 	/* a record never wraps */
 	check(pos + rec <= cap);
 	e = &m->exp[m->exp_tail++];
-	*e = (struct expect){ m->tail + pad, rec, m->seq, (__u32)len, type };
-	claim(m, pos, rec, (__u32)m->exp_tail);
-	put_hdr(m, pos, type, (__u32)len);
-	put_payload(m, pos + 8, (__u32)len, m->seq);
+	*e = (struct expect){ m->tail + pad, rec, m->seq, (uint32_t)len, type };
+	claim(m, pos, rec, (uint32_t)m->exp_tail);
+	put_hdr(m, pos, type, (uint32_t)len);
+	put_payload(m, pos + 8, (uint32_t)len, m->seq);
 	put_word(m, pos + rec - 8, m->tail + cost);	/* trailer: the new tail */
 	if ((m->tail + cost) / cap != m->tail / cap)
 		m->wraps++;
@@ -1087,12 +1087,12 @@ static bool try_send(struct model *m, __u64 len, __u16 type, bool fresh)
 /* ---- the receiver ---- */
 
 /* With the genuine record h (size n) at head: variants of it are refused. */
-static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
-			    __u64 tail)
+static void receiver_probes(struct model *m, struct clanq_rec h, uint64_t n,
+			    uint64_t tail)
 {
-	static const __u16 bad_types[] = { 0, 4, 5, 0x100, 0x8001, 0xffff };
-	__u64 cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
-	__u64 size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
+	static const uint16_t bad_types[] = { 0, 4, 5, 0x100, 0x8001, 0xffff };
+	uint64_t cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
+	uint64_t size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
 	struct clanq_rec b;
 	unsigned int i;
 
@@ -1111,18 +1111,18 @@ static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
 	REFUSED(head + 1 + below(m, 7), tail, h);
 	/* reserved bits */
 	b = h;
-	b.reserved = (__u16)(1u << below(m, 16));
+	b.reserved = (uint16_t)(1u << below(m, 16));
 	REFUSED(head, tail, b);
 	/* types nobody writes */
 	b = h;
 	b.type = bad_types[below(m, ARRAY_SIZE(bad_types))];
 	REFUSED(head, tail, b);
 	/* a FIN with a payload */
-	b = rec_hdr(CLANQ_REC_FIN, (__u32)(1 + below(m, 64)));
+	b = rec_hdr(CLANQ_REC_FIN, (uint32_t)(1 + below(m, 64)));
 	REFUSED(head, tail, b);
 	/* longer than half the ring (ring.h's limit, not the model's) */
 	if (max < 0xffffffffull) {
-		b = rec_hdr(CLANQ_REC_DATA, (__u32)(max + 1 + below(m, 64)));
+		b = rec_hdr(CLANQ_REC_DATA, (uint32_t)(max + 1 + below(m, 64)));
 		if (b.len > max)
 			REFUSED(head, tail, b);
 		b.len = 0xffffffff;
@@ -1130,16 +1130,16 @@ static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
 	}
 	/* a message that would cross the end of the ring */
 	if (room >= 16 && room + 8 - 16 <= max && room - 16 + 8 <= 0xffffffffull) {
-		b = rec_hdr(CLANQ_REC_DATA, (__u32)(room - 16 + 1 + below(m, 8)));
+		b = rec_hdr(CLANQ_REC_DATA, (uint32_t)(room - 16 + 1 + below(m, 8)));
 		REFUSED(head, tail, b);
 	}
 	/* a PAD that does not end at the end */
 	for (i = 0; i < 4; i++) {
-		static const __s64 off[] = { -8, 8, -1, 1 };
+		static const int64_t off[] = { -8, 8, -1, 1 };
 
 		if (room - 8 + off[i] > 0xffffffffull || (room == 8 && off[i] < 0))
 			continue;
-		REFUSED(head, tail, rec_hdr(CLANQ_REC_PAD, (__u32)(room - 8 + off[i])));
+		REFUSED(head, tail, rec_hdr(CLANQ_REC_PAD, (uint32_t)(room - 8 + off[i])));
 	}
 	REFUSED(head, tail, rec_hdr(CLANQ_REC_PAD, 0xffffffff));
 	check_eq(size, 0xdeadbeef);
@@ -1153,7 +1153,7 @@ static void receiver_probes(struct model *m, struct clanq_rec h, __u64 n,
  */
 static int receive_one(struct model *m, bool fresh)
 {
-	__u64 tail = seen(m, m->tails, m->ntails, &m->tail_seen, fresh), size = 0;
+	uint64_t tail = seen(m, m->tails, m->ntails, &m->tail_seen, fresh), size = 0;
 	struct clanq_rec h;
 	struct expect *e;
 	int v;
@@ -1187,7 +1187,7 @@ static int receive_one(struct model *m, bool fresh)
 			else
 				m->received++;
 		}
-		release(m, m->head % m->cap, size, (__u32)(m->exp_head + 1));
+		release(m, m->head % m->cap, size, (uint32_t)(m->exp_head + 1));
 		m->head += size;
 		m->exp_head++;
 		if (h.type != CLANQ_REC_PAD) {
@@ -1224,12 +1224,12 @@ static void *model_buf(unsigned int i, size_t size)
 	return buf[i];
 }
 
-static void run_model(__u64 cap, __u64 base, unsigned int dist, __u64 seed,
+static void run_model(uint64_t cap, uint64_t base, unsigned int dist, uint64_t seed,
 		      unsigned int steps, struct model *tot)
 {
 	static struct model *m;		/* static: a failed run leaks nothing */
 	unsigned int step;
-	__u64 len;
+	uint64_t len;
 
 	if (!m)
 		m = malloc(sizeof(*m));
@@ -1307,9 +1307,9 @@ static void run_model(__u64 cap, __u64 base, unsigned int dist, __u64 seed,
 
 /* Where runs start: near 0, just before the end of a ring, mid-ring some
  * rings in, and near 2^64 (as near as leaves room for the run). */
-static unsigned int model_bases(__u64 cap, __u64 room, __u64 *b)
+static unsigned int model_bases(uint64_t cap, uint64_t room, uint64_t *b)
 {
-	__u64 top = ~0ull - room, at = top / cap * cap;
+	uint64_t top = ~0ull - room, at = top / cap * cap;
 
 	b[0] = 0;
 	b[1] = cap - 8;
@@ -1324,12 +1324,12 @@ static void test_model_sender_and_receiver(void **state)
 {
 	struct model tot;
 	unsigned int i, j, n, d;
-	__u64 b[6];
+	uint64_t b[6];
 
 	(void)state;
 	memset(&tot, 0, sizeof(tot));
 	for (i = 0; i < ARRAY_SIZE(caps); i++) {
-		__u64 cap = caps[i];
+		uint64_t cap = caps[i];
 		unsigned int steps = cap <= DENSE_MAX ? 1500 : 600;
 
 		n = model_bases(cap, (steps + 8) * (cap + 1), b);
