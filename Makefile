@@ -70,7 +70,7 @@ MODNAME ?= host
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
 .PHONY: all lib examples benches tools bench module module-stock module-debug vm-bins deps \
-	check native-smoke bench-native lint test run vm-shell vm-run install uninstall clean help fuzz coverage
+	check native-smoke bench-native lint test run vm-shell vm-run install uninstall clean help fuzz coverage soak
 
 all: lib examples benches tools module
 
@@ -93,6 +93,7 @@ help:
 	@echo '                its output and exit status returned (TIMEOUT=300 s; KERNEL=debug:'
 	@echo '                the debug kernel, a splat fails the run; tests/vm/vm.sh exec)'
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
+	@echo 'make soak       the soaks in full (tests/vm/soak.list), debug VM: hours'
 	@echo 'make coverage   line/function coverage of driver/**/*.c by the VM tests (gcov)'
 	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
 	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
@@ -268,6 +269,11 @@ vm-run: deps
 
 # The coverage-guided fuzzer alone in the debug VM, FUZZ_SECONDS long.
 FUZZ_SECONDS ?= 600
+# The soaks in full (tests/vm/soak.list: ten million ordered writes, a
+# million blocking round trips each way, ...), debug kernel: hours.
+soak: deps
+	@CLANQ_LIST=tests/vm/soak.list CLANQ_VM_TIMEOUT=$${CLANQ_VM_TIMEOUT:-14400} tests/vm/vm.sh test
+
 fuzz: deps
 	@CLANQ_FUZZ_SECONDS=$(FUZZ_SECONDS) tests/vm/vm.sh fuzz
 

@@ -47,7 +47,9 @@
 # (default ~/.cache/clanq): packed into the initramfs, and rewritten from
 # the "CLANQ-CORPUS" lines of a run that printed them all.
 #
-# CLANQ_ONLY=<regex> runs only the tests.list entries it matches.
+# CLANQ_ONLY=<regex> runs only the tests.list entries it matches;
+# CLANQ_LIST=<file> reads that list instead of tests/vm/tests.list (make
+# soak: tests/vm/soak.list).
 #
 # The console log is kept in build/vm/<job>/console.log (pair jobs:
 # a.console.log, b.console.log), and its path is printed. A VM that does
@@ -230,7 +232,7 @@ if [ $job = exec ]; then
 fi
 # CLANQ_ONLY=<regex>: only the tests.list entries whose name matches it
 # (while working on them; the KUnit suites always run)
-grep -v '^#' tests/vm/tests.list | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
+grep -v '^#' "${CLANQ_LIST:-tests/vm/tests.list}" | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh tests/vm/checks.sh tests/vm/examples.sh tests/vm/bench-smoke.sh \
 	"$rootfs/clanq/"
