@@ -39,6 +39,8 @@
 #define CLANQ_V_MR_PAGES	512	/* pages per registration, at most */
 #define CLANQ_V_RESOLVE_MS	2000
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
+/* chunks waiting for a send slot: how often to look whether the peer stalled */
+#define CLANQ_V_RETRY_MS	100
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
@@ -71,6 +73,20 @@ struct clanq_vwrite {
 	int status;
 	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
 	struct list_head orphan;	/* conn->orphans: half posted */
+	/*
+	 * Waiting for a send slot (conn->waiting), not yet posted: what the
+	 * post needs, and the requester, referenced (@waiter) until it is
+	 * posted or fails.
+	 */
+	struct list_head waiting;
+	struct clanq_kep *waiter;
+	struct clanq_vimport *imp;
+	struct clanq_kap *ap;
+	u32 src_node;
+	u32 credits;
+	bool wrote;
+	u64 off, len;			/* the WROTE's bytes, page space */
+	unsigned long since;		/* jiffies: when it began to wait */
 	/* DMA_TO_DEVICE: WRITEs from the source; DMA_FROM_DEVICE: READs into it */
 	enum dma_data_direction dir;
 	/* an atomic: its work request, and where the old value lands */
@@ -172,6 +188,14 @@ struct clanq_vconn {
 	bool imm;			/* active: WRITE_WITH_IMM may be used */
 	unsigned int exports_busy;	/* taken off exports, not yet freed */
 	struct list_head orphans;	/* clanq_vwrite half posted */
+	/*
+	 * clanq_vwrite that found no send slot, in the order they came: the
+	 * engine does not wait for a slot (it would stall every queue of the
+	 * NIC behind one slow peer), the chunk waits here and @retry posts
+	 * it when a slot comes back (clanq_vconn_give_back())
+	 */
+	struct list_head waiting;
+	struct delayed_work retry;
 	/* sends complete in order on an RC QP: when each in flight left */
 	u32 tx_posted, tx_acked;
 	unsigned long tx_when[CLANQ_V_SLOTS];
@@ -222,6 +246,7 @@ static inline void clanq_vconn_get(struct clanq_vconn *conn)
 
 /* verbs_post.c */
 void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b);
+bool clanq_vconn_stalled(struct clanq_vconn *conn);
 int clanq_vconn_post_locked(struct clanq_vconn *conn, struct clanq_vbuf *b,
 			    struct ib_send_wr *head,
 			    const struct ib_send_wr **bad);
@@ -264,6 +289,9 @@ int clanq_vwrite_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
 int clanq_vread_chunk(struct clanq_nic *src, const struct clanq_wire_write *w);
 int clanq_vatomic(struct clanq_nic *src, const struct clanq_wire_write *w);
 void clanq_vwrite_free_orphans(struct clanq_vconn *conn);
+void clanq_vwrite_retry(struct work_struct *work);
+void clanq_vwrite_retry_queue(struct clanq_vconn *conn, bool now);
+void clanq_vwrite_fail_waiting(struct clanq_vconn *conn);
 void clanq_vwrite_unmap(struct clanq_vwrite *wr, struct clanq_vconn *conn);
 void clanq_vwrite_release(struct clanq_vwrite *wr);
 

@@ -137,6 +137,9 @@ static void clanq_vconn_teardown(struct work_struct *work)
 	/* and nobody posts */
 	mutex_lock(&conn->post);
 	mutex_unlock(&conn->post);
+	/* chunks still waiting for a slot: never posted, the engine hears */
+	cancel_delayed_work_sync(&conn->retry);
+	clanq_vwrite_fail_waiting(conn);
 
 	id = conn->cm_id;
 	if (id) {
@@ -201,6 +204,8 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	INIT_LIST_HEAD(&conn->exports);
 	ida_init(&conn->imm_slots);
 	INIT_LIST_HEAD(&conn->orphans);
+	INIT_LIST_HEAD(&conn->waiting);
+	INIT_DELAYED_WORK(&conn->retry, clanq_vwrite_retry);
 	for (i = 0; i < CLANQ_V_SLOTS; i++) {
 		conn->rx[i].conn = conn;
 		conn->rx[i].idx = i;

@@ -55,6 +55,9 @@ void clanq_vconn_give_back(struct clanq_vconn *conn, struct clanq_vbuf *b)
 	conn->tx_free[conn->nr_tx_free++] = b->idx;
 	conn->nr_wr_free += b->credits;
 	b->credits = 0;
+	/* a chunk waits for this: under the lock it added itself with */
+	if (!list_empty(&conn->waiting) && conn->state == CLANQ_PEER_UP)
+		clanq_vwrite_retry_queue(conn, true);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up(&conn->wq);
 }
@@ -139,7 +142,7 @@ void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc)
  * Have sends been waiting for clanq_v_ack_ms with not one completing? (A long
  * queue that drains slowly is progress, not a dead peer.) conn->lock held.
  */
-static bool clanq_vconn_stalled(struct clanq_vconn *conn)
+bool clanq_vconn_stalled(struct clanq_vconn *conn)
 {
 	unsigned int ms = READ_ONCE(clanq_v_ack_ms);
 	unsigned long since;

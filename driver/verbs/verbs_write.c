@@ -291,41 +291,209 @@ static struct clanq_vimport *clanq_vwrite_import(const struct clanq_wire_write *
 }
 
 /*
- * Post @wr on @imp's connection: with a WROTE of [@off, + @len) of the
- * region after it (@wrote), or, a READ, alone. -EINPROGRESS once posted.
+ * Post @wr (its fields say what: clanq_vwrite_go()) on @b, a send slot of
+ * its connection: its WRITEs with the WROTE after them, or a READ chunk
+ * alone. Takes @wr and @b: 0 once posted, else -errno with both gone.
+ */
+static int clanq_vwrite_send(struct clanq_vwrite *wr, struct clanq_vbuf *b)
+{
+	struct clanq_vimport *imp = wr->imp;
+	struct clanq_vconn *conn = imp->conn;
+	struct clanq_wmsg_rgn msg = {};
+	struct ib_send_wr send;
+	struct ib_sge sge;
+	int err;
+
+	if (wr->wrote) {
+		msg.id = imp->region.id;
+		msg.off = wr->off - imp->first;
+		msg.len = wr->len;
+		clanq_vconn_send_wr(conn, b,
+				    clanq_wmsg_put_region(b->data, CLANQ_WMSG_WROTE,
+							  wr->src_node,
+							  imp->region.remote_node,
+							  &msg),
+				    &send, &sge);
+	}
+	mutex_lock(&conn->post);
+	err = clanq_vwrite_post(conn, imp, wr->ap, wr->waiter, wr, b,
+				wr->wrote ? &send : NULL);
+	mutex_unlock(&conn->post);
+	return err;
+}
+
+/* Room on @conn for @credits entries and a slot? conn->lock held. */
+static bool clanq_vwrite_room(const struct clanq_vconn *conn, u32 credits)
+{
+	return conn->nr_tx_free && conn->nr_wr_free >= credits;
+}
+
+/*
+ * Post a chunk on @imp's connection: with a WROTE of [@off, + @len) of
+ * the region after it (@wrote), or, a READ, alone. -EINPROGRESS once
+ * posted or waiting; the engine hears how it went from the completion.
+ *
+ * The engine does not wait for a send slot: it serves every queue of
+ * the NIC, and a peer that stops acknowledging would hold them all (up
+ * to connect_ms per chunk). A chunk that finds no slot, or others
+ * waiting before it, waits on conn->waiting, its queue parked as for a
+ * chunk in flight, and clanq_vwrite_retry() posts it when a slot comes
+ * back, or ends the connection when the peer has acknowledged nothing
+ * for ack_ms (connect_ms, if ack_ms is 0).
  */
 static int clanq_vwrite_go(struct clanq_nic *src, const struct clanq_wire_write *w,
 			   struct clanq_vimport *imp, struct clanq_vwrite *wr,
 			   u32 credits, bool wrote, u64 off, u64 len)
 {
 	struct clanq_vconn *conn = imp->conn;
-	struct clanq_wmsg_rgn msg = {};
-	struct ib_send_wr send;
-	struct clanq_vbuf *b;
-	struct ib_sge sge;
+	struct clanq_vbuf *b = ERR_PTR(-ENOBUFS);
 	int err;
 
-	b = clanq_vconn_take(conn, credits, true);
+	wr->imp = imp;
+	wr->ap = w->dst;
+	wr->src_node = src->node;
+	wr->credits = credits;
+	wr->wrote = wrote;
+	wr->off = off;
+	wr->len = len;
+	clanq_kep_get(w->ep);
+	wr->waiter = w->ep;
+
+	spin_lock_irq(&conn->lock);
+	if (list_empty(&conn->waiting) && clanq_vwrite_room(conn, credits)) {
+		spin_unlock_irq(&conn->lock);
+		b = clanq_vconn_take(conn, credits, false);
+		spin_lock_irq(&conn->lock);
+	}
+	/* no slot (an OOB send may have taken the last): behind the others */
+	if (PTR_ERR_OR_ZERO(b) == -ENOBUFS && conn->state == CLANQ_PEER_UP) {
+		wr->since = jiffies;
+		list_add_tail(&wr->waiting, &conn->waiting);
+		/* a slot freed since is a retry at once */
+		clanq_vwrite_retry_queue(conn, clanq_vwrite_room(conn, credits));
+		spin_unlock_irq(&conn->lock);
+		return -EINPROGRESS;
+	}
+	spin_unlock_irq(&conn->lock);
 	if (IS_ERR(b)) {
+		err = clanq_vwrite_err(conn, PTR_ERR(b));
+		clanq_kep_put(wr->waiter);
 		clanq_vwrite_free(wr, conn);
-		return clanq_vwrite_err(conn, PTR_ERR(b));
+		return err;
 	}
-	if (wrote) {
-		msg.id = imp->region.id;
-		msg.off = off - imp->first;
-		msg.len = len;
-		clanq_vconn_send_wr(conn, b,
-				    clanq_wmsg_put_region(b->data, CLANQ_WMSG_WROTE,
-							  src->node,
-							  imp->region.remote_node,
-							  &msg),
-				    &send, &sge);
-	}
-	mutex_lock(&conn->post);
-	err = clanq_vwrite_post(conn, imp, w->dst, w->ep, wr, b,
-				wrote ? &send : NULL);
-	mutex_unlock(&conn->post);
+	err = clanq_vwrite_send(wr, b);
+	clanq_kep_put(w->ep);	/* the post took its own, or failed */
 	return err ?: -EINPROGRESS;
+}
+
+/*
+ * Run clanq_vwrite_retry() now (@now), or look again in a while (a
+ * pending look stays as it is). With conn->lock held and the connection
+ * up: the teardown cancels the work after it marked the connection
+ * down under that lock, so none is queued behind its back.
+ */
+void clanq_vwrite_retry_queue(struct clanq_vconn *conn, bool now)
+{
+	lockdep_assert_held(&conn->lock);
+	if (now)
+		mod_delayed_work(clanq_v_done_wq, &conn->retry, 0);
+	else
+		queue_delayed_work(clanq_v_done_wq, &conn->retry,
+				   msecs_to_jiffies(CLANQ_V_RETRY_MS));
+}
+
+/*
+ * The engine hears that a waiting chunk failed (@status), from the done
+ * work as for a chunk that was posted: never from under conn->lock or a
+ * teardown.
+ */
+static void clanq_vwrite_waited_in_vain(struct clanq_vwrite *wr,
+					struct clanq_vconn *conn, int status)
+{
+	clanq_vwrite_unmap(wr, conn);	/* no rw context yet: tables only */
+	wr->ep = wr->waiter;
+	wr->waiter = NULL;
+	wr->status = status;
+	queue_work(clanq_v_done_wq, &wr->done);
+}
+
+/* Every chunk still waiting: the connection ended (its teardown). */
+void clanq_vwrite_fail_waiting(struct clanq_vconn *conn)
+{
+	struct clanq_vwrite *wr, *next;
+	LIST_HEAD(failed);
+	int status;
+
+	spin_lock_irq(&conn->lock);
+	list_splice_init(&conn->waiting, &failed);
+	status = conn->error == -ETIMEDOUT ? -ETIMEDOUT : -ENXIO;
+	spin_unlock_irq(&conn->lock);
+	list_for_each_entry_safe(wr, next, &failed, waiting) {
+		list_del_init(&wr->waiting);
+		clanq_vwrite_waited_in_vain(wr, conn, status);
+	}
+}
+
+/*
+ * Post the waiting chunks in order while slots last (clanq_v_done_wq,
+ * queued by clanq_vconn_give_back() and clanq_vwrite_go()); with none
+ * left, look again later, and end a connection whose peer has stopped
+ * acknowledging: its teardown fails the chunks (-ETIMEDOUT).
+ */
+void clanq_vwrite_retry(struct work_struct *work)
+{
+	struct clanq_vconn *conn = container_of(to_delayed_work(work),
+						struct clanq_vconn, retry);
+	unsigned int connect_ms = READ_ONCE(clanq_v_connect_ms);
+	struct clanq_vwrite *wr;
+	struct clanq_kep *ep;
+	struct clanq_vbuf *b;
+	bool stalled;
+	int err;
+
+	for (;;) {
+		spin_lock_irq(&conn->lock);
+		wr = list_first_entry_or_null(&conn->waiting, struct clanq_vwrite,
+					      waiting);
+		if (!wr || conn->state != CLANQ_PEER_UP) {
+			/* none, or the teardown fails them */
+			spin_unlock_irq(&conn->lock);
+			return;
+		}
+		if (!clanq_vwrite_room(conn, wr->credits)) {
+			stalled = clanq_vconn_stalled(conn) ||
+				  (!READ_ONCE(clanq_v_ack_ms) &&
+				   time_after(jiffies, wr->since +
+					      msecs_to_jiffies(connect_ms)));
+			if (!stalled)
+				clanq_vwrite_retry_queue(conn, false);
+			spin_unlock_irq(&conn->lock);
+			if (stalled)
+				clanq_vconn_kill(conn, -ETIMEDOUT);
+			return;
+		}
+		list_del_init(&wr->waiting);
+		spin_unlock_irq(&conn->lock);
+		b = clanq_vconn_take(conn, wr->credits, false);
+		if (IS_ERR(b)) {
+			err = PTR_ERR(b);
+			if (err == -ENOBUFS) {
+				/* an OOB send took it: first in line again */
+				spin_lock_irq(&conn->lock);
+				list_add(&wr->waiting, &conn->waiting);
+				spin_unlock_irq(&conn->lock);
+				continue;
+			}
+			clanq_vwrite_waited_in_vain(wr, conn, clanq_vwrite_err(conn, err));
+			continue;
+		}
+		ep = wr->waiter;
+		err = clanq_vwrite_send(wr, b);
+		/* failed, @wr is gone: the engine hears it from us */
+		if (err)
+			clanq_engine_write_done(ep, err);
+		clanq_kep_put(ep);	/* the post took its own */
+	}
 }
 
 /* Page-space offset of @w's first byte at the exporter. */
