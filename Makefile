@@ -222,7 +222,7 @@ module-debug:
 # builds a gcov-profiled copy, CLANQ_GCOV=y, in its own: debug-gcov)
 CLANQ_MODNAME ?= debug
 module-debug-build:
-	$(call kbuild,$(CLANQ_MODNAME),$(DEBUG_KDIR),driver)
+	$(call kbuild,$(CLANQ_MODNAME),$(DEBUG_KDIR),driver,CLANQ_TEST=y)
 	$(call kbuild,$(CLANQ_MODNAME),$(DEBUG_KDIR),tests/kunit)
 
 # ---- the two commands and their parts ---------------------------------------

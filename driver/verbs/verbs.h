@@ -214,6 +214,12 @@ extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
 extern bool clanq_v_write_imm;
+#ifdef CLANQ_TEST_KNOBS
+extern bool clanq_v_test_deaf;
+#define clanq_v_deaf()	READ_ONCE(clanq_v_test_deaf)
+#else
+#define clanq_v_deaf()	false
+#endif
 /* guards peer->conn and clanq_v_conns */
 extern spinlock_t clanq_v_lock;
 extern struct list_head clanq_v_conns;

@@ -41,6 +41,13 @@ bool clanq_v_write_imm = true;
 module_param_named(write_imm, clanq_v_write_imm, bool, 0644);
 MODULE_PARM_DESC(write_imm, "Tell the exporter what a write changed in the write itself (RDMA WRITE with immediate) where it can, instead of a second message after it (default on; iWARP devices never can)");
 
+#ifdef CLANQ_TEST_KNOBS
+/* tests/integration/test_verbs.c "deaf": a hostile peer, in test builds only */
+bool clanq_v_test_deaf;
+module_param_named(test_deaf, clanq_v_test_deaf, bool, 0644);
+MODULE_PARM_DESC(test_deaf, "Test builds only: take no more messages (receives are not posted again), as a peer that stops acknowledging does");
+#endif
+
 DEFINE_SPINLOCK(clanq_v_lock);
 LIST_HEAD(clanq_v_conns);
 struct workqueue_struct *clanq_v_wq;

@@ -24,6 +24,14 @@
  *   test_verbs device-gone host a: its RDMA device is deleted under a live
  *                          connection, then added again: errors, then a
  *                          new connection (RDMADEV, RDMATYPE, NETDEV)
+ *   test_verbs deaf        host a: b is told to stop taking messages (a
+ *                          hostile peer: clanq_verbs test_deaf, in test
+ *                          builds); a's OOB sends fill the connection's
+ *                          send slots and an RDMA write waits for one: it
+ *                          fails in bounded time, and RDMA between a's
+ *                          own processes on the same NIC goes on meanwhile
+ *                          with its latency bounded (the engine does not
+ *                          wait for that peer); then a new connection
  *   test_verbs survivor    host a: b is told to die mid-stream; a's sends
  *                          turn into errors in bounded time, never a hang
  *
@@ -80,6 +88,7 @@
 #define T_TWSTATE	7u
 #define T_FREE		8u
 #define T_FIRED		9u	/* b -> a, unasked: an armed tripwire fired */
+#define T_DEAF		10u	/* a -> b: be deaf (clanq_verbs test_deaf) for arg s */
 #define T_REPLY		0x40u	/* the answer to type t is t | T_REPLY */
 #define NOBODY_ID	4242u	/* no endpoint has it on the peer */
 #define SEC		1000000000ll
@@ -498,9 +507,25 @@ static void x_close(struct xserve *s)
 	}
 }
 
+#define DEAF_PARAM	"/sys/module/clanq_verbs/parameters/test_deaf"
+
+/* clanq_verbs' test knob: take no more messages (a test build has it). */
+static int set_deaf(bool deaf)
+{
+	int fd = open(DEAF_PARAM, O_WRONLY), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, deaf ? "Y" : "N", 1) != 1)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 static int serve(void)
 {
 	static struct xserve s;
+	int64_t deaf_until = 0;
 	struct clanq_ep_attr attr = { .oob_slots = 512, .service = ECHO_SERVICE };
 	struct clanq_oob_msg m;
 	int64_t deadline = now_ns() + 600 * SEC;
@@ -515,6 +540,10 @@ static int serve(void)
 	printf("serve: echo service at %u:%u\n", s.ep.addr.node, s.ep.addr.id);
 	fflush(stdout);
 	while (now_ns() < deadline) {
+		if (deaf_until && now_ns() > deaf_until) {
+			deaf_until = 0;
+			printf("serve: hearing again: %s\n", set_deaf(false) ? "failed" : "done");
+		}
 		x_tw_poll(&s);
 		if (clanq_oob_recv(&s.ep, &m)) {
 			itest_sleep_ns(20000);
@@ -530,11 +559,24 @@ static int serve(void)
 			       (unsigned long long)s.fired,
 			       (unsigned long long)s.send_errors,
 			       (unsigned long long)dropped);
+			if (deaf_until)
+				set_deaf(false);
 			x_close(&s);
 			clanq_ep_destroy(&s.ep);
 			if (m.type == T_DIE)
 				return 42;
 			return dropped || s.send_errors ? 1 : 0;
+		}
+		if (m.type == T_DEAF) {
+			uint32_t secs = 0;
+
+			memcpy(&secs, m.payload, sizeof(secs));
+			secs = secs < 60 ? secs : 60;
+			err = set_deaf(true);
+			printf("serve: deaf for %u s at %u:%u's word: %s\n", secs,
+			       m.src.node, m.src.id, err ? strerror(-err) : "done");
+			deaf_until = now_ns() + secs * SEC;
+			continue;
 		}
 		if (x_request(&s, &m))
 			continue;
@@ -2410,6 +2452,186 @@ static int device_gone(void)
 	return 0;
 }
 
+#define DEAF_SECS	20	/* how long b stays deaf */
+#define DEAF_PROBE_SECS	12	/* how long a's own RDMA is timed meanwhile */
+#define DEAF_WRITE_AT	2	/* s after the flood starts: the remote write */
+
+/*
+ * A child of deaf(): RDMA writes between two regions of this host (the
+ * loop wire, the same NIC's engine), one at a time for @secs, 64 bytes
+ * each; writes the longest round trip (ns) and the count to @fd.
+ */
+static void deaf_probe(int fd, int secs)
+{
+	struct clanq_region src, dst;
+	struct clanq_rdma_comp c;
+	struct clanq_dev d;
+	struct clanq_ap ap;
+	struct clanq_ep ep;
+	int64_t end, t, r[2] = { -1, 0 };
+	uint64_t key, n = 0;
+
+	if (clanq_open_nic(&d, 0) || clanq_ep_create(&d, &ep, 64) ||
+	    clanq_region_alloc(&d, &src, 4096) || clanq_region_alloc(&d, &dst, 4096) ||
+	    clanq_region_export(&dst, CLANQ_RIGHT_WRITE, &key) ||
+	    clanq_ap_import(&d, &ap, dst.addr, key, 0, 4096, CLANQ_RIGHT_WRITE))
+		goto out;
+	r[0] = 0;
+	for (end = now_ns() + secs * SEC; now_ns() < end; n++) {
+		struct clanq_rdma_req q = itest_rdma_req(src.addr.id, ap.id, 0, 0, 64,
+							 n, REQ_DONE);
+
+		t = now_ns();
+		if (clanq_rdma_post(&ep, &q)) {
+			r[0] = -1;
+			break;
+		}
+		while (clanq_rdma_poll(&ep, &c))
+			if (now_ns() - t > 30 * SEC)
+				goto out;
+		t = now_ns() - t;
+		if (c.status)
+			break;
+		r[0] = t > r[0] ? t : r[0];
+		itest_sleep_ns(2000000);
+	}
+	r[1] = (int64_t)n;
+out:
+	if (write(fd, r, sizeof(r)) != sizeof(r))
+		_exit(1);
+	_exit(0);
+}
+
+/* A child of deaf(): OOB messages to b's echo, as fast as they go, @secs. */
+static void deaf_flood(int secs)
+{
+	struct clanq_oob_msg m;
+	struct clanq_dev d;
+	struct clanq_ep ep;
+	int64_t end = now_ns() + secs * SEC;
+	unsigned int sent = 0, failed = 0;
+	int err, last = 0;
+
+	if (clanq_open_nic(&d, 0) || clanq_ep_create(&d, &ep, 64))
+		_exit(1);
+	while (now_ns() < end) {
+		err = itest_send(&ep, echo_addr(), T_DATA, 0xdeaf, sent);
+		if (err) {
+			failed++;
+			last = err;
+		} else {
+			sent++;
+		}
+		while (!clanq_oob_recv(&ep, &m))
+			;
+	}
+	printf("deaf: the flood: %u OOB messages sent, %u refused (the last: %s)\n",
+	       sent, failed, last ? strerror(-last) : "none");
+	_exit(0);
+}
+
+/*
+ * b stops taking messages (a hostile peer, or a dead one whose link
+ * stays up); a fills its connection's send slots with OOB messages and
+ * then writes to b's region. The write fails in bounded time (the peer
+ * acknowledged nothing for ack_ms), and meanwhile RDMA between a's own
+ * regions, through the same engine, keeps its latency: the engine never
+ * waits for a send slot (issue 28, item 7). Then b hears again and a new
+ * connection carries traffic.
+ */
+static int deaf(void)
+{
+	struct xmsg q = { .arg = { 64 * KiB, CLANQ_RIGHT_WRITE, X_ALLOC } }, a;
+	struct clanq_region src;
+	struct clanq_rdma_comp c;
+	struct clanq_rdma_req w;
+	struct clanq_oob_msg m;
+	struct clanq_ep ep;
+	struct clanq_ap ap;
+	int64_t t0, t, probe[2] = { -1, 0 };
+	uint32_t secs = DEAF_SECS;
+	pid_t prober, flooder;
+	int fds[2], err, st, wstatus;
+
+	if (clanq_ep_create(&dev, &ep, 64) || clanq_region_alloc(&dev, &src, 4096))
+		return 1;
+	if (first_echo(&ep, 0xdea0, 60) < 0) {
+		fprintf(stderr, "deaf: no echo from node %u\n", peer_node);
+		return 1;
+	}
+	err = x_ask(&ep, T_REGION, &q, &a, &m);
+	if (err || a.status) {
+		fprintf(stderr, "deaf: b's region: %s\n", strerror(-(err ?: a.status)));
+		return 1;
+	}
+	err = clanq_ap_import(&dev, &ap, itest_addr_unpack(a.arg[1]), a.arg[0], 0,
+			      64 * KiB, CLANQ_RIGHT_WRITE);
+	if (err) {
+		fprintf(stderr, "deaf: import of b's region: %s\n", strerror(-err));
+		return 1;
+	}
+	if (clanq_oob_send(&ep, echo_addr(), T_DEAF, &secs, sizeof(secs)))
+		return 1;
+	t0 = now_ns();
+	itest_sleep_ns(SEC / 2);
+	if (pipe(fds))
+		return 1;
+	prober = fork();
+	if (!prober)
+		deaf_probe(fds[1], DEAF_PROBE_SECS);
+	flooder = fork();
+	if (!flooder)
+		deaf_flood(DEAF_PROBE_SECS - 2);
+	itest_sleep_ns(DEAF_WRITE_AT * SEC);
+	/* the slots are taken: this write waits for one, off the engine */
+	w = itest_rdma_req(src.addr.id, ap.id, 0, 0, 4096, 0xdeaf, REQ_DONE);
+	t = now_ns();
+	wstatus = clanq_rdma_post(&ep, &w);
+	while (!wstatus && clanq_rdma_poll(&ep, &c)) {
+		if (now_ns() - t > 30 * SEC) {
+			wstatus = 1;	/* no completion */
+			break;
+		}
+		itest_sleep_ns(1000000);
+	}
+	if (!wstatus)
+		wstatus = c.status;
+	t = now_ns() - t;
+	waitpid(flooder, &st, 0);
+	waitpid(prober, &st, 0);
+	if (read(fds[0], probe, sizeof(probe)) != sizeof(probe))
+		probe[0] = -1;
+	printf("deaf: the write to the deaf peer: %s after %.0f ms\n",
+	       wstatus == 1 ? "no completion in 30 s" :
+	       wstatus ? strerror(-wstatus) : "written", t / 1e6);
+	printf("deaf: RDMA within this host meanwhile: %lld round trips, the longest %.1f ms\n",
+	       (long long)probe[1], probe[0] / 1e6);
+	clanq_ap_close(&ap);
+	/* wait for b to hear again, then traffic makes a new connection */
+	t = t0 + (DEAF_SECS + 1) * SEC - now_ns();
+	if (t > 0)
+		itest_sleep_ns(t);
+	t = first_echo(&ep, 0xdea1, 60);
+	printf("deaf: b hears again: %s %.0f ms\n", t < 0 ? "no echo in" : "an echo after",
+	       (t < 0 ? 60 * SEC : t) / 1e6);
+	clanq_region_free(&src);
+	clanq_ep_destroy(&ep);
+	/* the peer acknowledged nothing: failed, in bounded time */
+	if (wstatus >= 0) {
+		fprintf(stderr, "deaf: want the write to the deaf peer to fail\n");
+		return 1;
+	}
+	if (probe[0] < 0 || probe[1] < 10 || probe[0] > SEC) {
+		fprintf(stderr, "deaf: want RDMA within this host to go on, each round trip under 1 s\n");
+		return 1;
+	}
+	if (t < 0) {
+		fprintf(stderr, "deaf: want b to answer again\n");
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * The peer powers off mid-stream. Our sends keep being accepted until
  * the connection's retries run out; then they fail, and each later one
@@ -2494,6 +2716,8 @@ int main(int argc, char **argv)
 		rc = reconnect();
 	else if (!strcmp(argv[1], "survivor"))
 		rc = survivor();
+	else if (!strcmp(argv[1], "deaf"))
+		rc = deaf();
 	else if (!strcmp(argv[1], "device-gone"))
 		rc = device_gone();
 	else

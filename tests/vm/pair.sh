@@ -39,6 +39,12 @@
 #                 directions, many endpoints, notices, events, counters)
 #   verbs-reload  b unloads and reloads clanq_verbs under live
 #                 connections; a's traffic makes a new connection
+#   verbs-deaf    b stops taking messages (clanq_verbs test_deaf, a knob
+#                 of the debug build): a's OOB messages fill the
+#                 connection's send slots, an RDMA write to b waits for
+#                 one and fails in bounded time, while RDMA among a's own
+#                 processes keeps its latency (the engine never waits for
+#                 a peer); then b hears again and traffic reconnects
 #   verbs-device-gone  a deletes its RDMA device under a live connection:
 #                 errors, then with the device back a new connection
 #   verbs-die     a tells b to die and keeps sending; b powers off on
@@ -457,6 +463,7 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		# test_verbs prints its own cmocka lines, counted one by one
 		RDMADEV=$rdev test_verbs || failed=$((failed + 1))
 		step verbs-reconnect test_verbs reconnect
+		step verbs-deaf test_verbs deaf
 		RDMADEV=$rdev RDMATYPE=${rdev%0} NETDEV=$netdev \
 			step verbs-device-gone test_verbs device-gone
 		step verbs-survivor test_verbs survivor
