@@ -365,7 +365,7 @@ static void test_largest(void **state)
 			break;
 	fclose(f);
 	/* the receiver's buffer, and room to spare for the rest */
-	while (len > BIG && len > avail_kb * 1024 * 6 / 10)
+	while (len > BIG && len > avail_kb * 1024 * 8 / 10)
 		len /= 2;
 	printf("largest message: %llu MiB (%s; MemAvailable %llu MiB)\n",
 	       (unsigned long long)(len >> 20),
