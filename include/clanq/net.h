@@ -223,7 +223,7 @@ void clanq_conn_set_cookie(struct clanq_conn *c, uint64_t cookie);
 /** What a connection counts, both directions. */
 struct clanq_conn_stats {
 	uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
-	uint64_t rdma_sends;	/**< messages the RDMA engine carried */
+	uint64_t rdma_sends;	/**< records the RDMA engine carried (a large message: each piece) */
 	uint64_t credit_waits;	/**< sends that found no room in the peer's ring */
 };
 
