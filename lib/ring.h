@@ -56,7 +56,7 @@
  */
 #define CLANQ_REC_LARGE		4u
 #define CLANQ_REC_FRAG		5u
-#define CLANQ_MSG_LARGE_MAX	(1ull << 30)	/* include/clanq/net.h: CLANQ_CONN_MSG_MAX */
+#define CLANQ_MSG_LARGE_MAX	0x40000000ull	/* 1 GiB: net.h CLANQ_CONN_MSG_MAX */
 
 /* The header of a receive ring; every word is written by the peer. */
 struct clanq_ring_hdr {

@@ -223,7 +223,7 @@ void clanq_conn_set_cookie(struct clanq_conn *c, uint64_t cookie);
 /** What a connection counts, both directions. */
 struct clanq_conn_stats {
 	uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
-	uint64_t rdma_sends;	/**< records the RDMA engine carried (a large message: each piece) */
+	uint64_t rdma_sends;	/**< records the RDMA engine carried (each piece of a large one) */
 	uint64_t credit_waits;	/**< sends that found no room in the peer's ring */
 };
 
@@ -288,7 +288,7 @@ bool clanq_conn_readable(struct clanq_conn *c);
  * peer claims.
  */
 /** The longest message, whatever the rings: 1 GiB. */
-#define CLANQ_CONN_MSG_MAX	(1ull << 30)
+#define CLANQ_CONN_MSG_MAX	0x40000000ull
 
 /**
  * \brief The longest message c sends in one record of the peer's ring
