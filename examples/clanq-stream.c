@@ -13,6 +13,11 @@
  * duplicated, reordered or damaged fails the run (exit 1). --no-check
  * skips the payload's checksum on both sides (the sequence and the
  * totals are still checked), to see the transfer alone.
+ *
+ * A message longer than one record of the receiver's ring (with
+ * --default-ring, anything over about 2,000 bytes) is never whole in
+ * the ring: clanq_recv_peek() leaves it queued (-EMSGSIZE), and the
+ * receiver asks its size (clanq_recv_size) and copies it out instead.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -53,6 +58,8 @@ static void usage(void)
 	       "  -t, --seconds S      send for S seconds instead\n"
 	       "  -x, --streams N      receiver: exit after N streams (default 1)\n"
 	       "      --ring BYTES     the receiver's ring (default 4 messages, >= 256k)\n"
+	       "      --default-ring   the library's default rings (one page): longer\n"
+	       "                       messages go through them in pieces\n"
 	       "      --rdma-threshold B  messages of B bytes or more by RDMA\n"
 	       "      --rdma-only      every message by the RDMA engine\n"
 	       "      --no-check       sender: no payload checksums (the sequence and\n"
@@ -80,9 +87,39 @@ static uint64_t checksum(const uint8_t *p, size_t len)
 	return a ^ (b << 1) ^ len;
 }
 
+/*
+ * The next message: in place in the ring if it is whole there, else
+ * copied into *buf (grown to fit; *cap its size). *peeked says which,
+ * for clanq_recv_done().
+ */
+static ssize_t next_message(struct clanq_conn *c, const uint8_t **data,
+			    uint8_t **buf, size_t *cap, bool *peeked)
+{
+	ssize_t n = clanq_recv_peek(c, (const void **)data, 0);
+	uint8_t *p;
+
+	*peeked = n > 0;
+	if (n != -EMSGSIZE)
+		return n;
+	n = clanq_recv_size(c, 0);
+	if (n <= 0)
+		return n;
+	if ((size_t)n > *cap) {
+		p = realloc(*buf, (size_t)n);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = (size_t)n;
+	}
+	*data = *buf;
+	return clanq_recv(c, *buf, *cap, 0);
+}
+
 static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 		    unsigned int service, unsigned long long streams)
 {
+	uint8_t *buf = NULL;
+	size_t cap = 0;
 	struct clanq_listener *l;
 	int err, bad = 0;
 
@@ -96,7 +133,7 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 		struct stream_hdr h;
 		struct clanq_conn *c;
 		const uint8_t *data;
-		bool ended = false;
+		bool ended = false, peeked;
 		ssize_t n;
 
 		err = clanq_accept(l, &c, NULL, -1);
@@ -104,7 +141,7 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 			ex_fail("accept", err);
 		(void)clanq_ctx_entries(dev, &e0);
 		for (;;) {
-			n = clanq_recv_peek(c, (const void **)&data, 0);
+			n = next_message(c, &data, &buf, &cap, &peeked);
 			if (n <= 0)
 				break;
 			if (!t0)
@@ -124,7 +161,8 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 						(unsigned long long)bytes);
 					bad = 1;
 				}
-				clanq_recv_done(c);
+				if (peeked)
+					clanq_recv_done(c);
 				continue;	/* then end of stream */
 			}
 			if (h.seq != seq) {
@@ -145,7 +183,8 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 			}
 			bytes += (uint64_t)n - HDR;
 			seq++;
-			clanq_recv_done(c);
+			if (peeked)
+				clanq_recv_done(c);
 		}
 		t1 = clanq_now_ns();
 		(void)clanq_ctx_entries(dev, &e1);
@@ -174,12 +213,13 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 			break;
 	}
 	clanq_listener_close(l);
+	free(buf);
 	return bad ? EX_FAIL : 0;
 }
 
 static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int node,
 		  unsigned int service, size_t size, unsigned long long total,
-		  unsigned long long seconds, struct clanq_conn_opts *co)
+		  unsigned long long seconds, struct clanq_conn_opts *co, bool default_ring)
 {
 	size_t payload = size - HDR;
 	uint8_t *pattern = malloc(PATTERN + payload);
@@ -198,17 +238,12 @@ static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int nod
 		x ^= x << 17;
 		pattern[i] = (uint8_t)x;
 	}
-	if (!co->rx_ring)
+	if (!co->rx_ring && !default_ring)
 		co->tx_ring = (uint32_t)(4 * size + 64 < (256u << 10) ? 256u << 10 : 4 * size + 64);
 	err = ex_connect(net, &c, node, service, co);
 	if (err)
 		ex_fail(err == -ECONNREFUSED ? "connect: refused (is the receiver there?)" :
 			"connect", err);
-	if (clanq_conn_max_msg(c) < size) {
-		fprintf(stderr, "%s: %zu-byte messages do not fit the receiver's ring "
-			"(at most %zu)\n", ex_prog, size, clanq_conn_max_msg(c));
-		return EX_USAGE;
-	}
 	(void)clanq_ctx_entries(dev, &e0);
 	t0 = clanq_now_ns();
 	deadline = seconds ? t0 + seconds * 1000000000ull : ~0ull;
@@ -232,9 +267,11 @@ static int sender(struct clanq_dev *dev, struct clanq_net *net, unsigned int nod
 	t1 = clanq_now_ns();
 	(void)clanq_ctx_entries(dev, &e1);
 	clanq_conn_stats(c, &st);
-	printf("sent: %llu messages of %zu bytes, %.1f MiB in %.3f s: %.1f MiB/s, "
-	       "%.4f system calls/msg, %llu waits for credit, %llu by RDMA\n",
-	       (unsigned long long)seq, size, (double)bytes / 1048576.0,
+	printf("sent: %llu messages of %zu bytes (%s), %.1f MiB in %.3f s: %.1f MiB/s, "
+	       "%.4f system calls/msg, %llu waits for credit, %llu records by RDMA\n",
+	       (unsigned long long)seq, size,
+	       size <= clanq_conn_eager_max(c) ? "one record each" : "in pieces",
+	       (double)bytes / 1048576.0,
 	       (double)(t1 - t0) / 1e9,
 	       (double)bytes / 1048576.0 / ((double)(t1 - t0) / 1e9),
 	       (double)(e1 - e0 - 1) / (double)(seq + 1),
@@ -259,13 +296,14 @@ int main(int argc, char **argv)
 		{ "rdma-threshold", required_argument, NULL, 'H' },
 		{ "rdma-only", no_argument, NULL, 'O' },
 		{ "no-check", no_argument, NULL, 'C' },
+		{ "default-ring", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	unsigned long long size = 64 << 10, total = 256ull << 20, seconds = 0, streams = 1;
 	unsigned int nic = 0, service = 9, node = 0;
 	struct clanq_conn_opts co = { 0 };
-	bool listen = false, to = false;
+	bool listen = false, to = false, default_ring = false;
 	struct clanq_net *net;
 	struct clanq_dev dev;
 	int opt, rc;
@@ -288,6 +326,7 @@ int main(int argc, char **argv)
 								    1, 1u << 30); break;
 		case 'O': co.flags |= CLANQ_CONN_RDMA_ONLY; break;
 		case 'C': no_check = true; break;
+		case 'D': default_ring = true; break;
 		case 'h': usage(); return 0;
 		default: ex_usage_error("unknown option");
 		}
@@ -301,7 +340,8 @@ int main(int argc, char **argv)
 	if (listen)
 		rc = receiver(&dev, net, service, streams);
 	else
-		rc = sender(&dev, net, node, service, (size_t)size, total, seconds, &co);
+		rc = sender(&dev, net, node, service, (size_t)size, total, seconds, &co,
+			    default_ring);
 	clanq_net_close(net);
 	clanq_close(&dev);
 	return rc;

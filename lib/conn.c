@@ -455,7 +455,8 @@ int clanq_conn_close(struct clanq_conn *c)
 
 size_t clanq_conn_max_msg(const struct clanq_conn *c)
 {
-	return clanq_ring_max_msg(c->tx_cap);
+	(void)c;
+	return CLANQ_CONN_MSG_MAX;	/* lib/msg.c: larger ones go in pieces */
 }
 
 enum clanq_conn_state clanq_conn_state(const struct clanq_conn *c)

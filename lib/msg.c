@@ -14,6 +14,11 @@
  * Credit: the receiver hands back what it consumed through the
  * sender's hdr.credit: with its next send, every quarter ring, before
  * it blocks, or when the sender asks (hdr.want) because it waits.
+ *
+ * A message longer than a record can be is a LARGE record (its length)
+ * and FRAG records after it (ring.h), sent and received by the same
+ * steps as any record: the same credit, want word and tripwire, so the
+ * wake-up rules are those of every message (docs/decisions.md).
  */
 #include <errno.h>
 #include <string.h>
@@ -258,14 +263,19 @@ bool clanq_conn_readable(struct clanq_conn *c)
  * (a sender waiting for it asks through hdr.want, which a receiver
  * answers when it finds its ring empty, and before it blocks).
  */
-static void clanq_conn_consume(struct clanq_conn *c)
+static void clanq_conn_skip(struct clanq_conn *c)
 {
-	c->msgs_in++;
-	c->bytes_in += c->peek_len;
 	clanq_conn_rx_advance(c, c->peek_size);
 	c->peek_size = 0;
 	if (clanq_ring_credit_due(c->rx_cap, c->rx_head, c->rx_returned))
 		(void)clanq_conn_return_credit(c);
+}
+
+static void clanq_conn_consume(struct clanq_conn *c)
+{
+	c->msgs_in++;
+	c->bytes_in += c->peek_len;
+	clanq_conn_skip(c);
 }
 
 /*
@@ -356,19 +366,208 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 	}
 }
 
-static ssize_t __attribute__((noinline))
-clanq_recv_slow(struct clanq_conn *c, void *buf, size_t len, unsigned int flags)
+/*
+ * Where the next byte of a message goes to (receive) or comes from
+ * (send) in an array of iovecs: lengths were summed by the caller, so
+ * a copy of up to that sum never runs past the array.
+ */
+struct clanq_iov_cur {
+	const struct iovec *iov;
+	size_t off;		/* into *iov */
+};
+
+static void clanq_iov_put(struct clanq_iov_cur *cur, const char *src, uint64_t len)
+{
+	size_t n;
+
+	while (len) {
+		n = cur->iov->iov_len - cur->off;
+		if (!n) {
+			cur->iov++;
+			cur->off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		memcpy((char *)cur->iov->iov_base + cur->off, src, n);
+		cur->off += n;
+		src += n;
+		len -= n;
+	}
+}
+
+static void clanq_iov_take(char *dst, struct clanq_iov_cur *cur, uint64_t len)
+{
+	size_t n;
+
+	while (len) {
+		n = cur->iov->iov_len - cur->off;
+		if (!n) {
+			cur->iov++;
+			cur->off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		memcpy(dst, (const char *)cur->iov->iov_base + cur->off, n);
+		cur->off += n;
+		dst += n;
+		len -= n;
+	}
+}
+
+/* A message's bytes, and their room, add up to no more than this. */
+#define CLANQ_IOV_SUM_MAX	(1ull << 40)
+
+/* The sum of iov's lengths, saturated at CLANQ_IOV_SUM_MAX; -1: bad args. */
+static int64_t clanq_iov_sum(const struct iovec *iov, int iovcnt)
+{
+	uint64_t sum = 0;
+	int i;
+
+	if (iovcnt < 0 || (iovcnt && !iov))
+		return -1;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -1;
+		if (iov[i].iov_len >= CLANQ_IOV_SUM_MAX - sum)
+			return CLANQ_IOV_SUM_MAX;
+		sum += iov[i].iov_len;
+	}
+	return (int64_t)sum;
+}
+
+/*
+ * The length a LARGE record at our head announces: > 0, or -EPROTO
+ * (and the connection reset) if it is no length a sender may announce.
+ */
+static int64_t clanq_conn_large_len(struct clanq_conn *c)
+{
+	uint64_t total;
+
+	memcpy(&total, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, sizeof(total));
+	if (!clanq_large_len_ok(c->rx_cap, total)) {
+		clanq_conn_reset(c, -EPROTO);
+		return -EPROTO;
+	}
+	return (int64_t)total;
+}
+
+/*
+ * The rest of a large message whose LARGE record is at our head, into
+ * cur (room bytes). Its fragments follow it; once the first is taken
+ * the message is committed, so the rest is waited for even under
+ * CLANQ_MSG_DONTWAIT (a signal does not stop it either): the sender
+ * sends them back to back. If the peer dies or closes first, or writes
+ * anything else, the connection is reset: a message is never reported
+ * whole that was not.
+ */
+static ssize_t clanq_recv_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
+				uint64_t room)
+{
+	int64_t total = clanq_conn_large_len(c);
+	uint64_t left;
+	struct clanq_rec h;
+	int err;
+
+	if (total < 0)
+		return total;
+	if ((uint64_t)total > room) {
+		c->peek_size = 0;	/* queued: clanq_recv_done() must not take it */
+		return -EMSGSIZE;
+	}
+	clanq_conn_skip(c);
+	for (left = (uint64_t)total; left; left -= h.len) {
+		do {
+			err = clanq_conn_wait_msg(c, &h, 0);
+		} while (err == -EINTR);
+		if (err == 1 && (h.type != CLANQ_REC_FRAG || h.len > left))
+			err = -EPROTO;
+		else if (!err)
+			err = -EPIPE;	/* a FIN in the middle */
+		if (err != 1) {
+			clanq_conn_reset(c, err);
+			return c->error;
+		}
+		clanq_iov_put(cur, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, h.len);
+		clanq_conn_skip(c);
+	}
+	c->msgs_in++;
+	c->bytes_in += (uint64_t)total;
+	return total;
+}
+
+/* The next message into cur (room bytes): a record's, or a large one. */
+static ssize_t clanq_recv_cur(struct clanq_conn *c, struct clanq_iov_cur *cur,
+			      uint64_t room, unsigned int flags)
 {
 	struct clanq_rec h;
 	int err = clanq_conn_wait_msg(c, &h, flags);
 
 	if (err <= 0)
 		return err;
-	if (h.len > len)
-		return -EMSGSIZE;
-	memcpy(buf, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, h.len);
-	clanq_conn_consume(c);
-	return h.len;
+	switch (h.type) {
+	case CLANQ_REC_DATA:
+		if (h.len > room)
+			return -EMSGSIZE;
+		clanq_iov_put(cur, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, h.len);
+		clanq_conn_consume(c);
+		return h.len;
+	case CLANQ_REC_LARGE:
+		return clanq_recv_large(c, cur, room);
+	default:		/* a FRAG with no LARGE before it */
+		clanq_conn_reset(c, -EPROTO);
+		return -EPROTO;
+	}
+}
+
+static ssize_t __attribute__((noinline))
+clanq_recv_slow(struct clanq_conn *c, void *buf, size_t len, unsigned int flags)
+{
+	struct iovec iov = { buf, len };
+	struct clanq_iov_cur cur = { &iov, 0 };
+
+	return clanq_recv_cur(c, &cur, len, flags);
+}
+
+ssize_t clanq_recvv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
+		    unsigned int flags)
+{
+	int64_t room = clanq_iov_sum(iov, iovcnt);
+	struct clanq_iov_cur cur = { iov, 0 };
+
+	if (!c || room < 0 || (flags & ~CLANQ_MSG_DONTWAIT))
+		return -EINVAL;
+	return clanq_recv_cur(c, &cur, (uint64_t)room, flags);
+}
+
+ssize_t clanq_recv_size(struct clanq_conn *c, unsigned int flags)
+{
+	struct clanq_rec h;
+	int64_t total;
+	int err;
+
+	if (!c || (flags & ~CLANQ_MSG_DONTWAIT))
+		return -EINVAL;
+	err = clanq_conn_wait_msg(c, &h, flags);
+	if (err <= 0)
+		return err;
+	switch (h.type) {
+	case CLANQ_REC_DATA:
+		return h.len;
+	case CLANQ_REC_LARGE:
+		total = clanq_conn_large_len(c);
+		c->peek_size = 0;
+		return total;
+	default:
+		clanq_conn_reset(c, -EPROTO);
+		return -EPROTO;
+	}
+}
+
+size_t clanq_conn_eager_max(const struct clanq_conn *c)
+{
+	return clanq_ring_max_msg(c->tx_cap);
 }
 
 /*
@@ -411,6 +610,16 @@ ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
 
 	if (err <= 0)
 		return err;
+	if (__builtin_expect(h.type != CLANQ_REC_DATA, 0)) {
+		/* a large message is not in the ring whole: clanq_recv() it */
+		if (h.type == CLANQ_REC_LARGE) {
+			err = (int)clanq_conn_large_len(c);
+			c->peek_size = 0;
+			return err < 0 ? err : -EMSGSIZE;
+		}
+		clanq_conn_reset(c, -EPROTO);
+		return -EPROTO;
+	}
 	*data = c->rx_ring + c->rx_pos + CLANQ_REC_HDR;
 	return h.len;
 }
@@ -477,20 +686,9 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 	}
 }
 
-/* Copy iov (len bytes in all) to dst. */
-static void clanq_iov_copy(char *dst, const struct iovec *iov, int iovcnt)
-{
-	int i;
-
-	for (i = 0; i < iovcnt; i++) {
-		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-		dst += iov[i].iov_len;
-	}
-}
-
 /* Lay out [PAD] record trailer at ring (the peer's, or the stage's). */
 static void clanq_conn_lay(char *ring, uint64_t pos, uint64_t pad, uint16_t type,
-			   const struct iovec *iov, int iovcnt, uint64_t len,
+			   struct clanq_iov_cur *cur, uint64_t len,
 			   uint64_t rec, uint64_t new_tail)
 {
 	struct clanq_rec h = { 0, CLANQ_REC_PAD, 0 };
@@ -503,7 +701,7 @@ static void clanq_conn_lay(char *ring, uint64_t pos, uint64_t pad, uint16_t type
 	h.len = (uint32_t)len;
 	h.type = type;
 	memcpy(ring + pos, &h, sizeof(h));
-	clanq_iov_copy(ring + pos + CLANQ_REC_HDR, iov, iovcnt);
+	clanq_iov_take(ring + pos + CLANQ_REC_HDR, cur, len);
 	memcpy(ring + pos + rec - CLANQ_REC_TRAILER, &new_tail, sizeof(new_tail));
 }
 
@@ -529,7 +727,7 @@ static int clanq_conn_rdma_settle(struct clanq_conn *c)
 
 /* PIO: the record, then the credit we owe and the tail, released ([G]). */
 static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t type,
-				const struct iovec *iov, int iovcnt, uint64_t len,
+				struct clanq_iov_cur *cur, uint64_t len,
 				uint64_t rec, uint64_t new_tail)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
@@ -538,7 +736,7 @@ static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t typ
 	if (err)
 		return err;
 	clanq_conn_lay(c->tx.base + CLANQ_RING_HDR, c->tx_pos, pad,
-		       type, iov, iovcnt, len, rec, new_tail);
+		       type, cur, len, rec, new_tail);
 	if (c->rx_head != c->rx_returned && c->state != CLANQ_CONN_RESET) {
 		__atomic_store_n(&ph->credit, c->rx_head, __ATOMIC_RELEASE);
 		c->rx_returned = c->rx_head;
@@ -559,7 +757,7 @@ static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t typ
  * the engine makes them visible in that order.
  */
 static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t type,
-				 const struct iovec *iov, int iovcnt, uint64_t len,
+				 struct clanq_iov_cur *cur, uint64_t len,
 				 uint64_t rec, uint64_t new_tail, uint64_t cookie)
 {
 	struct clanq_ring_hdr *sh;
@@ -570,7 +768,7 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t ty
 		return err;
 	sh = c->stage.mem;
 	clanq_conn_lay((char *)c->stage.mem + CLANQ_RING_HDR, pos, pad, type,
-		       iov, iovcnt, len, rec, new_tail);
+		       cur, len, rec, new_tail);
 	if (pad) {
 		err = clanq_conn_post(c, CLANQ_RING_HDR + pos, CLANQ_RING_HDR + pos,
 				      CLANQ_REC_HDR, 0, cookie);
@@ -618,7 +816,7 @@ static inline void clanq_conn_tx_advance(struct clanq_conn *c, uint64_t cost)
 }
 
 static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
-			    const struct iovec *iov, int iovcnt, uint64_t len,
+			    struct clanq_iov_cur *cur, uint64_t len,
 			    unsigned int flags)
 {
 	uint64_t rec = clanq_rec_size(len), pad, cost, new_tail, cookie;
@@ -632,13 +830,13 @@ static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
 		return err;
 	new_tail = c->tx_tail + cost;
 	if (c->tx.base && len < c->rdma_threshold) {
-		err = clanq_conn_write_pio(c, pad, type, iov, iovcnt, len, rec,
+		err = clanq_conn_write_pio(c, pad, type, cur, len, rec,
 					   new_tail);
 	} else {
 		cookie = clanq_conn_notice_cookie(c->net, c->slot);
 		if (type == CLANQ_REC_FIN)
 			cookie |= CLANQ_COOKIE_FIN;
-		err = clanq_conn_write_rdma(c, pad, type, iov, iovcnt, len, rec,
+		err = clanq_conn_write_rdma(c, pad, type, cur, len, rec,
 					    new_tail, cookie);
 	}
 	if (err)
@@ -651,24 +849,56 @@ static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
 	return 0;
 }
 
+/*
+ * A message longer than a record: its LARGE record (as any send: no
+ * credit and CLANQ_MSG_DONTWAIT, -EAGAIN and nothing sent), then its
+ * FRAGs, each as long as a record can be, waited for whatever the
+ * flags: the receiver takes each out as it comes and hands its space
+ * back, so the ring, and nothing else, is the window. An error after
+ * the LARGE leaves the peer with half a message: the connection is
+ * reset (the peer sees it when we close).
+ */
+static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
+				 uint64_t len, unsigned int flags)
+{
+	uint64_t frag_max = clanq_ring_max_msg(c->tx_cap), left, n;
+	struct iovec hv = { &len, sizeof(len) };
+	struct clanq_iov_cur hc = { &hv, 0 };
+	int err;
+
+	err = clanq_conn_write(c, CLANQ_REC_LARGE, &hc, sizeof(len), flags);
+	if (err)
+		return err;
+	for (left = len; left; left -= n) {
+		n = left < frag_max ? left : frag_max;
+		do {
+			err = clanq_conn_write(c, CLANQ_REC_FRAG, cur, n, 0);
+		} while (err == -EINTR);	/* fails before it takes bytes */
+		if (err) {
+			clanq_conn_reset(c, err);
+			return c->error;
+		}
+	}
+	c->msgs_out++;
+	c->bytes_out += len;
+	return 0;
+}
+
 int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 		unsigned int flags)
 {
-	uint64_t len = 0;
-	int i;
+	int64_t len = clanq_iov_sum(iov, iovcnt);
+	struct clanq_iov_cur cur = { iov, 0 };
 
-	if (iovcnt < 0 || (iovcnt && !iov) || (flags & ~CLANQ_MSG_DONTWAIT))
+	if (len <= 0 || (flags & ~CLANQ_MSG_DONTWAIT))
 		return -EINVAL;
-	for (i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > (1ull << 40))
-			return -EMSGSIZE;
-		len += iov[i].iov_len;
-	}
-	if (!len)
-		return -EINVAL;
+	if ((uint64_t)len > CLANQ_CONN_MSG_MAX)
+		return -EMSGSIZE;
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return -ENOTCONN;
-	return clanq_conn_write(c, CLANQ_REC_DATA, iov, iovcnt, len, flags);
+	if ((uint64_t)len <= clanq_ring_max_msg(c->tx_cap))
+		return clanq_conn_write(c, CLANQ_REC_DATA, &cur, (uint64_t)len, flags);
+	return clanq_conn_send_large(c, &cur, (uint64_t)len, flags);
 }
 
 /*
@@ -756,7 +986,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	uint64_t deadline;
 	int err;
 
-	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, 0, CLANQ_MSG_DONTWAIT);
+	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, CLANQ_MSG_DONTWAIT);
 	if (err || c->tx.base)
 		return err;
 	deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;

@@ -47,6 +47,16 @@
 #define CLANQ_REC_DATA		1u
 #define CLANQ_REC_PAD		2u
 #define CLANQ_REC_FIN		3u	/* orderly close: no more records */
+/*
+ * A message longer than a record can be (clanq_ring_max_msg()) goes as
+ * a LARGE record, whose payload is its length (a u64), and the FRAG
+ * records that carry its bytes, in order, nothing between them; the
+ * receiver copies each into the application's buffer and hands its
+ * space back, so no side ever holds more than a ring of it.
+ */
+#define CLANQ_REC_LARGE		4u
+#define CLANQ_REC_FRAG		5u
+#define CLANQ_MSG_LARGE_MAX	0x40000000ull	/* 1 GiB: net.h CLANQ_CONN_MSG_MAX */
 
 /* The header of a receive ring; every word is written by the peer. */
 struct clanq_ring_hdr {
@@ -162,12 +172,35 @@ clanq_ring_check_at(uint64_t cap, uint64_t head, uint64_t pos, uint64_t tail,
 			return CLANQ_REC_BAD;
 		break;
 	default:
-		return CLANQ_REC_BAD;
+		/*
+		 * A LARGE says only the length; a FRAG carries bytes. (Here,
+		 * not as cases of their own: the small message's path stays
+		 * as it was, instruction for instruction.)
+		 */
+		if ((h.type != CLANQ_REC_LARGE && h.type != CLANQ_REC_FRAG) ||
+		    h.len > clanq_ring_max_msg(cap) || !h.len ||
+		    (h.type == CLANQ_REC_LARGE && h.len != sizeof(uint64_t)))
+			return CLANQ_REC_BAD;
+		n = clanq_rec_size(h.len);
+		if (pos + n > cap)
+			return CLANQ_REC_BAD;
+		break;
 	}
 	if (n > avail)
 		return CLANQ_REC_BAD;
 	*size = n;
 	return CLANQ_REC_OK;
+}
+
+/*
+ * The length a LARGE record announces (untrusted): longer than a record
+ * of a ring of cap bytes takes (or it would have been a DATA record), no
+ * longer than the limit. The receiver allocates nothing for it: the
+ * bytes go into the application's buffer, fragment by fragment.
+ */
+static inline int clanq_large_len_ok(uint64_t cap, uint64_t total)
+{
+	return total > clanq_ring_max_msg(cap) && total <= CLANQ_MSG_LARGE_MAX;
 }
 
 /*

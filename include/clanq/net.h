@@ -198,7 +198,10 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn **cp,
  */
 int clanq_conn_close(struct clanq_conn *c);
 
-/** \brief The longest message c can send. */
+/**
+ * \brief The longest message c can send: CLANQ_CONN_MSG_MAX, whatever
+ * the rings (see clanq_conn_eager_max() for the longest in one record).
+ */
 size_t clanq_conn_max_msg(const struct clanq_conn *c);
 
 /** \brief Where c stands (enum clanq_conn_state). */
@@ -220,7 +223,7 @@ void clanq_conn_set_cookie(struct clanq_conn *c, uint64_t cookie);
 /** What a connection counts, both directions. */
 struct clanq_conn_stats {
 	uint64_t msgs_in, msgs_out, bytes_in, bytes_out;
-	uint64_t rdma_sends;	/**< messages the RDMA engine carried */
+	uint64_t rdma_sends;	/**< records the RDMA engine carried (each piece of a large one) */
 	uint64_t credit_waits;	/**< sends that found no room in the peer's ring */
 };
 
@@ -232,6 +235,9 @@ void clanq_conn_stats(const struct clanq_conn *c, struct clanq_conn_stats *stats
  * Without credit it blocks (spins, then waits for the peer's credit in
  * the driver), or with CLANQ_MSG_DONTWAIT returns -EAGAIN. No system
  * call while the peer polls; one (the flush) when it is blocked.
+ * A message longer than clanq_conn_eager_max() goes through the ring in
+ * pieces: once its first is sent the call waits for room for the rest,
+ * whatever the flags (an error then resets the connection).
  * \return 0; -EMSGSIZE; -EINVAL for len 0; -EAGAIN; -EPIPE after the
  *         peer closed; -ECONNRESET; -EPROTO if the peer broke the ring.
  */
@@ -245,9 +251,14 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 /**
  * \brief Receive one message into buf (len bytes of room). Blocks (spin,
  * then the tripwire on our ring's tail) unless CLANQ_MSG_DONTWAIT.
+ * A large message (longer than the peer's clanq_conn_eager_max()) is
+ * copied into buf piece by piece as the peer sends them: once it has
+ * begun the call waits for the rest, whatever the flags; a peer that
+ * dies or closes first resets the connection (-ECONNRESET, -EPIPE).
  * \return its length (> 0); 0 at end of stream (the peer closed);
- *         -EMSGSIZE if it is longer than len (it stays queued); -EAGAIN;
- *         -ECONNRESET; -EPROTO; -EINTR.
+ *         -EMSGSIZE if it is longer than len (it stays queued:
+ *         clanq_recv_size() says how long); -EAGAIN; -ECONNRESET;
+ *         -EPROTO; -EINTR.
  */
 ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 		   unsigned int flags);
@@ -255,7 +266,9 @@ ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 /**
  * \brief Zero copy: the next message, in place in the ring, until
  * clanq_recv_done(). The peer cannot overwrite it meanwhile without
- * breaking the protocol (it has no credit for that space).
+ * breaking the protocol (it has no credit for that space). Only for a
+ * message that fits in one record: a large one is never whole in the
+ * ring, and is left queued with -EMSGSIZE (clanq_recv() takes it).
  * \return its length (> 0) with *data set; as clanq_recv() otherwise.
  */
 ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
@@ -266,6 +279,39 @@ void clanq_recv_done(struct clanq_conn *c);
 
 /** \brief Is a message (or the end) there to receive? No system call. */
 bool clanq_conn_readable(struct clanq_conn *c);
+
+/*
+ * Messages of any size (lib/msg.c). A message longer than one record
+ * of the peer's ring travels through that ring as a LARGE record and
+ * fragments, copied straight from the sender's buffers into the
+ * receiver's: neither side allocates anything for it, whatever the
+ * peer claims.
+ */
+/** The longest message, whatever the rings: 1 GiB. */
+#define CLANQ_CONN_MSG_MAX	0x40000000ull
+
+/**
+ * \brief The longest message c sends in one record of the peer's ring
+ * (half the ring less 16 bytes): the eager size. Longer ones, up to
+ * clanq_conn_max_msg(), go in pieces; clanq_recv_peek() sees only these.
+ */
+size_t clanq_conn_eager_max(const struct clanq_conn *c);
+
+/**
+ * \brief clanq_recv() into the concatenation of iov[0 .. iovcnt): the
+ * message is scattered across them in order; the room is their sum.
+ * \return as clanq_recv(); -EINVAL for a bad iov or flags.
+ */
+ssize_t clanq_recvv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
+		    unsigned int flags);
+
+/**
+ * \brief The length of the next message, which stays queued: to size
+ * the buffer for clanq_recv(). Blocks as clanq_recv() does.
+ * \return its length (> 0); 0 at end of stream; -EAGAIN; -ECONNRESET;
+ *         -EPROTO (a length the peer may not announce); -EINVAL.
+ */
+ssize_t clanq_recv_size(struct clanq_conn *c, unsigned int flags);
 
 /** What clanq_net_wait() reports. */
 #define CLANQ_NET_IN		0x01u	/**< a message, or end of stream */

@@ -116,7 +116,7 @@ static void echo_client(void *p)
 		err = clanq_connect(net, &c, 0, SERVICE, &a->opts);
 	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
 	CHILD_CHECK_INT(err, 0);
-	max = clanq_conn_max_msg(c);
+	max = clanq_conn_eager_max(c);
 	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e0), 0);
 	for (unsigned int i = 0; i < a->msgs; i++) {

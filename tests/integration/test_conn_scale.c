@@ -936,7 +936,7 @@ static void slow_sender(void *p)
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
 	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
 	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_SLOW, NULL, NULL), 0);
-	max = clanq_conn_max_msg(c);		/* one page of ring */
+	max = clanq_conn_eager_max(c);	/* one page of ring */
 	CHILD_CHECK(max >= 1000 && max < sizeof(buf));
 	for (; seq < SLOW_BLOCKING; seq++) {
 		len = max / 2 + itest_rand(&rng) % (max / 2 + 1);

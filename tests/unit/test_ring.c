@@ -141,6 +141,16 @@ static int ref_check(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_re
 		if (pos + n > cap)
 			return CLANQ_REC_BAD;
 		break;
+	case CLANQ_REC_LARGE:
+	case CLANQ_REC_FRAG:
+		/* a LARGE is its message's length (8 bytes), a FRAG not empty */
+		if (h.len == 0 || h.len > ref_max_len(cap) ||
+		    (h.type == CLANQ_REC_LARGE && h.len != 8))
+			return CLANQ_REC_BAD;
+		n = ref_rec(h.len);
+		if (pos + n > cap)
+			return CLANQ_REC_BAD;
+		break;
 	default:
 		return CLANQ_REC_BAD;
 	}
@@ -424,7 +434,8 @@ static void test_check_against_reference(void **state)
 {
 	static const uint64_t small[] = { 64, 72, 80, 136 };
 	static const uint16_t types[] = {
-		0, CLANQ_REC_DATA, CLANQ_REC_PAD, CLANQ_REC_FIN, 4, 0x8001, 0xffff,
+		0, CLANQ_REC_DATA, CLANQ_REC_PAD, CLANQ_REC_FIN, CLANQ_REC_LARGE,
+		CLANQ_REC_FRAG, 6, 0x8001, 0xffff,
 	};
 	unsigned long checked = 0;
 	unsigned int c, j, n, ty;
@@ -1090,7 +1101,7 @@ static bool try_send(struct model *m, uint64_t len, uint16_t type, bool fresh)
 static void receiver_probes(struct model *m, struct clanq_rec h, uint64_t n,
 			    uint64_t tail)
 {
-	static const uint16_t bad_types[] = { 0, 4, 5, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad_types[] = { 0, 6, 7, 0x100, 0x8001, 0xffff };
 	uint64_t cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
 	uint64_t size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
 	struct clanq_rec b;
@@ -1350,6 +1361,31 @@ static void test_model_sender_and_receiver(void **state)
 	check(tot.probes > 50000);
 }
 
+/*
+ * The length a LARGE record announces: longer than a record of that
+ * ring could carry, at most the limit; anything else is refused before
+ * the receiver does anything with it (it allocates nothing for it).
+ */
+static void test_large_len_from_untrusted_peer(void **state)
+{
+	static const uint64_t caps[] = { 64, 72, 4032, 4096, 266176, CLANQ_RING_CAP_MAX };
+	unsigned int i;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(caps); i++) {
+		uint64_t cap = caps[i], max = clanq_ring_max_msg(cap);
+
+		check(!clanq_large_len_ok(cap, 0));
+		check(!clanq_large_len_ok(cap, max));
+		check(clanq_large_len_ok(cap, max + 1));
+		check(clanq_large_len_ok(cap, CLANQ_MSG_LARGE_MAX));
+		check(!clanq_large_len_ok(cap, CLANQ_MSG_LARGE_MAX + 1));
+		check(!clanq_large_len_ok(cap, ~0ull));
+		check(!clanq_large_len_ok(cap, 1ull << 63));
+	}
+	check(CLANQ_MSG_LARGE_MAX >= 1ull << 30);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1360,6 +1396,7 @@ int main(void)
 		cmocka_unit_test(test_check_against_reference),
 		cmocka_unit_test(test_check_edges_of_every_capacity),
 		cmocka_unit_test(test_check_refuses_hostile_headers),
+		cmocka_unit_test(test_large_len_from_untrusted_peer),
 		cmocka_unit_test(test_wrapped_totals_are_refused),
 		cmocka_unit_test(test_credit_due_every_quarter_ring),
 		cmocka_unit_test(test_model_sender_and_receiver),
