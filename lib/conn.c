@@ -338,13 +338,13 @@ void clanq_net_tick_connects(struct clanq_net *net)
 		next = c->next_connecting;
 		switch (clanq_hs_client_tick(c->hs, now)) {
 		case CLANQ_HS_SEND:
+			/* no route any more: fail; a full queue: the next is due */
 			if (clanq_conn_send_connect(c) == -EHOSTUNREACH) {
-				((struct clanq_hs_client *)c->hs)->state = CLANQ_HS_ERROR;
-				((struct clanq_hs_client *)c->hs)->err = -EHOSTUNREACH;
+				clanq_hs_client_fail(c->hs, -EHOSTUNREACH);
 				clanq_conn_connect_done(c);
 				continue;
 			}
-			break;	/* another error (a full queue): the next is due */
+			break;
 		case CLANQ_HS_FAILED:
 			clanq_conn_connect_done(c);
 			continue;
