@@ -103,6 +103,48 @@ static void clanq_conn_init(struct clanq_net *net, struct clanq_conn *c,
 	c->tx.id = 0;
 	c->rdma_threshold = opts && opts->rdma_threshold ? opts->rdma_threshold :
 							   CLANQ_CONN_RDMA_DEFAULT;
+	c->opt_flags = opts ? opts->flags : 0;
+	c->interest = CLANQ_NET_IN | CLANQ_NET_OUT;
+	c->send_timeout_ns = -1;
+	c->recv_timeout_ns = -1;
+}
+
+/*
+ * The net's list of non-blocking connects in progress: ticked by the
+ * loop for their retransmissions and timeouts (clanq_net_tick_connects()).
+ */
+static void clanq_connecting_add(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+	uint64_t due = clanq_hs_client_due(c->hs);
+
+	c->prev_connecting = NULL;
+	c->next_connecting = net->connecting;
+	if (net->connecting)
+		net->connecting->prev_connecting = c;
+	net->connecting = c;
+	c->in_connecting = true;
+	if (net->connecting == c && !c->next_connecting)
+		net->connect_due = due;
+	else if (due < net->connect_due)
+		net->connect_due = due;
+}
+
+static void clanq_connecting_del(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+
+	if (!c->in_connecting)
+		return;
+	if (c->prev_connecting)
+		c->prev_connecting->next_connecting = c->next_connecting;
+	else
+		net->connecting = c->next_connecting;
+	if (c->next_connecting)
+		c->next_connecting->prev_connecting = c->prev_connecting;
+	c->next_connecting = c->prev_connecting = NULL;
+	c->in_connecting = false;
+	/* net->connect_due may now be early: the next tick sets it right */
 }
 
 /* The bucket of accepted connections from (src, conn). */
@@ -144,6 +186,7 @@ static void clanq_conn_teardown(struct clanq_conn *c)
 	struct clanq_net *net = c->net;
 
 	clanq_net_unhot(net, c);
+	clanq_connecting_del(c);
 	clanq_acc_del(c);
 	if (c->rx_hdr) {
 		net->by_bit[c->tw.bit] = NULL;
@@ -208,6 +251,8 @@ static int clanq_conn_send_connect(struct clanq_conn *c)
 	return err;
 }
 
+static void clanq_conn_connect_done(struct clanq_conn *c);
+
 void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m)
 {
 	struct clanq_hs_client *hs = c->hs;
@@ -216,9 +261,100 @@ void clanq_conn_hs_msg(struct clanq_conn *c, const struct clanq_oob_msg *m)
 	case CLANQ_HS_IGNORED:
 		c->net->stats.ignored++;
 		break;
+	case CLANQ_HS_ESTABLISHED:
+	case CLANQ_HS_FAILED:
+		/* a blocking clanq_connect() looks at hs->state itself */
+		if (c->nonblock)
+			clanq_conn_connect_done(c);
+		break;
 	default:
-		break;		/* clanq_connect() looks at hs->state */
+		break;
 	}
+}
+
+/*
+ * The server's answer is in hs->acc: the aperture onto its ring, and
+ * the connection is open. -errno (c is as it was) if the ring cannot
+ * be imported.
+ */
+static int clanq_conn_established(struct clanq_conn *c)
+{
+	struct clanq_hs_client *hs = c->hs;
+	struct clanq_net *net = c->net;
+	int err;
+
+	c->peer = hs->srv_ep;
+	c->peer_slot = hs->acc.srv_conn;
+	c->peer_nonce = hs->acc.srv_nonce;
+	err = clanq_conn_tx_setup(c, hs->acc.ring, hs->acc.key, hs->acc.ring_cap,
+				  c->opt_flags);
+	if (err)
+		/* the server's ring is already gone: it reset us */
+		return err == -ENOENT ? -ECONNRESET : err;
+	free(c->hs);
+	c->hs = NULL;
+	c->state = CLANQ_CONN_OPEN;
+	net->stats.conns_opened++;
+	clanq_net_hot(net, c);
+	return 0;
+}
+
+/*
+ * A non-blocking connect ended: open, and CLANQ_NET_OUT owed; or failed,
+ * and the connection is reset with the reason, hot so that the loop
+ * reports CLANQ_NET_HUP. Its ring and slot stay until it is closed.
+ */
+static void clanq_conn_connect_done(struct clanq_conn *c)
+{
+	struct clanq_hs_client *hs = c->hs;
+	int err;
+
+	clanq_connecting_del(c);
+	err = hs->state == CLANQ_HS_DONE ? clanq_conn_established(c) :
+	      hs->err ? hs->err : -ETIMEDOUT;
+	if (!err) {
+		c->connected_unreported = true;
+		return;
+	}
+	free(c->hs);
+	c->hs = NULL;
+	c->connect_failed = true;
+	c->state = CLANQ_CONN_RESET;
+	c->error = err;
+	clanq_net_hot(c->net, c);
+}
+
+void clanq_net_tick_connects(struct clanq_net *net)
+{
+	struct clanq_conn *c, *next;
+	uint64_t now, due = ~0ull;
+
+	if (!net->connecting)
+		return;
+	now = clanq_now_ns();
+	if (now < net->connect_due)
+		return;
+	for (c = net->connecting; c; c = next) {
+		next = c->next_connecting;
+		switch (clanq_hs_client_tick(c->hs, now)) {
+		case CLANQ_HS_SEND:
+			/* no route any more: fail; a full queue: the next is due */
+			if (clanq_conn_send_connect(c) == -EHOSTUNREACH) {
+				clanq_hs_client_fail(c->hs, -EHOSTUNREACH);
+				clanq_conn_connect_done(c);
+				continue;
+			}
+			break;
+		case CLANQ_HS_FAILED:
+			clanq_conn_connect_done(c);
+			continue;
+		default:
+			break;
+		}
+		if (clanq_hs_client_due(c->hs) < due)
+			due = clanq_hs_client_due(c->hs);
+	}
+	net->connect_due = due;
 }
 
 static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint32_t node,
@@ -231,8 +367,8 @@ static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint3
 	uint64_t key, nonce, now;
 	int err;
 
-	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !service ||
-	    service > CLANQ_SERVICE_MAX)
+	if ((opts && (opts->flags & ~(CLANQ_CONN_RDMA_ONLY | CLANQ_CONN_NONBLOCK))) ||
+	    !service || service > CLANQ_SERVICE_MAX)
 		return -EINVAL;
 	if (opts && opts->tx_ring && !clanq_ring_cap_ok(opts->tx_ring))
 		return -EINVAL;
@@ -263,6 +399,12 @@ static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint3
 	now = clanq_now_ns();
 	clanq_hs_client_start(hs, dst, c->slot, nonce, now, timeout);
 	err = clanq_conn_send_connect(c);
+	if (!err && (c->opt_flags & CLANQ_CONN_NONBLOCK)) {
+		/* the rest is the loop's: clanq_net_tick_connects(), hs_msg */
+		c->nonblock = true;
+		clanq_connecting_add(c);
+		return 0;
+	}
 	while (!err && hs->state == CLANQ_HS_SENT) {
 		err = clanq_net_block(net, clanq_hs_client_due(hs));
 		if (err == -ETIMEDOUT)
@@ -277,23 +419,10 @@ static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint3
 	}
 	if (!err && hs->state == CLANQ_HS_ERROR)
 		err = hs->err;
+	if (!err)
+		err = clanq_conn_established(c);
 	if (err)
 		goto err_teardown;
-	c->peer = hs->srv_ep;
-	c->peer_slot = hs->acc.srv_conn;
-	c->peer_nonce = hs->acc.srv_nonce;
-	err = clanq_conn_tx_setup(c, hs->acc.ring, hs->acc.key, hs->acc.ring_cap,
-				  opts ? opts->flags : 0);
-	if (err) {
-		/* the server's ring is already gone: it reset us */
-		err = err == -ENOENT ? -ECONNRESET : err;
-		goto err_teardown;
-	}
-	free(c->hs);
-	c->hs = NULL;
-	c->state = CLANQ_CONN_OPEN;
-	net->stats.conns_opened++;
-	clanq_net_hot(net, c);
 	return 0;
 
 err_teardown:
@@ -446,7 +575,7 @@ int clanq_conn_close(struct clanq_conn *c)
 	net = c->net;
 	if (c->state == CLANQ_CONN_OPEN)
 		(void)clanq_conn_write_fin(c);
-	if (c->state != CLANQ_CONN_CONNECTING)
+	if (c->state != CLANQ_CONN_CONNECTING && !c->connect_failed)
 		net->stats.conns_closed++;
 	clanq_conn_teardown(c);
 	free(c);
@@ -492,4 +621,11 @@ void clanq_conn_stats(const struct clanq_conn *c, struct clanq_conn_stats *stats
 	stats->bytes_out = c->bytes_out;
 	stats->rdma_sends = c->rdma_sends;
 	stats->credit_waits = c->credit_waits;
+}
+
+int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns, int64_t recv_ns)
+{
+	c->send_timeout_ns = send_ns;
+	c->recv_timeout_ns = recv_ns;
+	return 0;
 }

@@ -36,6 +36,13 @@ static enum clanq_hs_action clanq_hs_fail(struct clanq_hs_client *hs, int err)
 	return CLANQ_HS_FAILED;
 }
 
+enum clanq_hs_action clanq_hs_client_fail(struct clanq_hs_client *hs, int err)
+{
+	if (hs->state != CLANQ_HS_SENT)
+		return CLANQ_HS_NOTHING;
+	return clanq_hs_fail(hs, err);
+}
+
 enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, uint64_t now)
 {
 	if (hs->state != CLANQ_HS_SENT)

@@ -112,6 +112,8 @@ enum clanq_hs_action clanq_hs_client_tick(struct clanq_hs_client *hs, uint64_t n
 /* A message arrived on the client's net endpoint for this connection. */
 enum clanq_hs_action clanq_hs_client_on_msg(struct clanq_hs_client *hs,
 					    const struct clanq_oob_msg *m);
+/* The CONNECT could not be sent again (err): FAILED with it. */
+enum clanq_hs_action clanq_hs_client_fail(struct clanq_hs_client *hs, int err);
 /* When the next tick is due (for a blocking wait). */
 uint64_t clanq_hs_client_due(const struct clanq_hs_client *hs);
 

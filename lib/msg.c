@@ -299,14 +299,40 @@ static bool clanq_conn_news(struct clanq_conn *c)
 	return true;
 }
 
-/* Wait until the word at addr moves from old, or the net has news. */
-static int clanq_conn_block(struct clanq_conn *c, const uint64_t *addr, uint64_t old)
+/*
+ * The deadline of a wait that starts now and lasts timeout_ns (< 0: for
+ * ever, ~0).
+ */
+static uint64_t clanq_conn_deadline(int64_t timeout_ns)
+{
+	uint64_t now;
+
+	if (timeout_ns < 0)
+		return ~0ull;
+	now = clanq_now_ns();
+	return (uint64_t)timeout_ns > ~0ull - now ? ~0ull : now + (uint64_t)timeout_ns;
+}
+
+/*
+ * Wait until the word at addr moves from old, or the net has news, or
+ * the deadline (absolute, ~0: none) passes: 0, -ETIMEDOUT, -errno.
+ */
+static int clanq_conn_block(struct clanq_conn *c, const uint64_t *addr, uint64_t old,
+			    uint64_t deadline)
 {
 	struct clanq_net *net = c->net;
+	int64_t timeout = -1;
+	uint64_t now;
 	int rc;
 
+	if (deadline != ~0ull) {
+		now = clanq_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		timeout = (int64_t)(deadline - now);
+	}
 	net->stats.blocks++;
-	rc = clanq_tw_wait_change_oob(&c->tw, addr, old, &net->ep, -1);
+	rc = clanq_tw_wait_change_oob(&c->tw, addr, old, &net->ep, timeout);
 	if (rc == 1) {
 		clanq_net_progress(net);
 		rc = 0;
@@ -321,7 +347,7 @@ static int clanq_conn_block(struct clanq_conn *c, const uint64_t *addr, uint64_t
 static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 			       unsigned int flags)
 {
-	uint64_t tail;
+	uint64_t tail, deadline = 0;	/* 0: not computed yet */
 	int err;
 
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
@@ -359,8 +385,11 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 		}
 		/* a blocked reader must not keep its writer waiting */
 		(void)clanq_conn_return_credit(c);
+		/* the receive timeout runs from the first time we would block */
+		if (!deadline)
+			deadline = clanq_conn_deadline(c->recv_timeout_ns);
 		tail = c->rx_head;
-		err = clanq_conn_block(c, &c->rx_hdr->tail, tail);
+		err = clanq_conn_block(c, &c->rx_hdr->tail, tail, deadline);
 		if (err)
 			return err;
 	}
@@ -643,6 +672,9 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 	bool asked = false;
 	int err;
 
+	/* this send's: clanq_conn_rdma_settle() waits by them too */
+	c->send_flags = flags;
+	c->send_deadline = 0;
 	for (;;) {
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
@@ -679,7 +711,9 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 			/* the flush's barrier ordered the store before this look */
 			continue;
 		}
-		err = clanq_conn_block(c, &c->rx_hdr->credit, credit);
+		if (!c->send_deadline)
+			c->send_deadline = clanq_conn_deadline(c->send_timeout_ns);
+		err = clanq_conn_block(c, &c->rx_hdr->credit, credit, c->send_deadline);
 		if (err)
 			return err;
 		asked = false;
@@ -708,18 +742,50 @@ static void clanq_conn_lay(char *ring, uint64_t pos, uint64_t pad, uint16_t type
 /*
  * Before a PIO tail store: the engine must have written the tail of our
  * last RDMA send, or our PIO tail would cover records not there yet. We
- * read it back through the mapping: only we write that word.
+ * read it back through the mapping: only we should write that word, but
+ * the peer can (or its region is gone, and we read the sink), so the
+ * wait is bounded: by this send's deadline (clanq_conn_set_timeouts()),
+ * at most CLANQ_CONN_SETTLE_NS; with CLANQ_MSG_DONTWAIT it spins the
+ * net's spin time, then says -EAGAIN (try again: no event says when).
+ * Flags and deadline are this send's, as clanq_conn_wait_credit() left
+ * them.
  */
 static int clanq_conn_rdma_settle(struct clanq_conn *c)
 {
 	struct clanq_ring_hdr *ph = clanq_peer_hdr(c);
+	bool dontwait = (c->send_flags & (CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE)) ==
+			CLANQ_MSG_DONTWAIT;
+	uint64_t start = 0, now, limit = ~0ull;
+	unsigned int spins = 0;
 
 	while (c->tx_rdma_tail &&
 	       __atomic_load_n(&ph->tail, __ATOMIC_ACQUIRE) != c->tx_rdma_tail) {
 		clanq_net_drain_rdma(c->net);
 		if (c->state == CLANQ_CONN_RESET)
 			return c->error;
+		if (c->peer_gone)
+			return -ECONNRESET;
 		clanq_cpu_relax();
+		if (++spins % 64)
+			continue;
+		/* now and then: the clock, and a notice that the peer is gone */
+		(void)clanq_conn_news(c);
+		now = clanq_now_ns();
+		if (!start) {
+			start = now;
+			if (dontwait) {
+				limit = now + c->net->spin_ns;
+			} else {
+				if (!c->send_deadline)
+					c->send_deadline =
+						clanq_conn_deadline(c->send_timeout_ns);
+				limit = c->send_deadline;
+			}
+			if (limit > now + CLANQ_CONN_SETTLE_NS)
+				limit = now + CLANQ_CONN_SETTLE_NS;
+		}
+		if (now >= limit)
+			return dontwait ? -EAGAIN : -ETIMEDOUT;
 	}
 	c->tx_rdma_tail = 0;
 	return 0;
@@ -986,7 +1052,9 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	uint64_t deadline;
 	int err;
 
-	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, CLANQ_MSG_DONTWAIT);
+	/* no wait for credit, but a bounded one for our last RDMA send */
+	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0,
+			       CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE);
 	if (err || c->tx.base)
 		return err;
 	deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;

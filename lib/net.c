@@ -191,29 +191,41 @@ struct clanq_conn *clanq_net_conn(struct clanq_net *net, uint32_t slot)
 	return slot < net->max_conns ? net->conns[slot] : NULL;
 }
 
+/* Into the hot ring, at the back of the round: just before the cursor. */
 void clanq_net_hot(struct clanq_net *net, struct clanq_conn *c)
 {
+	struct clanq_conn *first = net->hot;
+
 	if (c->hot)
 		return;
 	c->hot = true;
-	c->next_hot = net->hot;
-	net->hot = c;
+	net->nr_hot++;
+	if (!first) {
+		c->next_hot = c->prev_hot = c;
+		net->hot = c;
+		return;
+	}
+	c->next_hot = first;
+	c->prev_hot = first->prev_hot;
+	first->prev_hot->next_hot = c;
+	first->prev_hot = c;
 }
 
 void clanq_net_unhot(struct clanq_net *net, struct clanq_conn *c)
 {
-	struct clanq_conn **p;
-
 	if (!c->hot)
 		return;
-	for (p = &net->hot; *p; p = &(*p)->next_hot) {
-		if (*p == c) {
-			*p = c->next_hot;
-			break;
-		}
+	if (c->next_hot == c) {
+		net->hot = NULL;
+	} else {
+		c->prev_hot->next_hot = c->next_hot;
+		c->next_hot->prev_hot = c->prev_hot;
+		if (net->hot == c)
+			net->hot = c->next_hot;
 	}
+	net->nr_hot--;
 	c->hot = false;
-	c->next_hot = NULL;
+	c->next_hot = c->prev_hot = NULL;
 }
 
 /* A notice for one of our connections: cookie = generation, slot. */
@@ -315,6 +327,7 @@ void clanq_net_progress(struct clanq_net *net)
 	clanq_net_drain_rdma(net);
 	for (l = net->listeners; l; l = l->next)
 		clanq_listener_intake(l);
+	clanq_net_tick_connects(net);
 }
 
 void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
@@ -529,7 +542,10 @@ struct clanq_addr clanq_listener_addr(const struct clanq_listener *l)
  * The server's loop.
  */
 
-/* Report what c has to say; true if it said something. */
+/*
+ * Report what c has to say and the application wants to hear
+ * (c->interest; a reset always); true if it said something.
+ */
 static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 {
 	uint32_t what = 0;
@@ -537,14 +553,19 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 	if (c->state == CLANQ_CONN_CONNECTING)
 		return false;
 	clanq_conn_answer_want(c);
-	if (clanq_conn_has_data(c) || c->fin_seen)
+	if ((c->interest & CLANQ_NET_IN) && (clanq_conn_has_data(c) || c->fin_seen))
 		what |= CLANQ_NET_IN;
 	else if (c->state == CLANQ_CONN_RESET || c->peer_gone)
 		what |= CLANQ_NET_HUP;
-	if (c->credit_waits && c->state == CLANQ_CONN_OPEN &&
-	    clanq_ring_space(c->tx_cap, c->tx_tail,
-			     __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE)) >=
-	    (int64_t)(c->tx_cap / 2)) {
+	if (!(c->interest & CLANQ_NET_OUT)) {
+		/* muted: the credit wait and "connected" wait for the unmute */
+	} else if (c->connected_unreported) {
+		what |= CLANQ_NET_OUT;
+		c->connected_unreported = false;
+	} else if (c->credit_waits && c->state == CLANQ_CONN_OPEN &&
+		   clanq_ring_space(c->tx_cap, c->tx_tail,
+				    __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE)) >=
+		   (int64_t)(c->tx_cap / 2)) {
 		what |= CLANQ_NET_OUT;
 		c->credit_waits = 0;
 	}
@@ -556,18 +577,45 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 	return true;
 }
 
-/* One look at everything, no system call: how many events in evs. */
-static unsigned int clanq_net_scan(struct clanq_net *net,
-				   struct clanq_net_event *evs, unsigned int max)
+/*
+ * The connections' part of a scan: round the hot ring from its cursor,
+ * at most once, until evs is full; the cursor is left just past the
+ * last connection looked at, so the next call starts where this one
+ * stopped (fairness, <clanq/net.h>). A report never takes a connection
+ * off the ring; one that turns hot meanwhile joins before the cursor,
+ * so is looked at before the round ends.
+ */
+static unsigned int clanq_net_scan_conns(struct clanq_net *net,
+					 struct clanq_net_event *evs,
+					 unsigned int n, unsigned int max)
+{
+	struct clanq_conn *c = net->hot, *next;
+
+	while (c && n < max) {
+		next = c->next_hot;
+		if (clanq_net_report(c, &evs[n]))
+			n++;
+		c = next;
+		if (c == net->hot)
+			return n;	/* round done: the cursor stays */
+	}
+	if (c)
+		net->hot = c;
+	return n;
+}
+
+/*
+ * The listeners with pending connections and the application's events:
+ * at most room of them.
+ */
+static unsigned int clanq_net_scan_others(struct clanq_net *net,
+					  struct clanq_net_event *evs,
+					  unsigned int n, unsigned int room)
 {
 	struct clanq_hs_backlog *b;
 	struct clanq_listener *l;
-	struct clanq_conn *c;
-	struct clanq_event ev;
-	unsigned int n = 0;
+	unsigned int max = n + room;
 
-	while (!clanq_evq_poll(&net->evq, &ev))
-		clanq_net_handle(net, &ev);
 	while (n < max && net->nr_stash) {
 		memset(&evs[n], 0, sizeof(evs[n]));
 		evs[n].what = CLANQ_NET_OTHER;
@@ -585,10 +633,36 @@ static unsigned int clanq_net_scan(struct clanq_net *net,
 			n++;
 		}
 	}
-	for (c = net->hot; c && n < max; c = c->next_hot)
-		if (clanq_net_report(c, &evs[n]))
-			n++;
 	return n;
+}
+
+/*
+ * One look at everything, no system call: how many events in evs.
+ * Accepts and the application's events take at most half of max, so
+ * that they cannot starve the connections (with max 1: every other
+ * call); the connections take what is left.
+ */
+static unsigned int clanq_net_scan(struct clanq_net *net,
+				   struct clanq_net_event *evs, unsigned int max)
+{
+	struct clanq_event ev;
+	unsigned int n = 0;
+
+	while (!clanq_evq_poll(&net->evq, &ev))
+		clanq_net_handle(net, &ev);
+	if (net->connecting)
+		clanq_net_tick_connects(net);
+	if (max > 1) {
+		n = clanq_net_scan_others(net, evs, 0, max / 2);
+		return clanq_net_scan_conns(net, evs, n, max);
+	}
+	net->others_last = !net->others_last;
+	if (net->others_last) {
+		n = clanq_net_scan_conns(net, evs, 0, 1);
+		return n ? n : clanq_net_scan_others(net, evs, 0, 1);
+	}
+	n = clanq_net_scan_others(net, evs, 0, 1);
+	return n ? n : clanq_net_scan_conns(net, evs, 0, 1);
 }
 
 /*
@@ -643,14 +717,21 @@ static void clanq_net_list(struct clanq_net *net, struct clanq_conn *c)
 
 	if (clanq_conn_return_credit_owed(c, &a[n]) == 1)
 		n++;
+	/*
+	 * Muted for IN with a record unread, the tail is compared with
+	 * where it is, not with our head: the next write still wakes us,
+	 * the record we will not be told of does not.
+	 */
 	a[n] = (struct clanq_evq_arm){ .id = c->tw.id,
-		.off = offsetof(struct clanq_ring_hdr, tail), .val = c->rx_head };
+		.off = offsetof(struct clanq_ring_hdr, tail),
+		.val = c->interest & CLANQ_NET_IN ? c->rx_head :
+			__atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE) };
 	n++;
 	if (c->rx_head != c->rx_returned)
 		a[n++] = (struct clanq_evq_arm){ .id = c->tw.id,
 			.off = offsetof(struct clanq_ring_hdr, want),
 			.val = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE) };
-	if (c->credit_waits)
+	if (c->credit_waits && (c->interest & CLANQ_NET_OUT))
 		a[n++] = (struct clanq_evq_arm){ .id = c->tw.id,
 			.off = offsetof(struct clanq_ring_hdr, credit),
 			.val = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE) };
@@ -672,7 +753,7 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 				  struct clanq_net_event *evs, unsigned int max)
 {
 	struct clanq_conn *c, *next;
-	unsigned int n = 0;
+	unsigned int n = 0, left = net->nr_hot;
 
 	net->nr_arms = net->nr_arming = 0;
 	if (!net->arms && !net->no_arm_wait) {
@@ -685,16 +766,20 @@ static unsigned int clanq_net_arm(struct clanq_net *net,
 			net->arming = NULL;
 		}
 	}
-	for (c = net->hot; c; c = next) {
+	/* once round the ring from its cursor; settling may take c off it */
+	for (c = net->hot; c && left; c = next, left--) {
 		next = c->next_hot;
 		/*
 		 * No room left to report: the rest stay hot (the next scan
-		 * looks at them). Arming one and dropping it from the hot
-		 * list unreported would lose a message that arrived before
-		 * the arm: that write fired nothing, and none may follow.
+		 * looks at them, from here). Arming one and dropping it from
+		 * the hot list unreported would lose a message that arrived
+		 * before the arm: that write fired nothing, and none may
+		 * follow.
 		 */
-		if (n >= max)
+		if (n >= max) {
+			net->hot = c;
 			break;
+		}
 		if (c->state == CLANQ_CONN_CONNECTING)
 			continue;
 		if (!c->armed && c->state != CLANQ_CONN_RESET && !c->peer_gone &&
@@ -805,7 +890,7 @@ unarmed:
 int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		   unsigned int max, int64_t timeout_ns)
 {
-	uint64_t start = clanq_now_ns(), now = start, deadline;
+	uint64_t start = clanq_now_ns(), now = start, deadline, wake;
 	unsigned int n, spins = 0;
 	int err;
 
@@ -831,17 +916,38 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 			net->nr_arms = net->nr_arming = 0;
 			return (int)n;
 		}
-		if (net->nr_arming) {
+		/* a non-blocking connect's retransmission or timeout may be sooner */
+		wake = net->connecting && net->connect_due < deadline ?
+		       net->connect_due : deadline;
+		if (net->nr_arming)
 			/* one system call: flush, arm, compare, sleep */
-			err = clanq_net_block_armed(net, evs, max, deadline);
-			if (err)
-				return err;	/* > 0: events of the listed */
-		} else {
-			err = clanq_net_block(net, deadline);
-			if (err)
-				return err;
-		}
+			err = clanq_net_block_armed(net, evs, max, wake);
+		else
+			err = clanq_net_block(net, wake);
+		if (err == -ETIMEDOUT && wake < deadline)
+			err = 0;	/* the scan ticks the connects */
+		if (err)
+			return err;	/* > 0: events of the listed */
 		now = clanq_now_ns();
 		start = now - net->spin_ns;	/* no spin after a wake-up */
 	}
+}
+
+int clanq_conn_want(struct clanq_conn *c, uint32_t what)
+{
+	uint32_t more;
+
+	if (what & ~(CLANQ_NET_IN | CLANQ_NET_OUT))
+		return -EINVAL;
+	more = what & ~c->interest;
+	c->interest = what;
+	/*
+	 * Unmuted: looked at by the next scan. What came while it was
+	 * muted fired its tripwire then (or came before the arm, which
+	 * compared the tail with where it was), and was not reported:
+	 * nothing would look at it again without this.
+	 */
+	if (more && c->state != CLANQ_CONN_CONNECTING)
+		clanq_net_hot(c->net, c);
+	return 0;
 }

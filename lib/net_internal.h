@@ -42,6 +42,18 @@ struct clanq_net {
 	uint32_t nr_arms, nr_arming;
 	bool no_arm_wait;		/**< the driver refused it: TW_ARM each */
 	struct clanq_net_stats stats;
+	/*
+	 * The hot list is a ring (next_hot, prev_hot) and hot is its
+	 * cursor: the connection the next scan looks at first. A scan
+	 * leaves it just past the last connection it looked at, and a
+	 * connection that turns hot joins just before it (the back of the
+	 * round), so the loop serves ready connections round-robin.
+	 */
+	uint32_t nr_hot;
+	bool others_last;		/**< max 1: accepts and OTHER every other call */
+	/* non-blocking connects in progress, and the earliest due tick */
+	struct clanq_conn *connecting;
+	uint64_t connect_due;
 };
 
 /** A listening service: a service number (endpoint id) on a node. */
@@ -95,6 +107,18 @@ struct clanq_conn {
 	bool closing;
 	struct clanq_conn *next_hot;
 	void *hs;			/**< connecting: lib/handshake.h */
+	struct clanq_conn *prev_hot;	/**< the hot ring's other direction */
+	uint32_t interest;		/**< CLANQ_NET_IN | OUT: what the loop reports */
+	uint32_t opt_flags;		/**< opts->flags of connect or accept */
+	/* deadlines of blocking sends and receives: < 0 none (the default) */
+	int64_t send_timeout_ns, recv_timeout_ns;
+	uint64_t send_deadline;		/**< this send's, once computed (0: not yet) */
+	unsigned int send_flags;	/**< this send's CLANQ_MSG_* */
+	/* non-blocking connect (CLANQ_CONN_NONBLOCK) */
+	struct clanq_conn *next_connecting, *prev_connecting;
+	bool nonblock, in_connecting;
+	bool connected_unreported;	/**< CLANQ_NET_OUT owed for "connected" */
+	bool connect_failed;		/**< RESET by its handshake: never opened */
 	/* counts */
 	uint64_t msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
 };
@@ -102,6 +126,21 @@ struct clanq_conn {
 
 /* Shared between the library's files, not part of its ABI. */
 #pragma GCC visibility push(hidden)
+
+/*
+ * An internal send flag (above every public CLANQ_MSG_*): do not wait
+ * for credit, but do wait (bounded) for our last RDMA send's tail before
+ * a PIO store. The FIN of a close, which must not be lost to -EAGAIN.
+ */
+#define CLANQ_MSG_SETTLE	0x40000000u
+
+/*
+ * How long a PIO send waits for the engine to have written the tail of
+ * our last RDMA send, without a send timeout: the engine on one host
+ * takes microseconds, an emulated one with a large record up to a
+ * second; a peer that scribbles the word must not hold us for ever.
+ */
+#define CLANQ_CONN_SETTLE_NS	(30 * 1000 * 1000 * 1000ull)
 
 /*
  * What tx_armed points at when the aperture has no armed bitmap: a word
@@ -154,6 +193,11 @@ void clanq_conn_probe(struct clanq_conn *c);
 /* an accepted connection this CONNECT belongs to: send its ACCEPT again */
 bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src,
 			      uint32_t conn, uint64_t nonce);
+/*
+ * Non-blocking connects: retransmit those due, fail those past their
+ * timeout, and set net->connect_due to the next due time (~0: none).
+ */
+void clanq_net_tick_connects(struct clanq_net *net);
 
 /* msg.c */
 /* A record (or the FIN) is in our ring, unread (no system call). */

@@ -337,7 +337,8 @@ struct clanq_net_event {
  * saw (CLANQ_EVQ_WAIT_ARM): a write in between is never slept through.
  * The application may register its own endpoints on that evq (their
  * events come back as CLANQ_NET_OTHER). A connection is reported IN
- * until it is drained.
+ * until it is drained, unless muted (clanq_conn_want()). Fair: ready
+ * connections are reported round-robin whatever max is (see below).
  * \param timeout_ns  -1: no timeout; 0: look once.
  * \return the number of events (> 0); -ETIMEDOUT; -EINTR; -errno.
  */
@@ -353,6 +354,55 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
  * peer's death within those 16 looks, or sooner if it calls this.
  */
 void clanq_net_progress(struct clanq_net *net);
+
+/*
+ * A fair loop, muting, timeouts and non-blocking connect.
+ *
+ * Fairness. clanq_net_wait() looks at the net's busy connections as a
+ * ring and resumes, each call, just past the last one it looked at; a
+ * connection that turns busy joins at the back of the round. So with R
+ * connections ready, every one of them is reported within ceil(R / max)
+ * calls, whatever max is, and again within as many after that while it
+ * stays ready. Pending accepts and the application's own events take
+ * at most half of max (with max 1, every other call), so with them the
+ * bound is ceil(R / ceil(max / 2)) calls.
+ */
+
+/**
+ * struct clanq_conn_opts.flags for clanq_connect(): return at once with
+ * the connection in CLANQ_CONN_CONNECTING; its handshake goes on inside
+ * clanq_net_wait() and clanq_net_progress() (retransmissions at their
+ * due times, the timeout of opts->timeout_ns), and its end is an event
+ * on it: CLANQ_NET_OUT once it is open ("you may send"), CLANQ_NET_HUP
+ * if it failed, with clanq_conn_error() -ECONNREFUSED, -ETIMEDOUT,
+ * -EHOSTUNREACH or -ECONNRESET, and state CLANQ_CONN_RESET (close it).
+ * Sends and receives on it meanwhile say -ENOTCONN. As connect(2) with
+ * O_NONBLOCK and EPOLLOUT.
+ */
+#define CLANQ_CONN_NONBLOCK	0x2u
+
+/**
+ * \brief What clanq_net_wait() reports of c: CLANQ_NET_IN, CLANQ_NET_OUT,
+ * both (the default) or neither. A server whose answer waits for credit
+ * mutes IN, so that the request it has not consumed does not make the
+ * loop spin, and waits for OUT. Muted, c is armed as usual, so the loop
+ * blocks; unmuted, it is looked at again at once, so what came
+ * meanwhile is reported then. CLANQ_NET_HUP (a reset) is reported
+ * whatever the mask says, as epoll reports EPOLLHUP.
+ * \return 0; -EINVAL for other bits.
+ */
+int clanq_conn_want(struct clanq_conn *c, uint32_t what);
+
+/**
+ * \brief Deadlines of c's blocking sends (waiting for credit, or for the
+ * engine's last RDMA write) and receives, in nanoseconds from the call,
+ * as SO_SNDTIMEO and SO_RCVTIMEO: past them the call returns
+ * -ETIMEDOUT. Negative: wait for ever (the default). 0: as
+ * CLANQ_MSG_DONTWAIT, but -ETIMEDOUT rather than -EAGAIN.
+ * \return 0.
+ */
+int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
+			    int64_t recv_ns);
 
 #ifdef __cplusplus
 }
