@@ -108,7 +108,7 @@ static inline int clanq_ring_cap_ok(uint64_t cap)
  * on its path.
  */
 static inline uint64_t clanq_ring_cost_at(uint64_t cap, uint64_t pos, uint64_t rec,
-				       uint64_t *pad)
+					  uint64_t *pad)
 {
 	*pad = pos + rec > cap ? cap - pos : 0;
 	return *pad + rec;

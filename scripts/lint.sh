@@ -33,6 +33,11 @@ for f in driver/*.[ch] driver/verbs/*.[ch] include/clanq/*.h lib/ring.h \
 	 include/clanq.h tests/kunit/*.c; do
 	[ -f "$f" ] || continue
 	ignore=SPDX_LICENSE_TAG
+	case $f in include/clanq.h | include/clanq/net.h | include/clanq/admin.h | lib/ring.h)
+		# the library's own headers: <stdint.h> types, as a C
+		# library's interface says (the kernel's are uapi.h, queue.h)
+		ignore=$ignore,PREFER_KERNEL_TYPES ;;
+	esac
 	out=$(perl "$src/scripts/checkpatch.pl" --strict --no-tree --terse \
 		--show-types --ignore "$ignore" -f "$f" 2>&1 |
 		grep -E '(ERROR|WARNING|CHECK):')
