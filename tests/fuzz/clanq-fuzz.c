@@ -349,9 +349,6 @@ static void gen_template(struct prog *p)
 		{ OP_AP_FLUSH, { 0, 1 << 4, 64, 8 } },
 		{ OP_TW_WAIT, { 0, 0, 64, 0, 100000 } },
 		{ OP_TW_CTL, { 0, 2 } },			/* destroy */
-		/* two members of one shared service, from both contexts */
-		{ OP_EP_CREATE, { 0, 8, 0, 0, CLANQ_EP_SERVICE | CLANQ_EP_SHARED, 1 } },
-		{ OP_EP_CREATE, { 1, 8, 0, 0, CLANQ_EP_SERVICE | CLANQ_EP_SHARED, 1 } },
 	};
 	int i, n = sizeof(t) / sizeof(t[0]);
 
@@ -713,7 +710,12 @@ static void do_ep_create(const struct call *c)
 
 	if (c->a[5] % 16 == 0)
 		e.reserved[c->a[5] >> 4 & 3] = c->a[5] >> 8 | 1;
-	/* a service (shared or not) of four, so that groups form and clash */
+	/*
+	 * Half the time known flags only, and then a service (shared or
+	 * not) of four, so that groups form, clash and outlive contexts.
+	 */
+	if (c->a[4] >> 63)
+		e.flags &= CLANQ_EP_FLAGS;
 	if (e.flags & CLANQ_EP_SERVICE)
 		e.addr.id = 5000 + (uint32_t)(c->a[5] >> 32) % 4;
 	if (ioctl(fd, CLANQ_IOC_EP_CREATE, &e) == 0 && idx >= 0) {
