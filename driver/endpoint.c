@@ -234,7 +234,11 @@ static struct clanq_kep *__clanq_kep_create(struct clanq_ctx *ctx,
 			err = -EADDRINUSE;
 		}
 	} else {
-		err = xa_alloc_cyclic(&nic->eps, &ep->id, ep,
+		/*
+		 * A member's id is only reserved (NULL) until it has joined:
+		 * while a failure can still free it, nobody may find it.
+		 */
+		err = xa_alloc_cyclic(&nic->eps, &ep->id, shared ? NULL : ep,
 				      XA_LIMIT(CLANQ_SERVICE_MAX + 1, S32_MAX),
 				      &nic->next_ep_id, GFP_KERNEL_ACCOUNT);
 	}
@@ -246,6 +250,9 @@ static struct clanq_kep *__clanq_kep_create(struct clanq_ctx *ctx,
 			xa_erase(&nic->eps, ep->id);
 			goto err_mmap;
 		}
+		/* into the reserved slot: allocates nothing, cannot fail */
+		WARN_ON(xa_err(xa_store(&nic->eps, ep->id, ep,
+					GFP_KERNEL_ACCOUNT)));
 	}
 	list_add_tail(&ep->ctx_node, &ctx->eps);
 	ctx->nr_eps++;
