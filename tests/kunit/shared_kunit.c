@@ -309,6 +309,7 @@ static int churn_fn(void *data)
 		mutex_unlock(&c->ctx->lock);
 	}
 out:
+	/* the counts above before "done": pairs with the test's barrier */
 	smp_mb__before_atomic();
 	atomic_dec(c->running);
 	return 0;
@@ -343,6 +344,7 @@ static int flow_sender_fn(void *data)
 		cond_resched();
 	}
 out:
+	/* the counts above before "done": pairs with the test's barrier */
 	smp_mb__before_atomic();
 	atomic_dec(s->running);
 	return 0;
@@ -372,6 +374,7 @@ static void joins_and_leaves_racing_deliveries_are_safe(struct kunit *test)
 	while (atomic_read(&running) && time_before(jiffies, deadline))
 		msleep(20);
 	KUNIT_ASSERT_EQ(test, atomic_read(&running), 0);
+	/* "done" before the threads' counts: pairs with theirs */
 	smp_mb__after_atomic();
 
 	for (t = 0; t < NR_CHURN; t++) {
