@@ -65,6 +65,30 @@ static struct {
 	  .spin_us = 15 };
 static unsigned long long closed_total;	/* by every thread, atomic */
 
+/*
+ * --work-ns: CPU work per message before its answer, standing for what
+ * a real service computes (a lookup, a parse): rounds of an LCG,
+ * calibrated once at start, so that it costs CPU, not wall time.
+ */
+static uint64_t work_rounds;
+static volatile uint64_t work_sink;
+
+static uint64_t work(uint64_t rounds, uint64_t x)
+{
+	while (rounds--)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+static void work_calibrate(unsigned long long ns)
+{
+	uint64_t rounds = 1u << 20, t0 = clanq_now_ns(), t;
+
+	work_sink = work(rounds, t0);
+	t = clanq_now_ns() - t0;
+	work_rounds = t ? (uint64_t)((double)rounds * (double)ns / (double)t) : rounds;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -83,6 +107,8 @@ static void usage(void)
 	       "                      blocking (default 15, as the paper's server)\n"
 	       "  -T, --threads N     N threads, a net each, sharing the service\n"
 	       "                      (CLANQ_LISTEN_SHARED; default 1: not shared)\n"
+	       "      --work-ns NS    compute this long (CPU rounds, calibrated) for each\n"
+	       "                      message before its answer (default 0)\n"
 	       "  -t, --seconds S     stop after S seconds (default: run until a signal)\n"
 	       "  -x, --conns N       stop once N connections have come and gone\n"
 	       "  -v, --verbose       a line for every connection that closes\n"
@@ -172,6 +198,8 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			conn_gone(s, e, "reset");
 			return;
 		}
+		if (work_rounds && !e->stalled)
+			work_sink = work(work_rounds, (uint64_t)n);
 		err = clanq_send(e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
 			/* keep it peeked; CLANQ_NET_OUT says when to retry */
@@ -336,6 +364,7 @@ int main(int argc, char **argv)
 		{ "backlog", required_argument, NULL, 'b' },
 		{ "spin-us", required_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 'T' },
+		{ "work-ns", required_argument, NULL, 'W' },
 		{ "seconds", required_argument, NULL, 't' },
 		{ "conns", required_argument, NULL, 'x' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -344,6 +373,7 @@ int main(int argc, char **argv)
 	};
 	struct sigaction sa = { 0 };
 	struct server *srv;
+	unsigned long long work_ns = 0;
 	unsigned int verbose = 0, t;
 	uint64_t msgs = 0;
 	double secs = 0;
@@ -359,6 +389,7 @@ int main(int argc, char **argv)
 		case 'S': cfg.spin_us = ex_parse_num("--spin-us", optarg, 0, 10000000); break;
 		case 'T': cfg.threads = (unsigned int)ex_parse_num("--threads", optarg, 1,
 								    CLANQ_SHARED_MAX); break;
+		case 'W': work_ns = ex_parse_num("--work-ns", optarg, 0, 1000000000); break;
 		case 't': cfg.seconds = ex_parse_num("--seconds", optarg, 1, 1ull << 32); break;
 		case 'x': cfg.exit_after = ex_parse_num("--conns", optarg, 1, 1ull << 32); break;
 		case 'v': verbose = 1; break;
@@ -373,6 +404,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
+	if (work_ns)
+		work_calibrate(work_ns);
 	srv = calloc(cfg.threads, sizeof(*srv));
 	if (!srv)
 		ex_fail("threads", -ENOMEM);
@@ -390,6 +423,9 @@ int main(int argc, char **argv)
 	       cfg.spin_us);
 	if (cfg.threads > 1)
 		printf(", %u threads sharing the service (a net each)", cfg.threads);
+	if (work_ns)
+		printf(", %llu ns of work per message (%llu rounds)", work_ns,
+		       (unsigned long long)work_rounds);
 	printf("\n");
 	fflush(stdout);
 
