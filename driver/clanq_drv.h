@@ -197,7 +197,8 @@ struct clanq_nic {
 	char name[16];
 	unsigned int index;	/* N in /dev/clanqN */
 	u32 node;		/* node id carried in every address */
-	struct xarray eps;	/* node-wide endpoint id -> clanq_kep */
+	/* node-wide endpoint id -> clanq_kep; a shared service's group */
+	struct xarray eps;
 	u32 next_ep_id;		/* for xa_alloc_cyclic */
 	struct xarray regions;	/* node-wide region id -> clanq_kregion */
 	u32 next_region_id;
@@ -469,7 +470,35 @@ struct clanq_kep {
 	struct clanq_kep_oob oob;
 	struct clanq_kep_rdma rdma;
 	struct clanq_kep_tw tw;
+	struct clanq_kgroup *group;	/* a shared service's; group lock */
 };
+
+/*
+ * A shared service (uapi.h, CLANQ_EP_SHARED): the endpoints serving one
+ * service number, published in nic->eps at that number as a tagged
+ * entry (clanq_eps_group()), so that a service is either one endpoint
+ * or one group, never both. Members change under clanq_group_lock
+ * (endpoint.c); deliveries read them under RCU: member[0 .. nr - 1],
+ * nr published after the slot it covers.
+ */
+struct clanq_kgroup {
+	struct rcu_head rcu;
+	kuid_t uid;		/* every member's context's */
+	u32 service;
+	u32 seed;		/* of the member hash */
+	u32 nr;
+	struct clanq_kep *member[CLANQ_SHARED_MAX];
+};
+
+#define CLANQ_EPS_GROUP_TAG	1
+
+/* The group an entry of nic->eps is, or NULL if it is an endpoint. */
+static inline struct clanq_kgroup *clanq_eps_group(void *entry)
+{
+	if (xa_pointer_tag(entry) != CLANQ_EPS_GROUP_TAG)
+		return NULL;
+	return xa_untag_pointer(entry);
+}
 
 /*
  * A tripwire: region bytes [off, last] that fire their endpoint's bit
@@ -634,6 +663,8 @@ long clanq_ctx_ioctl(struct clanq_ctx *ctx, unsigned int cmd, unsigned long uarg
 void clanq_kep_destroy(struct clanq_kep *ep);
 struct clanq_kep *clanq_kep_lookup(struct clanq_nic *nic, u32 id);
 struct clanq_kep *clanq_kep_lookup_owned(struct clanq_ctx *ctx, u32 id);
+struct clanq_kep *clanq_kep_lookup_dst(struct clanq_nic *nic, u32 id,
+				       const struct clanq_oob_msg *msg);
 void clanq_kep_get(struct clanq_kep *ep);
 void clanq_kep_put(struct clanq_kep *ep);
 void clanq_kep_raise(struct clanq_kep *ep, u32 events);
@@ -904,6 +935,11 @@ struct clanq_ctx *clanq_ctx_create(struct clanq_nic *nic);
 struct clanq_kep *clanq_kep_create(struct clanq_ctx *ctx, u32 oob_slots,
 				   u32 rq_slots, u32 cq_slots, u32 tw_slots,
 				   u32 service);
+struct clanq_kep *clanq_kep_create_shared(struct clanq_ctx *ctx, u32 oob_slots,
+					  u32 rq_slots, u32 cq_slots,
+					  u32 tw_slots, u32 service);
+u32 clanq_kgroup_pick(const struct clanq_kgroup *g, u32 nr,
+		      const struct clanq_oob_msg *msg);
 void clanq_kep_describe(struct clanq_kep *ep, struct clanq_ioc_ep_create *c);
 /* rdma.c */
 int clanq_rdma_validate(struct clanq_ctx *ctx, const struct clanq_rdma_req *req,

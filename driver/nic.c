@@ -95,7 +95,7 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 	unsigned int n = 0;
 
 	xa_for_each(&nic->eps, id, ep)
-		n++;
+		n += !clanq_eps_group(ep);	/* a shared service's group */
 	seq_printf(m, "node %u\ncontexts %d\nendpoints %u\n", nic->node,
 		   atomic_read(&nic->nr_contexts), n);
 	seq_printf(m, "oob_sent %lld\noob_delivered %lld\noob_dropped %lld\n",

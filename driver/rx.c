@@ -32,7 +32,7 @@ static int clanq_oob_put(struct clanq_nic *nic, struct clanq_kep *ep,
 /**
  * clanq_rx_oob() - the receive path of an OOB message
  * @nic: the destination NIC
- * @dst_id: the destination endpoint there
+ * @dst_id: the destination endpoint there, or a shared service: a member
  * @msg: the message, its source stamped by the sender's driver
  *
  * Return: 0 if queued; -ENOENT for no such endpoint, -ENOBUFS for a full
@@ -42,7 +42,7 @@ static int clanq_oob_put(struct clanq_nic *nic, struct clanq_kep *ep,
 int clanq_rx_oob(struct clanq_nic *nic, u32 dst_id,
 		 const struct clanq_oob_msg *msg)
 {
-	struct clanq_kep *ep = clanq_kep_lookup(nic, dst_id);
+	struct clanq_kep *ep = clanq_kep_lookup_dst(nic, dst_id, msg);
 
 	if (!ep) {
 		atomic64_inc(&nic->stats.oob_no_ep);

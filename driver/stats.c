@@ -226,7 +226,7 @@ static ssize_t endpoints_show(struct device *dev, struct device_attribute *attr,
 	unsigned int n = 0;
 
 	xa_for_each(&nic->eps, id, ep)
-		n++;
+		n += !clanq_eps_group(ep);	/* a shared service's group */
 	return sysfs_emit(buf, "%u\n", n);
 }
 static DEVICE_ATTR_RO(endpoints);

@@ -5,6 +5,11 @@
  * After each request it spins up to --spin-us (15 us) for the next one
  * before it arms the idle connections' tripwires and blocks.
  *
+ * With --threads N, N such threads, each with a net (and a context) of
+ * its own, listen on the one service with CLANQ_LISTEN_SHARED: the
+ * driver spreads the connections over them (as SO_REUSEPORT does), and
+ * no thread ever takes a lock or touches another's connections.
+ *
  * Messages are echoed in place (clanq_recv_peek(): no copy out of the
  * ring); a connection whose peer has no room for the answer keeps its
  * message until credit comes back (CLANQ_NET_OUT), so one slow client
@@ -15,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/resource.h>
@@ -34,8 +40,13 @@ struct echo_conn {
 };
 
 struct server {
+	pthread_t thread;
+	unsigned int index;	/* of --threads */
+	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_listener *l;
+	uint64_t entries;	/* driver entries while it served */
+	double secs;
 	struct echo_conn *pool, *free;	/* max_conns of them */
 	unsigned int max_conns;
 	unsigned int open, accepted, closed, reset, verbose;
@@ -45,6 +56,38 @@ struct server {
 };
 
 static volatile sig_atomic_t stop;
+
+/* what every thread serves by, set before they start */
+static struct {
+	unsigned int nic, service, max_conns, backlog, threads;
+	unsigned long long spin_us, seconds, exit_after;
+} cfg = { .service = 7, .max_conns = 1024, .backlog = 128, .threads = 1,
+	  .spin_us = 15 };
+static unsigned long long closed_total;	/* by every thread, atomic */
+
+/*
+ * --work-ns: CPU work per message before its answer, standing for what
+ * a real service computes (a lookup, a parse): rounds of an LCG,
+ * calibrated once at start, so that it costs CPU, not wall time.
+ */
+static uint64_t work_rounds;
+static volatile uint64_t work_sink;
+
+static uint64_t work(uint64_t rounds, uint64_t x)
+{
+	while (rounds--)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+static void work_calibrate(unsigned long long ns)
+{
+	uint64_t rounds = 1u << 20, t0 = clanq_now_ns(), t;
+
+	work_sink = work(rounds, t0);
+	t = clanq_now_ns() - t0;
+	work_rounds = t ? (uint64_t)((double)rounds * (double)ns / (double)t) : rounds;
+}
 
 static void on_signal(int sig)
 {
@@ -62,6 +105,10 @@ static void usage(void)
 	       "  -b, --backlog N     connections waiting for accept (default 128)\n"
 	       "      --spin-us US    spin this long for the next request before\n"
 	       "                      blocking (default 15, as the paper's server)\n"
+	       "  -T, --threads N     N threads, a net each, sharing the service\n"
+	       "                      (CLANQ_LISTEN_SHARED; default 1: not shared)\n"
+	       "      --work-ns NS    compute this long (CPU rounds, calibrated) for each\n"
+	       "                      message before its answer (default 0)\n"
 	       "  -t, --seconds S     stop after S seconds (default: run until a signal)\n"
 	       "  -x, --conns N       stop once N connections have come and gone\n"
 	       "  -v, --verbose       a line for every connection that closes\n"
@@ -101,6 +148,7 @@ static void conn_gone(struct server *s, struct echo_conn *e, const char *why)
 	s->free = e;
 	s->open--;
 	s->closed++;
+	__atomic_add_fetch(&closed_total, 1, __ATOMIC_RELAXED);
 }
 
 static void do_accept(struct server *s)
@@ -150,6 +198,8 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			conn_gone(s, e, "reset");
 			return;
 		}
+		if (work_rounds && !e->stalled)
+			work_sink = work(work_rounds, (uint64_t)n);
 		err = clanq_send(e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
 			/* keep it peeked; CLANQ_NET_OUT says when to retry */
@@ -185,6 +235,8 @@ static void report(struct server *s, double secs, uint64_t entries)
 		 (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
 	clanq_net_stats(s->net, &ns);
 	clanq_listener_stats(s->l, &ls);
+	if (cfg.threads > 1)
+		printf("# thread %u of %u:\n", s->index, cfg.threads);
 	printf("# clanq-echo-server on node %u service %u: %.1f s\n",
 	       where.node, where.id, secs);
 	if (s->open)
@@ -222,6 +274,87 @@ static void report(struct server *s, double secs, uint64_t entries)
 		       (unsigned long long)s->msgs, cpu_us / 1e6);
 }
 
+/* Set up thread s's net and listener: 0, or the failure, said. */
+static int serve_setup(struct server *s)
+{
+	struct clanq_listen_attr la = {
+		.flags = cfg.threads > 1 ? CLANQ_LISTEN_SHARED : 0,
+	};
+	struct clanq_net_attr attr = { .max_conns = cfg.max_conns };
+	int err;
+
+	ex_open_net(&s->dev, &s->net, cfg.nic, &attr);
+	clanq_net_set_spin(s->net, cfg.spin_us * 1000);
+	err = clanq_listen_attr(s->net, &s->l, cfg.service, cfg.backlog, &la);
+	if (err) {
+		fprintf(stderr, "%s: listen: %s%s\n", ex_prog, strerror(-err),
+			err == -EADDRINUSE ? " (service taken)" : "");
+		return err;
+	}
+	s->max_conns = cfg.max_conns;
+	s->pool = calloc(cfg.max_conns, sizeof(*s->pool));
+	if (!s->pool)
+		return -ENOMEM;
+	for (unsigned int i = cfg.max_conns; i-- > 0;) {
+		s->pool[i].next_free = s->free;
+		s->free = &s->pool[i];
+	}
+	return 0;
+}
+
+/* One thread's loop, on its own net: nothing here is shared. */
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+	struct clanq_net_event evs[64];
+	uint64_t e0 = 0, e1 = 0, t0, deadline;
+	int n;
+
+	(void)clanq_ctx_entries(&s->dev, &e0);
+	t0 = clanq_now_ns();
+	deadline = cfg.seconds ? t0 + cfg.seconds * 1000000000ull : ~0ull;
+	while (!stop && (!cfg.exit_after ||
+			 __atomic_load_n(&closed_total, __ATOMIC_RELAXED) < cfg.exit_after)) {
+		/* a clock read costs ~60 ns in the VM: only with a deadline */
+		uint64_t now = cfg.seconds ? clanq_now_ns() : 0;
+		int64_t timeout = deadline == ~0ull ? -1 : (int64_t)(deadline - now);
+
+		if (now >= deadline)
+			break;
+		/*
+		 * Another thread may end the run (--conns, or the signal
+		 * came to it): look at least every 100 ms.
+		 */
+		if (cfg.threads > 1 && (timeout < 0 || timeout > 100000000))
+			timeout = 100000000;
+		n = clanq_net_wait(s->net, evs, 64, timeout);
+		if (n == -EINTR || n == -ETIMEDOUT)
+			continue;
+		if (n < 0)
+			ex_fail("wait", n);
+		for (int i = 0; i < n; i++) {
+			struct echo_conn *e;
+
+			if (evs[i].what & CLANQ_NET_ACCEPT) {
+				do_accept(s);
+				continue;
+			}
+			if (!evs[i].conn)
+				continue;
+			e = (struct echo_conn *)(uintptr_t)clanq_conn_get_cookie(evs[i].conn);
+			if (e->stalled && !(evs[i].what & (CLANQ_NET_OUT | CLANQ_NET_HUP)))
+				continue;	/* its answer still waits for credit */
+			if (evs[i].what & (CLANQ_NET_IN | CLANQ_NET_OUT | CLANQ_NET_HUP))
+				do_echo(s, e);
+		}
+	}
+	(void)clanq_ctx_entries(&s->dev, &e1);
+	/* the entry counter counts our own read of it too: not a message's */
+	s->entries = e1 - e0 - 1;
+	s->secs = (double)(clanq_now_ns() - t0) / 1e9;
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -230,33 +363,36 @@ int main(int argc, char **argv)
 		{ "max-conns", required_argument, NULL, 'c' },
 		{ "backlog", required_argument, NULL, 'b' },
 		{ "spin-us", required_argument, NULL, 'S' },
+		{ "threads", required_argument, NULL, 'T' },
+		{ "work-ns", required_argument, NULL, 'W' },
 		{ "seconds", required_argument, NULL, 't' },
 		{ "conns", required_argument, NULL, 'x' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	unsigned int nic = 0, service = 7, max_conns = 1024, backlog = 128;
-	unsigned long long spin_us = 15, seconds = 0, exit_after = 0;
-	struct clanq_net_event evs[64];
-	struct clanq_net_attr attr = { 0 };
-	struct server s = { 0 };
 	struct sigaction sa = { 0 };
-	struct clanq_dev dev;
-	uint64_t e0 = 0, e1 = 0, t0, deadline;
-	int opt, err, n;
+	struct server *srv;
+	unsigned long long work_ns = 0;
+	unsigned int verbose = 0, t;
+	uint64_t msgs = 0;
+	double secs = 0;
+	int opt, err;
 
 	ex_prog = "clanq-echo-server";
-	while ((opt = getopt_long(argc, argv, "n:s:c:b:t:x:vh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:s:c:b:T:t:x:vh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'n': nic = (unsigned int)ex_parse_num("--nic", optarg, 0, 255); break;
-		case 's': service = (unsigned int)ex_parse_num("--service", optarg, 1, 65535); break;
-		case 'c': max_conns = (unsigned int)ex_parse_num("--max-conns", optarg, 1, 1u << 20); break;
-		case 'b': backlog = (unsigned int)ex_parse_num("--backlog", optarg, 1, 65536); break;
-		case 'S': spin_us = ex_parse_num("--spin-us", optarg, 0, 10000000); break;
-		case 't': seconds = ex_parse_num("--seconds", optarg, 1, 1ull << 32); break;
-		case 'x': exit_after = ex_parse_num("--conns", optarg, 1, 1ull << 32); break;
-		case 'v': s.verbose = 1; break;
+		case 'n': cfg.nic = (unsigned int)ex_parse_num("--nic", optarg, 0, 255); break;
+		case 's': cfg.service = (unsigned int)ex_parse_num("--service", optarg, 1, 65535); break;
+		case 'c': cfg.max_conns = (unsigned int)ex_parse_num("--max-conns", optarg, 1, 1u << 20); break;
+		case 'b': cfg.backlog = (unsigned int)ex_parse_num("--backlog", optarg, 1, 65536); break;
+		case 'S': cfg.spin_us = ex_parse_num("--spin-us", optarg, 0, 10000000); break;
+		case 'T': cfg.threads = (unsigned int)ex_parse_num("--threads", optarg, 1,
+								    CLANQ_SHARED_MAX); break;
+		case 'W': work_ns = ex_parse_num("--work-ns", optarg, 0, 1000000000); break;
+		case 't': cfg.seconds = ex_parse_num("--seconds", optarg, 1, 1ull << 32); break;
+		case 'x': cfg.exit_after = ex_parse_num("--conns", optarg, 1, 1ull << 32); break;
+		case 'v': verbose = 1; break;
 		case 'h': usage(); return 0;
 		default: ex_usage_error("unknown option");
 		}
@@ -268,62 +404,59 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	attr.max_conns = max_conns;
-	ex_open_net(&dev, &s.net, nic, &attr);
-	clanq_net_set_spin(s.net, spin_us * 1000);
-	err = clanq_listen(s.net, &s.l, service, backlog);
-	if (err)
-		ex_fail(err == -EADDRINUSE ? "listen: service taken" : "listen", err);
-	s.max_conns = max_conns;
-	s.pool = calloc(max_conns, sizeof(*s.pool));
-	if (!s.pool)
-		ex_fail("connection table", -ENOMEM);
-	for (unsigned int i = max_conns; i-- > 0;) {
-		s.pool[i].next_free = s.free;
-		s.free = &s.pool[i];
+	if (work_ns)
+		work_calibrate(work_ns);
+	srv = calloc(cfg.threads, sizeof(*srv));
+	if (!srv)
+		ex_fail("threads", -ENOMEM);
+	for (t = 0; t < cfg.threads; t++) {
+		srv[t].index = t;
+		srv[t].verbose = verbose;
+		err = serve_setup(&srv[t]);
+		if (err == -ENOMEM)
+			ex_fail("connection table", err);
+		if (err)
+			return EX_FAIL;
 	}
 	printf("# clanq-echo-server: node %u service %u, up to %u connections, "
-	       "spin %llu us\n", dev.node, service, max_conns, spin_us);
+	       "spin %llu us", srv[0].dev.node, cfg.service, cfg.max_conns,
+	       cfg.spin_us);
+	if (cfg.threads > 1)
+		printf(", %u threads sharing the service (a net each)", cfg.threads);
+	if (work_ns)
+		printf(", %llu ns of work per message (%llu rounds)", work_ns,
+		       (unsigned long long)work_rounds);
+	printf("\n");
 	fflush(stdout);
 
-	(void)clanq_ctx_entries(&dev, &e0);
-	t0 = clanq_now_ns();
-	deadline = seconds ? t0 + seconds * 1000000000ull : ~0ull;
-	while (!stop && (!exit_after || s.closed < exit_after)) {
-		/* a clock read costs ~60 ns in the VM: only with a deadline */
-		uint64_t now = seconds ? clanq_now_ns() : 0;
-
-		if (now >= deadline)
-			break;
-		n = clanq_net_wait(s.net, evs, 64,
-				   deadline == ~0ull ? -1 : (int64_t)(deadline - now));
-		if (n == -EINTR || n == -ETIMEDOUT)
-			continue;
-		if (n < 0)
-			ex_fail("wait", n);
-		for (int i = 0; i < n; i++) {
-			struct echo_conn *e;
-
-			if (evs[i].what & CLANQ_NET_ACCEPT) {
-				do_accept(&s);
-				continue;
-			}
-			if (!evs[i].conn)
-				continue;
-			e = (struct echo_conn *)(uintptr_t)clanq_conn_get_cookie(evs[i].conn);
-			if (e->stalled && !(evs[i].what & (CLANQ_NET_OUT | CLANQ_NET_HUP)))
-				continue;	/* its answer still waits for credit */
-			if (evs[i].what & (CLANQ_NET_IN | CLANQ_NET_OUT | CLANQ_NET_HUP))
-				do_echo(&s, e);
-		}
+	/* thread 0 is this one; signals come to whichever: all look at stop */
+	for (t = 1; t < cfg.threads; t++) {
+		err = pthread_create(&srv[t].thread, NULL, serve, &srv[t]);
+		if (err)
+			ex_fail("thread", -err);
 	}
-	(void)clanq_ctx_entries(&dev, &e1);
-	/* the entry counter counts our own read of it too: not a message's */
-	report(&s, (double)(clanq_now_ns() - t0) / 1e9, e1 - e0 - 1);
+	serve(&srv[0]);
+	for (t = 1; t < cfg.threads; t++) {
+		/* one thread's --seconds or --conns ends them all */
+		stop = 1;
+		pthread_join(srv[t].thread, NULL);
+	}
+	for (t = 0; t < cfg.threads; t++) {
+		report(&srv[t], srv[t].secs, srv[t].entries);
+		msgs += srv[t].msgs;
+		if (srv[t].secs > secs)
+			secs = srv[t].secs;
+	}
+	if (cfg.threads > 1)
+		printf("all %u threads: %llu messages echoed in %.1f s\n",
+		       cfg.threads, (unsigned long long)msgs, secs);
 	fflush(stdout);
-	/* closes the open connections too: each peer reads end of stream */
-	clanq_net_close(s.net);
-	clanq_close(&dev);
-	free(s.pool);
+	for (t = 0; t < cfg.threads; t++) {
+		/* closes the open connections too: each peer reads end of stream */
+		clanq_net_close(srv[t].net);
+		clanq_close(&srv[t].dev);
+		free(srv[t].pool);
+	}
+	free(srv);
 	return 0;
 }

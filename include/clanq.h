@@ -181,6 +181,22 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 			 const struct clanq_ep_attr *attr);
 
 /**
+ * \brief Create an endpoint as clanq_ep_create_attr(), with flags for
+ * the driver: CLANQ_EP_SHARED joins the shared service attr->service
+ * (its group of up to CLANQ_SHARED_MAX endpoints, all of one user and
+ * all asking to share, as SO_REUSEPORT; clanq/uapi.h says which member
+ * a message goes to). The endpoint's own address (ep->addr) is then an
+ * id of its own, not the service.
+ * \param flags  0 or CLANQ_EP_SHARED (with a service)
+ * \return as clanq_ep_create_attr(); -EADDRINUSE if the service is in
+ *         use unshared or shared by another user; -ENOSPC with
+ *         CLANQ_SHARED_MAX members already; -EINVAL for unknown flags
+ *         or CLANQ_EP_SHARED without a service.
+ */
+int clanq_ep_create_flags(struct clanq_dev *dev, struct clanq_ep *ep,
+			  const struct clanq_ep_attr *attr, uint32_t flags);
+
+/**
  * \brief Destroy an endpoint: nothing more is delivered to it, its
  * registrations go, and its mapping is removed.
  * \return 0 or -errno.

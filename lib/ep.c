@@ -22,6 +22,12 @@ int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 			 const struct clanq_ep_attr *attr)
 {
+	return clanq_ep_create_flags(dev, ep, attr, 0);
+}
+
+int clanq_ep_create_flags(struct clanq_dev *dev, struct clanq_ep *ep,
+			  const struct clanq_ep_attr *attr, uint32_t flags)
+{
 	struct clanq_ioc_ep_create c;
 	struct clanq_ioc_ep_destroy d;
 	void *seg;
@@ -32,8 +38,10 @@ int clanq_ep_create_attr(struct clanq_dev *dev, struct clanq_ep *ep,
 	c.rq_slots = attr->rq_slots;
 	c.cq_slots = attr->cq_slots;
 	c.tw_slots = attr->tw_slots;
+	/* the driver judges the flags: it refuses what it does not know */
+	c.flags = flags;
 	if (attr->service) {
-		c.flags = CLANQ_EP_SERVICE;
+		c.flags |= CLANQ_EP_SERVICE;
 		c.addr.id = attr->service;
 	}
 	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)

@@ -434,15 +434,23 @@ void clanq_listener_intake(struct clanq_listener *l)
 	}
 }
 
+/*
+ * A shared listener (CLANQ_LISTEN_SHARED) is one member of the driver's
+ * group for the service: each CONNECT reaches one member, the same one
+ * for every copy of it (clanq/uapi.h: the hash covers the CONNECT's
+ * first 16 bytes, its magic, conn and nonce), so the retransmissions
+ * clanq_listener_intake() answers again come to the net that accepted.
+ */
 static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
-			       unsigned int service, unsigned int backlog)
+			       unsigned int service, unsigned int backlog,
+			       uint32_t flags)
 {
 	struct clanq_ep_attr ea = { .oob_slots = 256, .service = service };
 	struct clanq_hs_backlog *b;
 	int err;
 
 	if (!service || service > CLANQ_SERVICE_MAX || !backlog ||
-	    backlog > 65536)
+	    backlog > 65536 || (flags & ~CLANQ_LISTEN_FLAGS))
 		return -EINVAL;
 	memset(l, 0, sizeof(*l));
 	b = calloc(1, sizeof(*b));
@@ -457,7 +465,9 @@ static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 	l->service = service;
 	l->backlog = b;
 	l->max_ring = 64u << 20;
-	err = clanq_ep_create_attr(net->dev, &l->ep, &ea);
+	err = clanq_ep_create_flags(net->dev, &l->ep, &ea,
+				    flags & CLANQ_LISTEN_SHARED ?
+				    CLANQ_EP_SHARED : 0);
 	if (err)
 		goto err_free;
 	l->ep_reg = clanq_evq_register(&net->evq, &l->ep, CLANQ_EV_OOB,
@@ -480,12 +490,23 @@ err_free:
 int clanq_listen(struct clanq_net *net, struct clanq_listener **lp,
 		 unsigned int service, unsigned int backlog)
 {
-	struct clanq_listener *l = calloc(1, sizeof(*l));
+	return clanq_listen_attr(net, lp, service, backlog, NULL);
+}
+
+int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
+		      unsigned int service, unsigned int backlog,
+		      const struct clanq_listen_attr *attr)
+{
+	struct clanq_listener *l;
+	uint32_t flags = attr ? attr->flags : 0;
 	int err;
 
+	if (attr && (attr->reserved[0] | attr->reserved[1] | attr->reserved[2]))
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	err = clanq_listener_init(net, l, service, backlog);
+	err = clanq_listener_init(net, l, service, backlog, flags);
 	if (err) {
 		free(l);
 		return err;
@@ -535,7 +556,10 @@ void clanq_listener_stats(const struct clanq_listener *l,
 
 struct clanq_addr clanq_listener_addr(const struct clanq_listener *l)
 {
-	return l->ep.addr;
+	/* a shared listener's endpoint has an id of its own */
+	struct clanq_addr a = { .node = l->ep.addr.node, .id = l->service };
+
+	return a;
 }
 
 /*

@@ -133,6 +133,38 @@ void clanq_listener_stats(const struct clanq_listener *l,
 /** \brief The listener's address: (the net's node, its service). */
 struct clanq_addr clanq_listener_addr(const struct clanq_listener *l);
 
+/*
+ * Several threads per service: each thread opens its own net and
+ * listens on the same service with CLANQ_LISTEN_SHARED, as sockets do
+ * with SO_REUSEPORT. The driver hands each connection attempt to one of
+ * the listeners, by a hash of the connecting net's address and of the
+ * attempt (every retransmission of it to the same listener); a thread
+ * accepts, serves and closes its connections on its own net, with no
+ * lock. All the listeners must ask to share and belong to one user;
+ * up to CLANQ_SHARED_MAX of them. A listener that closes refuses what
+ * it had pending; new attempts go to the others.
+ */
+
+#define CLANQ_LISTEN_SHARED	0x1u	/**< share the service (above) */
+#define CLANQ_LISTEN_FLAGS	CLANQ_LISTEN_SHARED
+
+/** How to listen: clanq_listen_attr(). */
+struct clanq_listen_attr {
+	uint32_t flags;		/**< CLANQ_LISTEN_* */
+	uint32_t reserved[3];	/**< must be zero */
+};
+
+/**
+ * \brief clanq_listen(), with attr (NULL: as clanq_listen()).
+ * \return as clanq_listen(); -EADDRINUSE also if the service is in
+ *         use unshared, or shared by another user; -ENOSPC with
+ *         CLANQ_SHARED_MAX listeners on it already; -EINVAL for unknown
+ *         flags or non-zero reserved words.
+ */
+int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
+		      unsigned int service, unsigned int backlog,
+		      const struct clanq_listen_attr *attr);
+
 /** Options of a connection; zero picks the default. */
 struct clanq_conn_opts {
 	uint64_t timeout_ns;	/**< connect gives up after (default 5 s) */

@@ -163,7 +163,25 @@ struct clanq_ep_counters {
  * bits, the application polls the words and clears bits itself.
  */
 #define CLANQ_EP_SERVICE	0x1u	/* addr.id in: a service number */
-#define CLANQ_EP_FLAGS		CLANQ_EP_SERVICE
+#define CLANQ_EP_SHARED		0x2u	/* with SERVICE: join its group */
+#define CLANQ_EP_FLAGS		(CLANQ_EP_SERVICE | CLANQ_EP_SHARED)
+/*
+ * A shared service (CLANQ_EP_SERVICE | CLANQ_EP_SHARED), as SO_REUSEPORT:
+ * up to CLANQ_SHARED_MAX endpoints, each of them asking for sharing and
+ * all of one user (the euid that opened the first one's context), serve
+ * one service number; else -EADDRINUSE. Each member has an id of its own
+ * (addr.id out, above CLANQ_SERVICE_MAX: what it sends from, what it is
+ * destroyed by). An OOB message to (node, service) goes to one member,
+ * picked by a hash of its source address and of its first
+ * CLANQ_SHARED_KEY_BYTES payload bytes (zero-padded): a protocol puts
+ * what names a flow there (a connection's id, as ports in a TCP header),
+ * so that every message of a flow, retransmissions included, reaches the
+ * same member while the members stay the same. A member that is
+ * destroyed leaves; the group ends with its last member. A service in
+ * use unshared cannot be shared, nor the other way round.
+ */
+#define CLANQ_SHARED_MAX	64u
+#define CLANQ_SHARED_KEY_BYTES	16u
 /*
  * Service numbers: endpoint ids 1 .. CLANQ_SERVICE_MAX are never handed
  * out by the driver; an endpoint takes one by asking for it (EP_CREATE

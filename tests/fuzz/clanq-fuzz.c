@@ -710,6 +710,14 @@ static void do_ep_create(const struct call *c)
 
 	if (c->a[5] % 16 == 0)
 		e.reserved[c->a[5] >> 4 & 3] = c->a[5] >> 8 | 1;
+	/*
+	 * Half the time known flags only, and then a service (shared or
+	 * not) of four, so that groups form, clash and outlive contexts.
+	 */
+	if (c->a[4] >> 63)
+		e.flags &= CLANQ_EP_FLAGS;
+	if (e.flags & CLANQ_EP_SERVICE)
+		e.addr.id = 5000 + (uint32_t)(c->a[5] >> 32) % 4;
 	if (ioctl(fd, CLANQ_IOC_EP_CREATE, &e) == 0 && idx >= 0) {
 		struct rep *r = ADD(T.ep, T.nep);
 
