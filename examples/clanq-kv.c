@@ -1315,6 +1315,8 @@ static int client(const struct kv_client_args *a)
 	if (!cl.ops)
 		ex_fail("no request was answered", -ETIMEDOUT);
 	secs = (double)(cl.t_end - cl.t_start) / 1e9;
+	if (secs <= 0)
+		secs = 1e-9;	/* one answer within a clock tick */
 	l = lat_stats(cl.lat, (unsigned int)cl.nr_lat);
 	if (!cl.tcp)
 		/* e1 - e0 counts our own second read of the counter */
