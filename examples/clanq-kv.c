@@ -1267,8 +1267,7 @@ static int client(const struct kv_client_args *a)
 		.get_pct = a->get_pct, .keys = a->keys, .nr_sizes = a->nr_sizes,
 		.epfd = -1,
 	};
-	__u64 e0 = 0, e1 = 0;	/* clanq_ctx_entries() takes a __u64 */
-	uint64_t t0;
+	uint64_t e0 = 0, e1 = 0, t0;
 	uint32_t max_size = 0;
 	struct lat l;
 	double secs;
