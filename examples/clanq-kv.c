@@ -90,11 +90,15 @@ struct kv_resp {
 
 /*
  * Rings big enough for the largest request and answer (a 64 KiB value
- * and its header), on both sides: a connection's largest message is half
- * its ring less a record's 16 bytes of framing (lib/ring.h), so this is
+ * and its header) in one record, on both sides: a record is at most half
+ * its ring less 16 bytes of framing (clanq_conn_eager_max()), so this is
  * about 132 KiB per direction per connection where the default is one
- * page. Remove this once a connection carries messages of any size
- * (issue 27, the first item): the default rings will do.
+ * page. Longer messages would go in pieces (any ring carries any size
+ * now), but a piece-wise message is not peeked in place, and its send or
+ * receive, once begun, waits for the rest whatever CLANQ_MSG_DONTWAIT
+ * says: a one-thread server must never wait on one client. Drop this
+ * (and the eager checks) once the library can go on with a large
+ * message without blocking.
  */
 static void kv_ring_opts(struct clanq_conn_opts *o)
 {
@@ -406,7 +410,8 @@ static int clanq_flush_answer(struct kv_sconn *sc)
 /* Answer what sc has, in order, until it is drained or an answer waits. */
 static void clanq_serve(struct kv_server *s, struct kv_sconn *sc)
 {
-	size_t max_answer = clanq_conn_max_msg(sc->c);
+	/* the client's ring, whatever it asked for: an answer in one record */
+	size_t max_answer = clanq_conn_eager_max(sc->c);
 	const void *data, *val;
 	struct kv_resp resp;
 	struct iovec iov[2];
@@ -429,11 +434,12 @@ static void clanq_serve(struct kv_server *s, struct kv_sconn *sc)
 			sconn_gone(s, sc, "closed");
 			return;
 		}
-		if (n < 0) {
+		if (n < 0 && n != -EMSGSIZE) {
 			err = (int)n;
 			continue;
 		}
-		if (!kv_handle(s, data, (size_t)n, max_answer, &resp, &val)) {
+		/* -EMSGSIZE: longer than our ring's record, so than any request */
+		if (n < 0 || !kv_handle(s, data, (size_t)n, max_answer, &resp, &val)) {
 			s->bad++;
 			sconn_gone(s, sc, "broke the protocol");
 			return;
@@ -1215,9 +1221,10 @@ static void client_connect(struct kv_client *cl, const struct kv_client_args *a)
 		if (err)
 			ex_fail(err == -ECONNREFUSED ? "connect: refused (is the server "
 				"there?)" : "connect", err);
-		if (clanq_conn_max_msg(cc->c) < KV_REQ_MAX) {
-			fprintf(stderr, "%s: the connection carries %zu bytes at most, "
-				"not %zu\n", ex_prog, clanq_conn_max_msg(cc->c), KV_REQ_MAX);
+		if (clanq_conn_eager_max(cc->c) < KV_REQ_MAX) {
+			fprintf(stderr, "%s: the server's ring takes %zu bytes in one "
+				"record, not %zu\n", ex_prog,
+				clanq_conn_eager_max(cc->c), KV_REQ_MAX);
 			exit(EX_FAIL);
 		}
 		clanq_conn_set_cookie(cc->c, (uint64_t)(uintptr_t)cc);
