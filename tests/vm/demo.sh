@@ -1,7 +1,7 @@
 # make run: clanq doing its job, in the stock-kernel VM (2 soft NICs).
 # An echo server on node 0, clients on node 0 and node 1, a stream
-# between the nodes, a raw shared-memory ping-pong as the yardstick,
-# then a short report. Each step says what it starts; every program is
+# between the nodes, a key-value service over clanq and over TCP+epoll,
+# a raw shared-memory ping-pong as the yardstick, then a short report. Each step says what it starts; every program is
 # one of the examples and runs unchanged on a real host.
 set -u
 out=/tmp/demo
@@ -12,6 +12,7 @@ die() { echo "demo: $*"; exit 1; }
 msgs=${CLANQ_DEMO_MSGS:-20000}
 bmsgs=${CLANQ_DEMO_BLOCK_MSGS:-2000}
 idle=${CLANQ_DEMO_IDLE:-10000}
+kvsecs=${CLANQ_DEMO_KV_SECONDS:-8}	# each of the four key-value runs
 
 cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //')
@@ -59,6 +60,26 @@ done
 wait $receiver || { echo "demo: the stream receiver failed"; fail=1; }
 cat $out/stream
 
+# kv NAME SIZES [-T]: a clanq-kv server and one client run of $kvsecs s,
+# the same load over clanq (node 1 -> node 0) or TCP+epoll (localhost)
+kvload="-c 4 -w 8 -g 90 -k 256"
+kv() {
+	name=$1 sizes=$2; shift 2
+	# -x: it leaves when the client's 4 connections are gone; -t: or at worst then
+	clanq-kv server -n 0 -x 4 -t $((kvsecs + 120)) "$@" > $out/kvserver-$name 2>&1 &
+	kvserver=$!
+	# shellcheck disable=SC2086
+	clanq-kv client -n 1 $kvload -S $sizes -t $kvsecs "$@" | tee $out/kv-$name ||
+		{ echo "demo: clanq-kv client $name failed"; fail=1; }
+	wait $kvserver || { echo "demo: clanq-kv server $name failed"; fail=1; }
+	grep -h '^total:' $out/kvserver-$name
+}
+step "clanq-kv: a key-value service (one-thread server, 4 connections x 8 requests in flight, 90 % GET, every value checked), over clanq node 1 -> node 0, then over TCP+epoll on localhost"
+kv clanq8 8
+kv tcp8 8 -T
+kv clanqmix 8,1k,64k
+kv tcpmix 8,1k,64k -T
+
 step "what the administrator sees: /sys/kernel/debug/clanq/clanq0/stats"
 cat /sys/kernel/debug/clanq/clanq0/stats
 
@@ -88,6 +109,24 @@ echo "stream node 1 -> node 0 (MiB/s, receiver's clock):"
 awk '/^received:/ { n++; size = $5; bw = $12;
 	kind = (n > 2) ? "no checksum" : "checksummed"
 	printf "  %8s-byte messages, %-12s %10s MiB/s  (%s system calls/msg)\n", size, kind, bw, $16 }' $out/stream
+echo
+# kvrow LABEL FILE: ops/s, p50, p99, p99.9 of a clanq-kv client's row
+kvcol() { awk -v c="$2" '$1 == "clanq" || $1 == "tcp" { print $c; exit }' "$1" 2>/dev/null; }
+kvrow() { printf "  %-36s %10s %9s %9s %9s\n" "$1" "$(kvcol $2 6)" "$(kvcol $2 7)" \
+	"$(kvcol $2 8)" "$(kvcol $2 9)"; }
+kvratio() {	# LABEL CLANQ TCP: ops/s clanq/TCP, latencies TCP/clanq
+	printf "  %-36s %9sx %8sx %8sx %8sx\n" "$1" "$(ratio "$(kvcol $2 6)" "$(kvcol $3 6)")" \
+		"$(ratio "$(kvcol $3 7)" "$(kvcol $2 7)")" "$(ratio "$(kvcol $3 8)" "$(kvcol $2 8)")" \
+		"$(ratio "$(kvcol $3 9)" "$(kvcol $2 9)")"
+}
+echo "key-value service, 4 connections x 8 in flight, 90 % GET, $kvsecs s each (clanq-kv):"
+printf "  %-36s %10s %9s %9s %9s\n" "" "ops/s" "p50 us" "p99 us" "p99.9 us"
+kvrow "clanq, node 1 -> 0, 8 B values" $out/kv-clanq8
+kvrow "TCP+epoll, localhost, 8 B values" $out/kv-tcp8
+kvratio "clanq vs TCP (latency: TCP/clanq)" $out/kv-clanq8 $out/kv-tcp8
+kvrow "clanq, 8 B .. 64 KiB values" $out/kv-clanqmix
+kvrow "TCP+epoll, 8 B .. 64 KiB values" $out/kv-tcpmix
+kvratio "clanq vs TCP (latency: TCP/clanq)" $out/kv-clanqmix $out/kv-tcpmix
 echo
 grep -h '^#.*idle connections opened' $out/idle1 | sed 's/^# /idle: /'
 grep -h '^per message:' $out/server | sed 's/^/server, /'

@@ -7,7 +7,7 @@ mkdir -p $t
 . /clanq/checks.sh
 
 for p in clanq-echo-server clanq-echo-client clanq-stream shm_pingpong clanq-oob-pingpong \
-	clanq-rdma-pingpong; do
+	clanq-rdma-pingpong clanq-kv; do
 	expect "$p --help" 0 "usage: $p" $p --help
 	expect "$p: an unknown option" 2 "try '$p --help'" $p --bogus
 done
@@ -96,6 +96,76 @@ if [ $rc != 0 ] || ! grep -q "^# bye from node 0 " $t/rdmapp; then
 	bad "rdma-pingpong: the server" "exit status $rc: $(cat $t/rdmapp)"
 else
 	ok "rdma-pingpong: the server served every round trip and checksum, and left at the bye"
+fi
+
+# key-value service: bad arguments first
+expect "kv: neither server nor client" 2 "say server or client" clanq-kv
+expect "kv: a value of 4 bytes" 2 "sizes: 4 is out of range (8 .. 65536)" clanq-kv client -S 8,4
+expect "kv: fewer keys than connections" 2 "4 keys for 8 connections" clanq-kv client -c 8 -k 4
+expect "kv: the client's option to the server" 2 "conns is the client's" clanq-kv server -c 3
+expect "kv: a TCP address that is none" 2 "not an IPv4 address" clanq-kv client -T -A 1.2.3
+expect "kv: nobody listens" 1 "refused" clanq-kv client -n 1 -s 99 -m 10
+
+# wait_for FILE PATTERN: up to 120 s for a background program to say it
+wait_for() {
+	i=0
+	while ! grep -q "$2" "$1" 2>/dev/null && [ $i -lt 1200 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+}
+
+# kv over clanq: a server on node 0 that leaves after seven connections;
+# clients that check every value (8 B .. 64 KiB, several in flight, so
+# answers and requests wait for credit), and one killed by -9 mid-run:
+# the server drops its two connections and goes on
+clanq-kv server -n 0 -s 25 -x 7 -t 600 > $t/kvserver 2>&1 &
+kvserver=$!
+expect "kv: 4 connections x 4 in flight, 8 B .. 64 KiB, half PUTs" 0 "^clanq  *4  *4  *1000 " \
+	clanq-kv client -n 1 -s 25 -c 4 -w 4 -S 8,1k,64k -g 50 -k 64 -m 1000
+expect "kv: one at a time, from the server's own node" 0 "^clanq  *1  *1  *500 " \
+	clanq-kv client -n 0 -s 25 -c 1 -m 500
+clanq-kv client -n 1 -s 25 -c 2 -w 4 -S 8,64k -k 32 -t 600 > $t/kvkilled 2>&1 &
+kvkilled=$!
+wait_for $t/kvkilled "^# prefill:"
+kill -9 $kvkilled
+wait $kvkilled
+wait $kvserver
+rc=$?
+if [ $rc != 0 ]; then
+	bad "kv: the server" "exit status $rc: $(cat $t/kvserver)"
+elif ! grep -q "^total: 7 accepted, 0 open, 7 closed (2 reset, 0 broke the protocol)" $t/kvserver; then
+	bad "kv: the server dropped the killed client's connections and went on" "$(cat $t/kvserver)"
+else
+	ok "kv: the server dropped the killed client's connections and went on"
+fi
+
+# kill -9 of the server: its client says the connection was reset
+clanq-kv server -n 0 -s 26 > $t/kvserver 2>&1 &
+kvserver=$!
+clanq-kv client -n 1 -s 26 -c 2 -w 2 -t 600 > $t/kvclient 2>&1 &
+kvclient=$!
+wait_for $t/kvclient "^# prefill:"
+kill -9 $kvserver
+wait $kvclient
+rc=$?
+if [ $rc != 1 ] || ! grep -q "reset" $t/kvclient; then
+	bad "kv: the client of a server killed by -9" "exit status $rc: $(cat $t/kvclient)"
+else
+	ok "kv: the client of a server killed by -9 says the connection was reset"
+fi
+wait $kvserver
+
+# kv over TCP+epoll, the same checks
+clanq-kv server -T -P 7071 -x 2 -t 600 > $t/kvserver 2>&1 &
+kvserver=$!
+expect "kv: over TCP, 2 connections x 4 in flight, 8 B .. 64 KiB" 0 "^tcp  *2  *4  *500 " \
+	clanq-kv client -T -P 7071 -c 2 -w 4 -S 8,64k -g 50 -k 32 -m 500
+wait $kvserver
+rc=$?
+if [ $rc != 0 ] || ! grep -q "^total: 2 accepted, 0 open, 2 closed (0 reset" $t/kvserver; then
+	bad "kv: the TCP server" "exit status $rc: $(cat $t/kvserver)"
+else
+	ok "kv: the TCP server"
 fi
 
 expect "shm_pingpong: a short run" 0 "^1024 " shm_pingpong -m 1000 -S 8,1k
