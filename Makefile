@@ -286,7 +286,8 @@ coverage: deps
 
 # What `make install` puts in BINDIR: the examples a user runs, the
 # benchmark tool and tools/*.c (clanqstat, clanqctl).
-PROGRAMS := $(addprefix $(B)/examples/,clanq-echo-server clanq-echo-client clanq-info clanq-stream) \
+PROGRAMS := $(addprefix $(B)/examples/,clanq-echo-server clanq-echo-client clanq-info clanq-stream \
+	clanq-kv) \
 	$(B)/bench/clanq-bench $(TOOLS)
 # Man pages by section; alias pages (".so man3/x.3") are installed as they are.
 MANPAGES := $(wildcard docs/man/*.[1-8])

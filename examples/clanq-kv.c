@@ -15,7 +15,9 @@
  * connection are answered in order. An answer that finds no room (no
  * credit in the peer's ring, a full socket buffer) is kept in the
  * connection's own buffer and that connection is read no further until
- * it has gone, so one slow client never stalls the others.
+ * it has gone (over clanq it is muted, clanq_conn_want(), so that the
+ * loop sleeps instead of seeing its requests again), so one slow client
+ * never stalls the others.
  *
  * The client keeps up to W requests in flight on each of its C
  * connections and checks every answer. A key belongs to one connection
@@ -403,7 +405,8 @@ static int clanq_flush_answer(struct kv_sconn *sc)
 		return err;
 	sc->out.len = 0;
 	sc->stalled = false;
-	return 0;
+	/* its requests may be reported again */
+	return clanq_conn_want(sc->c, CLANQ_NET_IN | CLANQ_NET_OUT);
 }
 
 /* Answer what sc has, in order, until it is drained or an answer waits. */
@@ -451,6 +454,11 @@ static void clanq_serve(struct kv_server *s, struct kv_sconn *sc)
 			buf_append_iov(&sc->out, iov, val ? 2 : 1, 0);
 			sc->stalled = true;
 			s->stalls++;
+			/*
+			 * Muted for requests until the answer has gone: the
+			 * loop sleeps rather than report them again and again
+			 */
+			err = clanq_conn_want(sc->c, CLANQ_NET_OUT) ?: -EAGAIN;
 		}
 		clanq_recv_done(sc->c);
 		if (err == -EAGAIN)
