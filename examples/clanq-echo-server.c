@@ -12,8 +12,9 @@
  *
  * Messages are echoed in place (clanq_recv_peek(): no copy out of the
  * ring); a connection whose peer has no room for the answer keeps its
- * message until credit comes back (CLANQ_NET_OUT), so one slow client
- * never stalls the others.
+ * message until credit comes back (CLANQ_NET_OUT), muted for its
+ * requests meanwhile (clanq_conn_want()), so one slow client never
+ * stalls the others and never makes the loop spin.
  *
  * On SIGINT/SIGTERM, at --seconds or after --conns connections have come
  * and gone, it prints per-connection and total counters and exits 0.
@@ -202,12 +203,20 @@ static void do_echo(struct server *s, struct echo_conn *e)
 			work_sink = work(work_rounds, (uint64_t)n);
 		err = clanq_send(e->c, data, (size_t)n, CLANQ_MSG_DONTWAIT);
 		if (err == -EAGAIN) {
-			/* keep it peeked; CLANQ_NET_OUT says when to retry */
-			if (!e->stalled)
+			/*
+			 * Keep it peeked; CLANQ_NET_OUT says when to retry.
+			 * Muted for its requests meanwhile: the loop sleeps
+			 * rather than report them again and again.
+			 */
+			if (!e->stalled) {
 				s->stalls++;
+				(void)clanq_conn_want(e->c, CLANQ_NET_OUT);
+			}
 			e->stalled = true;
 			return;
 		}
+		if (e->stalled)
+			(void)clanq_conn_want(e->c, CLANQ_NET_IN | CLANQ_NET_OUT);
 		e->stalled = false;
 		clanq_recv_done(e->c);
 		if (err) {
