@@ -140,10 +140,16 @@ struct clanq_vmr {
 	bool mapped;
 };
 
-/* A region of this node granted to the peer of a passive connection. */
+/*
+ * A region of this node granted to the peer of a passive connection.
+ * Revoked on a device whose deregistration does not fence its own
+ * accesses (siw), it moves to conn->held: deregistered, the region let
+ * go, its pages held by references of their own until the QP is gone.
+ */
 struct clanq_vexport {
-	struct list_head node;		/* conn->exports, under conn->lock */
-	struct clanq_kregion *region;	/* referenced, its memory held */
+	struct list_head node;		/* conn->exports or ->held, conn->lock */
+	struct clanq_kregion *region;	/* referenced, its memory held; NULL held */
+	unsigned long held;		/* pages referenced here, once held */
 	struct clanq_vconn *conn;	/* the one it was granted over */
 	u64 span;
 	int access;			/* IB_ACCESS_* of its registrations */
@@ -184,6 +190,9 @@ struct clanq_vconn {
 	struct list_head pending;	/* active: clanq_vpending */
 	struct list_head imports;	/* active: clanq_vimport */
 	struct list_head exports;	/* passive: clanq_vexport */
+	/* passive: revoked exports whose pages the device may still touch */
+	struct list_head held;
+	unsigned long nr_held;		/* their pages */
 	struct ida imm_slots;		/* passive: the exports' immediate slots */
 	bool imm;			/* active: WRITE_WITH_IMM may be used */
 	unsigned int exports_busy;	/* taken off exports, not yet freed */
@@ -214,6 +223,9 @@ extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
 extern bool clanq_v_write_imm;
+extern unsigned int clanq_v_held_max_mb;
+/* pages of revoked exports held on every connection (clanq_vexport.held) */
+extern atomic_long_t clanq_v_held_pages;
 #ifdef CLANQ_TEST_KNOBS
 extern bool clanq_v_test_deaf;
 #define clanq_v_deaf()	READ_ONCE(clanq_v_test_deaf)

@@ -202,6 +202,7 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	INIT_LIST_HEAD(&conn->pending);
 	INIT_LIST_HEAD(&conn->imports);
 	INIT_LIST_HEAD(&conn->exports);
+	INIT_LIST_HEAD(&conn->held);
 	ida_init(&conn->imm_slots);
 	INIT_LIST_HEAD(&conn->orphans);
 	INIT_LIST_HEAD(&conn->waiting);
