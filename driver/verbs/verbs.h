@@ -41,6 +41,12 @@
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
 /* chunks waiting for a send slot: how often to look whether the peer stalled */
 #define CLANQ_V_RETRY_MS	100
+/*
+ * siw sends a READ response of at most 32 bytes (MAX_HDR_INLINE) from
+ * one page even when it crosses a page boundary (siw_try_1seg(), 6.12):
+ * a READ that short goes as a READ per 4 KiB page of the exporter's
+ */
+#define CLANQ_V_IW_SHORT_READ	64
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
