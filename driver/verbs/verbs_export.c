@@ -142,7 +142,7 @@ static bool clanq_vexport_dereg_fences(struct ib_device *dev)
  * of our own: the region releases its memory and charges as usual, the
  * pages stay until the QP is gone, clanq_vexport_free_all()) and count
  * them. A connection holding more than held_max_mb ends: its teardown
- * gives them back. Returns whether it did.
+ * gives them back: true if the connection is to end.
  */
 static bool clanq_vexport_revoked(struct clanq_vexport *exp,
 				  struct clanq_vconn *conn)
