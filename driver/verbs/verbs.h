@@ -132,6 +132,7 @@ struct clanq_vpending {
 	u32 req, id;
 	struct completion done;
 	bool settled;
+	bool answered;			/* by the exporter: GRANTs, or REFUSE */
 	int err;
 	u16 got;
 	struct clanq_wmsg_rgn grant;	/* the first GRANT's geometry */
