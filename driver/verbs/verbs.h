@@ -41,6 +41,12 @@
 #define CLANQ_V_ACK_TIMEOUT	14	/* 4.096 us << 14: 67 ms per retry */
 /* chunks waiting for a send slot: how often to look whether the peer stalled */
 #define CLANQ_V_RETRY_MS	100
+/*
+ * siw sends a READ response of at most 32 bytes (MAX_HDR_INLINE) from
+ * one page even when it crosses a page boundary (siw_try_1seg(), 6.12):
+ * a READ that short goes as a READ per 4 KiB page of the exporter's
+ */
+#define CLANQ_V_IW_SHORT_READ	64
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
@@ -126,6 +132,7 @@ struct clanq_vpending {
 	u32 req, id;
 	struct completion done;
 	bool settled;
+	bool answered;			/* by the exporter: GRANTs, or REFUSE */
 	int err;
 	u16 got;
 	struct clanq_wmsg_rgn grant;	/* the first GRANT's geometry */
@@ -140,10 +147,16 @@ struct clanq_vmr {
 	bool mapped;
 };
 
-/* A region of this node granted to the peer of a passive connection. */
+/*
+ * A region of this node granted to the peer of a passive connection.
+ * Revoked on a device whose deregistration does not fence its own
+ * accesses (siw), it moves to conn->held: deregistered, the region let
+ * go, its pages held by references of their own until the QP is gone.
+ */
 struct clanq_vexport {
-	struct list_head node;		/* conn->exports, under conn->lock */
-	struct clanq_kregion *region;	/* referenced, its memory held */
+	struct list_head node;		/* conn->exports or ->held, conn->lock */
+	struct clanq_kregion *region;	/* referenced, its memory held; NULL held */
+	unsigned long held;		/* pages referenced here, once held */
 	struct clanq_vconn *conn;	/* the one it was granted over */
 	u64 span;
 	int access;			/* IB_ACCESS_* of its registrations */
@@ -184,6 +197,9 @@ struct clanq_vconn {
 	struct list_head pending;	/* active: clanq_vpending */
 	struct list_head imports;	/* active: clanq_vimport */
 	struct list_head exports;	/* passive: clanq_vexport */
+	/* passive: revoked exports whose pages the device may still touch */
+	struct list_head held;
+	unsigned long nr_held;		/* their pages */
 	struct ida imm_slots;		/* passive: the exports' immediate slots */
 	bool imm;			/* active: WRITE_WITH_IMM may be used */
 	unsigned int exports_busy;	/* taken off exports, not yet freed */
@@ -214,6 +230,9 @@ extern unsigned int clanq_v_port;
 extern unsigned int clanq_v_connect_ms;
 extern unsigned int clanq_v_ack_ms;
 extern bool clanq_v_write_imm;
+extern unsigned int clanq_v_held_max_mb;
+/* pages of revoked exports held on every connection (clanq_vexport.held) */
+extern atomic_long_t clanq_v_held_pages;
 #ifdef CLANQ_TEST_KNOBS
 extern bool clanq_v_test_deaf;
 #define clanq_v_deaf()	READ_ONCE(clanq_v_test_deaf)

@@ -202,6 +202,7 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	INIT_LIST_HEAD(&conn->pending);
 	INIT_LIST_HEAD(&conn->imports);
 	INIT_LIST_HEAD(&conn->exports);
+	INIT_LIST_HEAD(&conn->held);
 	ida_init(&conn->imm_slots);
 	INIT_LIST_HEAD(&conn->orphans);
 	INIT_LIST_HEAD(&conn->waiting);
@@ -226,7 +227,16 @@ static void clanq_vconn_qp_event(struct ib_event *ev, void *ctx)
 {
 	struct clanq_vconn *conn = ctx;
 
-	if (ev->event == IB_EVENT_QP_FATAL || ev->event == IB_EVENT_QP_ACCESS_ERR)
+	/*
+	 * siw raises QP_FATAL when its stream failed under a request (the
+	 * peer's TERMINATE closed it, or a reset): the connection's end,
+	 * as its CM says in DISCONNECTED, whichever comes first
+	 */
+	if (ev->event == IB_EVENT_QP_FATAL &&
+	    rdma_protocol_iwarp(ev->device, ev->element.qp->port))
+		clanq_vconn_kill(conn, -ECONNRESET);
+	else if (ev->event == IB_EVENT_QP_FATAL ||
+		 ev->event == IB_EVENT_QP_ACCESS_ERR)
 		clanq_vconn_kill(conn, -EIO);
 }
 

@@ -21,32 +21,81 @@
  * beyond them is refused there, not only by the importer's own check.
  * Freeing the region deregisters its memory regions before REGION_FREE
  * returns (a write after that fails at the exporter's device, and the
- * importer sees -ENXIO) and tells the importers (REVOKED).
+ * importer sees -ENXIO) and tells the importers (REVOKED). On a device
+ * whose deregistration does not wait for what it is doing with the
+ * memory (siw), the pages stay referenced until the QP is gone, bounded
+ * per connection (held_max_mb).
  */
+#include <linux/mm.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 
 #include "verbs.h"
 
+/* @exp's registrations go, and its immediate slot. */
+static void clanq_vexport_dereg(struct clanq_vexport *exp)
+{
+	u16 i;
+
+	if (exp->imm_slot)
+		ida_free(&exp->conn->imm_slots, exp->imm_slot);
+	exp->imm_slot = 0;
+	for (i = 0; i < exp->nr_mrs; i++) {
+		if (exp->mrs[i].mr)
+			ib_dereg_mr(exp->mrs[i].mr);
+		exp->mrs[i].mr = NULL;
+	}
+}
+
+/* Take (@get) or drop references on the pages of @exp's tables: how many. */
+static unsigned long clanq_vexport_pages(struct clanq_vexport *exp, bool get)
+{
+	struct sg_page_iter it;
+	unsigned long n = 0;
+	u16 i;
+
+	for (i = 0; i < exp->nr_mrs; i++) {
+		if (!exp->mrs[i].sgt.sgl)
+			continue;
+		for_each_sgtable_page(&exp->mrs[i].sgt, &it, 0) {
+			if (get)
+				get_page(sg_page_iter_page(&it));
+			else
+				put_page(sg_page_iter_page(&it));
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Deregistered (clanq_vexport_dereg()) and, for a device whose
+ * deregistration does not fence its accesses, its QP gone: unmapped, and
+ * the region's memory (or the pages held) let go.
+ */
 static void clanq_vexport_free(struct clanq_vexport *exp, struct ib_device *dev)
 {
 	struct clanq_vmr *m;
 	u16 i;
 
-	if (exp->imm_slot)
-		ida_free(&exp->conn->imm_slots, exp->imm_slot);
+	clanq_vexport_dereg(exp);
 	for (i = 0; i < exp->nr_mrs; i++) {
 		m = &exp->mrs[i];
-		/* synchronous: no remote write lands in the pages after this */
-		if (m->mr)
-			ib_dereg_mr(m->mr);
 		if (m->mapped)
 			ib_dma_unmap_sg(dev, m->sgt.sgl, m->sgt.orig_nents,
 					DMA_BIDIRECTIONAL);
-		sg_free_table(&m->sgt);
+		m->mapped = false;
 	}
-	clanq_kregion_mem_put(exp->region);
-	clanq_kregion_put(exp->region);
+	if (exp->held) {
+		clanq_vexport_pages(exp, false);
+		atomic_long_sub(exp->held, &clanq_v_held_pages);
+	}
+	for (i = 0; i < exp->nr_mrs; i++)
+		sg_free_table(&exp->mrs[i].sgt);
+	if (exp->region) {
+		clanq_kregion_mem_put(exp->region);
+		clanq_kregion_put(exp->region);
+	}
 	kfree(exp);
 }
 
@@ -62,6 +111,9 @@ void clanq_vexport_free_all(struct clanq_vconn *conn)
 		spin_lock_irqsave(&conn->lock, flags);
 		if (!conn->exports_busy) {
 			list_splice_init(&conn->exports, &list);
+			/* no device touches them now: the pages of revoked ones */
+			list_splice_init(&conn->held, &list);
+			conn->nr_held = 0;
 			spin_unlock_irqrestore(&conn->lock, flags);
 			break;
 		}
@@ -69,6 +121,59 @@ void clanq_vexport_free_all(struct clanq_vconn *conn)
 	}
 	list_for_each_entry_safe(exp, next, &list, node)
 		clanq_vexport_free(exp, conn->cm_id->device);
+}
+
+/*
+ * Once ib_dereg_mr() returns, does @dev no longer touch the memory? rxe
+ * waits for the references its requests hold on the MR, hardware fences
+ * its DMA in the command that destroys the key. siw does not: a READ
+ * response being sent holds its siw_mem, not the pages, and its tx
+ * thread goes on copying from them (and a WRITE being placed, into
+ * them) after the deregistration returned.
+ */
+static bool clanq_vexport_dereg_fences(struct ib_device *dev)
+{
+	return dev->ops.driver_id != RDMA_DRIVER_SIW;
+}
+
+/*
+ * @exp, revoked (taken off conn->exports, deregistered): let its memory
+ * go now if its device is done with it; else hold its pages (references
+ * of our own: the region releases its memory and charges as usual, the
+ * pages stay until the QP is gone, clanq_vexport_free_all()) and count
+ * them. A connection holding more than held_max_mb ends: its teardown
+ * gives them back: true if the connection is to end.
+ */
+static bool clanq_vexport_revoked(struct clanq_vexport *exp,
+				  struct clanq_vconn *conn)
+{
+	struct ib_device *dev = conn->cm_id->device;
+	unsigned long max = (unsigned long)READ_ONCE(clanq_v_held_max_mb) <<
+			    (20 - PAGE_SHIFT);
+	unsigned long n, total;
+
+	if (clanq_vexport_dereg_fences(dev)) {
+		clanq_vexport_free(exp, dev);
+		return false;
+	}
+	clanq_vexport_dereg(exp);
+	n = clanq_vexport_pages(exp, true);
+	atomic_long_add(n, &clanq_v_held_pages);
+	exp->held = n;
+	clanq_kregion_mem_put(exp->region);
+	clanq_kregion_put(exp->region);
+	exp->region = NULL;
+	spin_lock_irq(&conn->lock);
+	list_add_tail(&exp->node, &conn->held);
+	conn->nr_held += n;
+	total = conn->nr_held;
+	spin_unlock_irq(&conn->lock);
+	if (total <= max)
+		return false;
+	pr_notice_ratelimited("%s: %s: peer %u: revoked regions hold %lu KiB until the queue pair goes, over held_max_mb: the connection ends\n",
+			      conn->nic->name, clanq_vconn_devname(conn),
+			      conn->peer->node, total << (PAGE_SHIFT - 10));
+	return true;
 }
 
 /* The access of @r's registrations on @dev: what the export grants. */
@@ -363,23 +468,29 @@ static struct clanq_vexport *clanq_vexport_take(struct clanq_kregion *r,
 
 /*
  * Exported region @r is being freed (its owner's ctx->lock held): every
- * registration of it goes (synchronously: no write lands after), then the
- * importer hears REVOKED, if its connection can still carry it.
+ * registration of it goes (no write lands after, and no READ brings a
+ * byte of it: on siw the pages wait for the QP, clanq_vexport_revoked()),
+ * then the importer hears REVOKED, if its connection can still carry it.
  */
 void clanq_vexport_region_gone(struct clanq_kregion *r)
 {
 	struct clanq_wmsg_rgn rv = { .id = r->id };
 	struct clanq_vexport *exp;
 	struct clanq_vconn *conn;
+	bool over;
 
 	mutex_lock(&clanq_v_export_mutex);
 	while ((exp = clanq_vexport_take(r, &conn))) {
-		clanq_vexport_free(exp, conn->cm_id->device);
+		over = clanq_vexport_revoked(exp, conn);
 		spin_lock_irq(&conn->lock);
 		conn->exports_busy--;
 		spin_unlock_irq(&conn->lock);
 		wake_up_all(&conn->wq);
-		clanq_vconn_send_region(conn, CLANQ_WMSG_REVOKED, &rv, NULL, false);
+		if (over)
+			clanq_vconn_kill(conn, -ENOBUFS);
+		else
+			clanq_vconn_send_region(conn, CLANQ_WMSG_REVOKED, &rv,
+						NULL, false);
 		clanq_vconn_put(conn);
 	}
 	mutex_unlock(&clanq_v_export_mutex);

@@ -65,6 +65,7 @@ void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,
 		if (p->req != g->req || p->id != g->id || p->settled)
 			continue;
 		if (type == CLANQ_WMSG_REFUSE) {
+			p->answered = true;
 			clanq_vimport_settle(p, g->err);
 			bad = false;
 			break;
@@ -80,8 +81,10 @@ void clanq_vimport_granted(struct clanq_vconn *conn, u8 type,
 		if (!p->got)
 			p->grant = *g;
 		p->rkeys[g->mr] = g->rkey;
-		if (++p->got == g->nr_mrs)
+		if (++p->got == g->nr_mrs) {
+			p->answered = true;
 			clanq_vimport_settle(p, 0);
+		}
 		bad = false;
 		break;
 	}
@@ -127,11 +130,13 @@ static int clanq_vimport_refusal(int err)
 
 /*
  * Ask the exporter for region @addr (the key checked there), over the
- * connection to its node, and wait for its answer (clanq_v_connect_ms at most).
+ * connection to its node, and wait for its answer (clanq_v_connect_ms at
+ * most). *@ended: it failed because that connection ended under it
+ * (the exporter did not refuse).
  */
-struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
-					const struct clanq_addr *addr,
-					u64 key)
+static struct clanq_kregion *clanq_vimport_ask(struct clanq_nic *src,
+					       const struct clanq_addr *addr,
+					       u64 key, bool *ended)
 {
 	struct clanq_kpeer *peer = clanq_kpeer_lookup(src, addr->node);
 	struct clanq_vimport *imp = NULL;
@@ -170,6 +175,9 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	if (!err)
 		err = left < 0 ? left : !p->settled ? -ETIMEDOUT :
 		       p->err ? clanq_vimport_refusal(p->err) : 0;
+	/* ended, not for a peer that stopped answering: the answer is no */
+	*ended = err && p->settled && !p->answered &&
+		 conn->state != CLANQ_PEER_UP && conn->error != -ETIMEDOUT;
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (err)
 		goto out_free;
@@ -210,6 +218,7 @@ struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
 	err = conn->state == CLANQ_PEER_UP ? 0 : conn->error ?: -ECONNRESET;
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (err) {
+		*ended = true;
 		clanq_kregion_put(&imp->region);
 		return ERR_PTR(err);
 	}
@@ -220,4 +229,24 @@ out_free:
 out:
 	clanq_vconn_put(conn);
 	return ERR_PTR(err);
+}
+
+/*
+ * An import of region @addr: asked over the connection to its node, and
+ * once more over a new one if that connection ended under the request
+ * (it was up when asked: on iWARP a revocation that raced a write resets
+ * it a moment after the writes failed, and the next import must not get
+ * that reset instead of the exporter's answer).
+ */
+struct clanq_kregion *clanq_vimport_new(struct clanq_nic *src,
+					const struct clanq_addr *addr,
+					u64 key)
+{
+	struct clanq_kregion *r;
+	bool ended = false;
+
+	r = clanq_vimport_ask(src, addr, key, &ended);
+	if (IS_ERR(r) && ended && !fatal_signal_pending(current))
+		r = clanq_vimport_ask(src, addr, key, &ended);
+	return r;
 }

@@ -41,6 +41,25 @@ bool clanq_v_write_imm = true;
 module_param_named(write_imm, clanq_v_write_imm, bool, 0644);
 MODULE_PARM_DESC(write_imm, "Tell the exporter what a write changed in the write itself (RDMA WRITE with immediate) where it can, instead of a second message after it (default on; iWARP devices never can)");
 
+unsigned int clanq_v_held_max_mb = 64;
+module_param_named(held_max_mb, clanq_v_held_max_mb, uint, 0644);
+MODULE_PARM_DESC(held_max_mb, "How much memory of revoked regions one connection may hold until its queue pair is gone, on a device whose deregistration does not wait for its own accesses (siw); past it the connection ends (MiB; default 64)");
+
+atomic_long_t clanq_v_held_pages = ATOMIC_LONG_INIT(0);
+
+static int clanq_v_held_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%lu\n",
+			  atomic_long_read(&clanq_v_held_pages) << (PAGE_SHIFT - 10));
+}
+
+static const struct kernel_param_ops clanq_v_held_ops = {
+	.get = clanq_v_held_get,
+};
+
+module_param_cb(held_kb, &clanq_v_held_ops, NULL, 0444);
+MODULE_PARM_DESC(held_kb, "Read only: memory of revoked regions held now for connections whose device may still touch it (KiB)");
+
 #ifdef CLANQ_TEST_KNOBS
 /* tests/integration/test_verbs.c "deaf": a hostile peer, in test builds only */
 bool clanq_v_test_deaf;

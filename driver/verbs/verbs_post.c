@@ -33,7 +33,8 @@ int clanq_vconn_post_recv(struct clanq_vconn *conn, struct clanq_vbuf *b)
 	return ib_post_recv(conn->cm_id->qp, &wr, NULL);
 }
 
-static int clanq_vconn_wc_err(const struct ib_wc *wc)
+static int clanq_vconn_wc_err(const struct clanq_vconn *conn,
+			      const struct ib_wc *wc)
 {
 	switch (wc->status) {
 	case IB_WC_RETRY_EXC_ERR:
@@ -41,6 +42,14 @@ static int clanq_vconn_wc_err(const struct ib_wc *wc)
 		return -ETIMEDOUT;
 	case IB_WC_WR_FLUSH_ERR:
 		return -ECONNRESET;
+	case IB_WC_LOC_QP_OP_ERR:
+		/*
+		 * siw: the stream failed under the request (the peer's
+		 * TERMINATE closed it, or a reset): the connection's end
+		 */
+		if (rdma_protocol_iwarp(conn->cm_id->device, conn->cm_id->port_num))
+			return -ECONNRESET;
+		return -EIO;
 	default:
 		return -EIO;
 	}
@@ -67,7 +76,7 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct clanq_vbuf *b = container_of(wc->wr_cqe, struct clanq_vbuf, cqe);
 	struct clanq_vconn *conn = b->conn;
 	struct clanq_vwrite *wr = b->write;
-	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(wc);
+	int err = wc->status == IB_WC_SUCCESS ? 0 : clanq_vconn_wc_err(conn, wc);
 	unsigned long flags;
 
 	/*
@@ -130,7 +139,21 @@ void clanq_vconn_wr_failed(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
 		return;
 	/* the exporter's device refused the rkey: deregistered, revoked */
-	err = wc->status == IB_WC_REM_ACCESS_ERR ? -ENXIO : clanq_vconn_wc_err(wc);
+	err = wc->status == IB_WC_REM_ACCESS_ERR ? -ENXIO : clanq_vconn_wc_err(conn, wc);
+	/*
+	 * The connection ended, or had ended already: this is what its end
+	 * did to a request under way, not why (siw completes the WRITE it was
+	 * sending when a TERMINATE came with a local QP error, not a flush);
+	 * its chunk fails as every other one of it (-ENXIO)
+	 */
+	if (err == -ECONNRESET ||
+	    (READ_ONCE(conn->state) == CLANQ_PEER_DOWN && err != -ENXIO)) {
+		clanq_vconn_kill(conn, err);
+		pr_debug_ratelimited("%s: %s: peer %u: an RDMA write or memory registration failed after the connection ended: %s\n",
+				     conn->nic->name, clanq_vconn_devname(conn),
+				     conn->peer->node, ib_wc_status_msg(wc->status));
+		return;
+	}
 	cmpxchg(&conn->wr_error, 0, err);
 	pr_notice_ratelimited("%s: %s: peer %u: an RDMA write or memory registration failed: %s\n",
 			      conn->nic->name, clanq_vconn_devname(conn),
@@ -388,7 +411,7 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 		 */
 		if (wc->status != IB_WC_WR_FLUSH_ERR &&
 		    wc->status != IB_WC_REM_ACCESS_ERR)
-			clanq_vconn_kill(conn, clanq_vconn_wc_err(wc));
+			clanq_vconn_kill(conn, clanq_vconn_wc_err(conn, wc));
 		return;
 	}
 	/*

@@ -32,6 +32,7 @@
  */
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/sizes.h>
 #include <linux/workqueue.h>
 
 #include "verbs.h"
@@ -121,10 +122,31 @@ static u32 clanq_vwrite_credits(struct clanq_vconn *conn,
 }
 
 /*
+ * Where the piece of a chunk that starts at page-space offset @pos ends
+ * (@end: the chunk's): at the next registration of the exporter's; and
+ * a short READ over iWARP at the next 4 KiB (a page of the exporter's,
+ * or a fraction of one): siw copies a READ response of at most 32 bytes
+ * as if it were in one page (CLANQ_V_IW_SHORT_READ), so one that
+ * crossed a page would bring bytes from beside it.
+ */
+static u64 clanq_vwrite_stop(const struct clanq_vimport *imp,
+			     enum dma_data_direction dir, u64 pos, u64 end)
+{
+	u64 stop = min(end, (div64_u64(pos, imp->span) + 1) * imp->span);
+
+	if (dir == DMA_FROM_DEVICE && stop - pos <= CLANQ_V_IW_SHORT_READ &&
+	    rdma_protocol_iwarp(imp->conn->cm_id->device,
+				imp->conn->cm_id->port_num))
+		stop = min(stop, round_down(pos, SZ_4K) + SZ_4K);
+	return stop;
+}
+
+/*
  * The pieces of a chunk of @w->len bytes at page-space offset @off of
- * @imp: one per registration it crosses, each a table of the local
- * region's pages (@dir: written from, or read into); the send queue
- * entries they take in *@credits. @n 0: an atomic, no pieces.
+ * @imp: one per registration it crosses (clanq_vwrite_stop()), each a
+ * table of the local region's pages (@dir: written from, or read into);
+ * the send queue entries they take in *@credits. @n 0: an atomic, no
+ * pieces.
  */
 static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 					     const struct clanq_wire_write *w,
@@ -138,7 +160,8 @@ static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 	int err;
 
 	if (w->op == CLANQ_RDMA_OP_WRITE || w->op == CLANQ_RDMA_OP_READ)
-		n = div64_u64(end - 1, imp->span) - div64_u64(off, imp->span) + 1;
+		for (pos = off; pos < end; n++)
+			pos = clanq_vwrite_stop(imp, dir, pos, end);
 	wr = kzalloc(struct_size(wr, piece, n), GFP_KERNEL);
 	if (!wr)
 		return ERR_PTR(-ENOMEM);
@@ -149,7 +172,7 @@ static struct clanq_vwrite *clanq_vwrite_new(struct clanq_vimport *imp,
 	*credits = 0;
 	for (i = 0, pos = off; i < n; i++, pos = stop) {
 		p = &wr->piece[i];
-		stop = min(end, (div64_u64(pos, imp->span) + 1) * imp->span);
+		stop = clanq_vwrite_stop(imp, dir, pos, end);
 		p->raddr = pos;
 		p->rkey = imp->rkeys[div64_u64(pos, imp->span)];
 		err = clanq_vwrite_sg(p, w->src, w->src_off + (pos - off), stop - pos);

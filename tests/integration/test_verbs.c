@@ -2093,7 +2093,12 @@ static void remote_region_freed_mid_stream_fails_writes_with_enxio(void **state 
  * made. A write that races the free fails at b's device, which RC makes
  * fatal to the queue pair: the connection ends, and with it the other
  * imports granted over it (revoked: -ENXIO, never success); imported
- * again, over a new connection, the neighbour takes writes.
+ * again, over a new connection, the neighbour takes writes. The peer's
+ * last error says how the connection ended: the refused write's own
+ * remote access error (-ENXIO) on InfiniBand and RoCE; on iWARP (siw)
+ * the exporter answers with a TERMINATE and closes the stream, and what
+ * the importer's device reports is the reset (-ECONNRESET), the write
+ * itself only flushed.
  */
 static void freeing_a_region_and_the_other_imports(void **state __attribute__((unused)))
 {
@@ -2147,8 +2152,13 @@ static void freeing_a_region_and_the_other_imports(void **state __attribute__((u
 		assert_int_equal(st2.connects, st1.connects);
 		x_check_region(&v.ctl, &r2, 3, RV_LEN, v.seed, 0);
 	} else {
+		const char *rdev = getenv("RDMADEV");
+
 		assert_int_equal(c.status, -ENXIO);
-		assert_int_equal(st2.last_error, -ENXIO);
+		if (rdev && !strncmp(rdev, "siw", 3) && st2.last_error == -ECONNRESET)
+			printf("revoke beside, racing: iWARP: b's TERMINATE ended the connection (-ECONNRESET)\n");
+		else
+			assert_int_equal(st2.last_error, -ENXIO);
 	}
 	assert_int_equal(clanq_ap_close(&ap2), 0);
 	err = clanq_ap_import(&tdev, &ap2, r2.addr, r2.key, 0, 64 * KiB, CLANQ_RIGHT_WRITE);
