@@ -330,7 +330,7 @@ struct clanq_shm {
  */
 #define CLANQ_TW_VISITS_PER_HOLD	64
 #define CLANQ_TW_WAKES_PER_HOLD		8
-#define CLANQ_TW_EPS_PER_WALK		4
+#define CLANQ_TW_EPS_PER_WALK		16
 
 /*
  * A region's tripwires (tripwire.c). The armed ones are in an interval

@@ -34,8 +34,8 @@ MODULE_IMPORT_NS(CLANQ_WIRE);
 #define WALK_LEN	(16u * 1024u)
 #define PERSISTENT	(CLANQ_TW_PERSISTENT | CLANQ_TW_ARMED)
 /* the attack of issue 28: thousands of tripwires on the same 8 bytes */
-#define NR_EPS		6u	/* more than CLANQ_TW_EPS_PER_WALK */
-#define PER_EP		768u
+#define NR_EPS		20u	/* more than CLANQ_TW_EPS_PER_WALK */
+#define PER_EP		256u
 #define NR_TWS		(NR_EPS * PER_EP)
 #define NR_SLEEPERS	8u
 #define WAIT_NS		(20ull * NSEC_PER_SEC)
@@ -303,7 +303,7 @@ static int churn_fn(void *data)
 				spin_unlock(&r->tw.lock);
 			}
 			rcu_read_unlock();
-			if (i % 97 == 1 && c->rounds % 3 == 1) {
+			if (i % 97 == 1 && c->rounds % 3 == 0) {
 				tw_ctl(c->t, clanq_ioctl_tw_destroy, c->ids[i]);
 				c->destroyed++;
 			} else {
@@ -328,13 +328,13 @@ static int churn_fn(void *data)
  */
 static void a_walk_resumes_while_tripwires_come_and_go(struct kunit *test)
 {
-	const unsigned int n = 2048, writes = 20;
+	const unsigned int n = 2048;
 	struct walk_env *t = test->priv;
 	struct walk_ep we;
 	u32 *ids = kunit_kcalloc(test, n, sizeof(*ids), GFP_KERNEL);
 	struct churn *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	struct clanq_kregion *r = t->d.r;
-	unsigned int i, k, bad = 0, in_tree = 0;
+	unsigned int i, writes, bad = 0, in_tree = 0;
 	struct clanq_ktw *tw;
 
 	KUNIT_ASSERT_NOT_NULL(test, ids);
@@ -350,7 +350,9 @@ static void a_walk_resumes_while_tripwires_come_and_go(struct kunit *test)
 	c->n = n;
 	init_completion(&c->done);
 	thread_start(test, churn_fn, c, "tw-churn", 0);
-	for (k = 0; k < writes; k++) {
+	/* until the churn went round three times (it destroys in the first) */
+	for (writes = 0; writes < 20 || (READ_ONCE(c->rounds) < 3 && writes < 2000);
+	     writes++) {
 		KUNIT_ASSERT_EQ(test, clanq_rx_write(r, 0, t->s.r, 0, 8, NULL), 0);
 		cond_resched();
 	}
@@ -364,6 +366,7 @@ static void a_walk_resumes_while_tripwires_come_and_go(struct kunit *test)
 		bad += !tw || READ_ONCE(tw->fires) != writes;
 	}
 	KUNIT_EXPECT_EQ_MSG(test, bad, 0, "armed throughout, not fired exactly once per write");
+	bad = 0;
 
 	spin_lock(&r->tw.lock);
 	for (tw = rb_entry_safe(rb_first_cached(&r->tw.armed), struct clanq_ktw, rb);
