@@ -37,16 +37,19 @@
  *		    its endpoint and region, and dies with either (or by
  *		    TW_DESTROY). Fires find it in its region's tree of armed
  *		    tripwires, under the region's tw.lock; a TW_WAIT
- *		    sleeper holds a reference.
+ *		    sleeper holds a reference, and so does a walk that lets
+ *		    go of tw.lock to resume at it.
  *
  * Locks, outermost first
  *	nic->ctx_lock (mutex)	a NIC's contexts (debugfs.c walks them)
  *	ctx->lock (mutex)	a context's lists and every registration
  *	  region->revoke_sem	(write) revoking a region, closing an aperture
- *	    region->tw.lock	armed tripwires (and the armed bitmap); fires
- *				run under it (read revoke_sem held, or ctx->lock)
+ *	    region->tw.lock	armed tripwires (and the armed bitmap); a
+ *				fire's bookkeeping, a bounded batch per hold
+ *				(read revoke_sem held)
  *	      ep->tw.lock	fired bitmap, tripwire counters
- *	      ep->wq.lock, tw->wq.lock	the fire's wake-ups
+ *	    ep->wq.lock, tw->wq.lock	the fire's wake-ups, once tw.lock
+ *				is dropped
  *	  region->ap_lock	a region's importers; zaps (i_mmap_rwsem) under it
  *	  engine->serve (mutex)	one engine turn; endpoint detach waits on it
  *	    region->revoke_sem	(read) one delivered chunk
@@ -61,6 +64,8 @@
  *	anything that takes mmap_lock, so regions are pinned before
  *	ctx->lock. The OOB and evq spinlocks are taken irqsave: a wire may
  *	deliver from a completion handler in softirq (the verbs wire does).
+ *	The tripwire locks need not be: every fire holds the region's
+ *	revoke_sem, a sleeping lock, so none runs in interrupt context.
  */
 #ifndef _CLANQ_DRV_H
 #define _CLANQ_DRV_H
@@ -102,6 +107,7 @@ extern unsigned int clanq_rdma_max_xfer;
 extern bool clanq_rdma_inline;
 extern unsigned int clanq_rdma_poll_us;
 extern unsigned int clanq_max_tripwires;
+extern unsigned int clanq_max_oob_waiters;
 
 #define CLANQ_DEFAULT_OOB_SLOTS		64
 #define CLANQ_DEFAULT_RDMA_SLOTS	64
@@ -317,17 +323,32 @@ struct clanq_shm {
 };
 
 /*
+ * One hold of a region's tw.lock by a firing walk (tripwire.c): at most
+ * this many tripwires visited (microseconds natively, well under a
+ * millisecond in the emulator), and at most this many with sleepers to
+ * wake once it is dropped. Endpoints are collected over the whole walk,
+ * a few at a time.
+ */
+#define CLANQ_TW_VISITS_PER_HOLD	64
+#define CLANQ_TW_WAKES_PER_HOLD		8
+#define CLANQ_TW_EPS_PER_WALK		16
+
+/*
  * A region's tripwires (tripwire.c). The armed ones are in an interval
  * tree, so a write finds those it touches in O(log n + hits); nr_armed
  * is the one load a write pays when none is armed.
  */
 struct clanq_kregion_tw {
 	spinlock_t lock;		/* armed, nr_armed, the armed bitmap */
-	struct rb_root_cached armed;	/* clanq_ktw.rb */
+	/* clanq_ktw.rb: the armed ones, and disarmed ones a walk resumes at */
+	struct rb_root_cached armed;
 	unsigned int nr_armed;		/* read unlocked by writers */
 	struct list_head all;		/* clanq_ktw.region_node, ctx->lock */
 	/* exported: one bit per 64 bytes, mapped read-only by importers */
 	struct clanq_shm *bitmap;
+	/* under lock: the most tripwires one hold visited, the longest hold */
+	unsigned int most_visits;
+	u64 longest_hold_ns;
 };
 
 /*
@@ -451,6 +472,7 @@ struct clanq_kep_tw {
 	struct list_head all;	/* clanq_ktw.ep_node, under ctx->lock */
 	u64 fires, flushes, spurious;	/* mirrored; under lock */
 	u64 last_flush;		/* the AP_FLUSH it was counted for; lock */
+	atomic_t oob_waiters;	/* TW_WAIT entries on wq (CLANQ_TW_WAIT_OOB) */
 };
 
 struct clanq_kep {
@@ -516,12 +538,13 @@ struct clanq_ktw {
 	u64 off, last;
 	bool persistent;
 	/* under region->tw.lock */
-	struct rb_node rb;	/* in region->tw.armed while armed */
+	struct rb_node rb;	/* in region->tw.armed while in_tree */
 	u64 subtree_last;	/* the interval tree's */
 	bool armed;
+	bool in_tree;		/* armed, or disarmed while pinned */
+	unsigned int pins;	/* walks that let go of the lock to resume here */
 	int dead;		/* 0, or what TW_WAIT tells its sleepers */
 	u64 fires;
-	struct clanq_ktw *next_hit;	/* a fire's private list */
 	/* under ctx->lock */
 	struct list_head ep_node, region_node;
 	wait_queue_head_t wq;	/* TW_WAIT sleepers */

@@ -43,6 +43,11 @@ unsigned int clanq_max_tripwires = 16384;
 module_param_named(max_tripwires, clanq_max_tripwires, uint, 0644);
 MODULE_PARM_DESC(max_tripwires, "Tripwires one context may hold, and one endpoint may own; each is also charged to max_ctx_bytes and max_user_bytes (count; default 16384)");
 
+unsigned int clanq_max_oob_waiters = 1024;
+module_param_named(max_oob_waiters, clanq_max_oob_waiters, uint, 0644);
+MODULE_PARM_DESC(max_oob_waiters, "Threads one endpoint may have blocked in TW_WAIT with CLANQ_TW_WAIT_OOB: each is an entry its every wake-up walks (count; default 1024)");
+EXPORT_SYMBOL_IF_KUNIT(clanq_max_oob_waiters);
+
 unsigned long clanq_max_ctx_bytes = 128ul << 20;
 module_param_named(max_ctx_bytes, clanq_max_ctx_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_ctx_bytes, "Driver memory one context may hold: segments, allocated regions, apertures, tripwires (bytes; default 134217728 = 128 MiB)");

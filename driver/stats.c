@@ -266,6 +266,7 @@ CLANQ_LIMIT_ATTR(max_rdma_slots, clanq_max_rdma_slots, "%u");
 CLANQ_LIMIT_ATTR(max_evq_regs, clanq_max_evq_regs, "%u");
 CLANQ_LIMIT_ATTR(max_ep_regs, clanq_max_ep_regs, "%u");
 CLANQ_LIMIT_ATTR(max_tripwires, clanq_max_tripwires, "%u");
+CLANQ_LIMIT_ATTR(max_oob_waiters, clanq_max_oob_waiters, "%u");
 CLANQ_LIMIT_ATTR(max_regions, clanq_max_regions, "%u");
 CLANQ_LIMIT_ATTR(max_aps, clanq_max_aps, "%u");
 CLANQ_LIMIT_ATTR(max_region_bytes, clanq_max_region_bytes, "%lu");
@@ -280,6 +281,7 @@ static struct attribute *clanq_limit_attrs[] = {
 	&dev_attr_limit_max_evq_regs.attr,
 	&dev_attr_limit_max_ep_regs.attr,
 	&dev_attr_limit_max_tripwires.attr,
+	&dev_attr_limit_max_oob_waiters.attr,
 	&dev_attr_limit_max_regions.attr,
 	&dev_attr_limit_max_aps.attr,
 	&dev_attr_limit_max_region_bytes.attr,

@@ -33,6 +33,28 @@
  * armed tripwire covers its block any more, never cleared and set
  * again, so a writer can never see a covered block as unarmed.
  *
+ * What one write may cost. A write fires every armed tripwire it
+ * touches, and a user can arm thousands on the same 8 bytes (persistent
+ * ones stay armed), so a walk is bounded per hold of tw.lock, not per
+ * write: one hold visits at most CLANQ_TW_VISITS_PER_HOLD tripwires and
+ * collects at most CLANQ_TW_WAKES_PER_HOLD sleeping ones, doing only
+ * O(1) bookkeeping for each (count, set the fired bit, disarm a one-shot
+ * one, note its endpoint once); then the walk lets go of the lock, does
+ * the wake-ups, and may reschedule before it takes the lock again. Every
+ * wake-up runs outside tw.lock: a tripwire's sleepers once per fire, an
+ * endpoint's event once per walk (or per CLANQ_TW_EPS_PER_WALK new
+ * endpoints), whatever the number of its tripwires the walk fired. The
+ * lock is a plain spinlock: every walk holds the region's revoke_sem, a
+ * sleeping lock, so no fire comes from interrupt context, and interrupts
+ * stay on throughout.
+ *
+ * Resuming. Where the walk lets go, it pins the next tripwire to visit
+ * (pins, and a reference): a pinned tripwire disarmed meanwhile stays in
+ * the tree, no longer armed (in_tree without armed), so the walk goes on
+ * from it; the last walk to pass it takes it out. A tripwire armed while
+ * the walk let go may fire or not (its waiter looks at the word after
+ * arming, [F]); one armed throughout fires exactly once.
+ *
  * Ordering: [F] of include/clanq/queue.h. A waiter arms (tree, nr_armed
  * and bitmap, under tw.lock), issues a full barrier and reads the
  * watched word; a writer stores the data, issues a full barrier, and
@@ -43,7 +65,9 @@
 #include <linux/bitmap.h>
 #include <linux/highmem.h>
 #include <linux/interval_tree_generic.h>
+#include <linux/ktime.h>
 #include <linux/overflow.h>
+#include <linux/poll.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 
@@ -125,6 +149,8 @@ static void clanq_tw_bitmap_clear(struct clanq_kregion *r, unsigned long b0,
 	     o = clanq_tw_tree_iter_next(o, lo, hi)) {
 		unsigned long ob0 = max(clanq_tw_blk(o->off), b0);
 
+		if (!o->armed)	/* pinned by a walk, covers nothing */
+			continue;
 		if (ob0 > next)
 			bitmap_clear(bits, next, ob0 - next);
 		next = max(next, min(clanq_tw_blk(o->last), b1) + 1);
@@ -140,7 +166,9 @@ static void clanq_ktw_arm_locked(struct clanq_ktw *tw)
 	lockdep_assert_held(&r->tw.lock);
 	if (tw->armed)
 		return;
-	clanq_tw_tree_insert(tw, &r->tw.armed);
+	if (!tw->in_tree)
+		clanq_tw_tree_insert(tw, &r->tw.armed);
+	tw->in_tree = true;
 	tw->armed = true;
 	WRITE_ONCE(r->tw.nr_armed, r->tw.nr_armed + 1);
 	clanq_tw_bitmap_set(r, tw);
@@ -153,7 +181,11 @@ static void clanq_ktw_disarm_locked(struct clanq_ktw *tw)
 	lockdep_assert_held(&r->tw.lock);
 	if (!tw->armed)
 		return;
-	clanq_tw_tree_remove(tw, &r->tw.armed);
+	/* a walk resumes here: it takes it out when it has gone past */
+	if (!tw->pins) {
+		clanq_tw_tree_remove(tw, &r->tw.armed);
+		tw->in_tree = false;
+	}
 	tw->armed = false;
 	WRITE_ONCE(r->tw.nr_armed, r->tw.nr_armed - 1);
 	if (r->tw.bitmap)
@@ -164,79 +196,228 @@ static void clanq_ktw_disarm_locked(struct clanq_ktw *tw)
 /* Count one into one of @ep's tripwire counters and its mirror. */
 static void clanq_kep_tw_count(struct clanq_kep *ep, u64 *count, __u64 *mirror)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&ep->tw.lock, flags);
+	spin_lock(&ep->tw.lock);
 	clanq_count(count, mirror, 1);
-	spin_unlock_irqrestore(&ep->tw.lock, flags);
+	spin_unlock(&ep->tw.lock);
+}
+
+/* An endpoint a walk fired tripwires of, and how many. */
+struct clanq_tw_walk_ep {
+	struct clanq_kep *ep;		/* referenced */
+	unsigned int fires;
+};
+
+/* A walk over the armed tripwires a write touched (clanq_tw_walk()). */
+struct clanq_tw_walk {
+	struct clanq_kregion *r;
+	u64 lo, hi;			/* the bytes written */
+	u64 wlo, whi;			/* looked at: whole blocks for a flush */
+	u64 flush;			/* the AP_FLUSH's number, or 0 */
+	unsigned int fired;
+	/* a flush: the endpoint of a tripwire it found but missed; referenced */
+	struct clanq_kep *near;
+	/* to count and raise once the lock is dropped */
+	struct clanq_tw_walk_ep eps[CLANQ_TW_EPS_PER_WALK];
+	unsigned int nr_eps;
+	/* fired with sleepers, to wake once the lock is dropped; referenced */
+	struct clanq_ktw *wake[CLANQ_TW_WAKES_PER_HOLD];
+	unsigned int nr_wake;
+	struct clanq_ktw *resumed;	/* where it resumed: its reference */
+	/* the hold in progress: since when, and the tripwires it visited */
+	ktime_t held_since;
+	unsigned int held_visits;
+};
+
+/*
+ * Fire @tw (armed, under its region's tw.lock), in O(1): count it, set
+ * its bit, note its endpoint and its sleepers for after the lock, and
+ * disarm it if it is one-shot. The bit is set before the event is raised
+ * (after the lock), so whoever the event sends to the bitmap finds it
+ * (the source is published before the evq's pending bit, [C]).
+ *
+ * Return: false, firing nothing, if the walk has no room left to note
+ * the endpoint; the caller lets go of the lock and comes back.
+ */
+static bool clanq_ktw_fire_locked(struct clanq_tw_walk *w, struct clanq_ktw *tw)
+{
+	struct clanq_tw_walk_ep *we = NULL;
+	unsigned int i;
+
+	for (i = 0; i < w->nr_eps && !we; i++)
+		if (w->eps[i].ep == tw->ep)
+			we = &w->eps[i];
+	if (!we) {
+		if (w->nr_eps == CLANQ_TW_EPS_PER_WALK)
+			return false;
+		we = &w->eps[w->nr_eps++];
+		clanq_kep_get(tw->ep);	/* @tw holds one while it is armed */
+		we->ep = tw->ep;
+		we->fires = 0;
+	}
+	WRITE_ONCE(tw->fires, tw->fires + 1);
+	set_bit(tw->bit, tw->ep->tw.fired);
+	we->fires++;
+	w->fired++;
+	/* the wait_event condition is tw->fires: wq_has_sleeper() orders it */
+	if (wq_has_sleeper(&tw->wq)) {
+		kref_get(&tw->ref);
+		w->wake[w->nr_wake++] = tw;
+	}
+	if (!tw->persistent)
+		clanq_ktw_disarm_locked(tw);
+	return true;
 }
 
 /*
- * Fire @tw (armed, under its region's tw.lock): its bit first, then the
- * event and the wake-up, so whoever the event sends to the bitmap finds
- * the bit (the source is published before the evq's pending bit, [C]).
- * @flush: the AP_FLUSH that fires it, counted once per endpoint; or 0.
+ * One hold of the region's tw.lock: visit the tripwires from @tw on, at
+ * most CLANQ_TW_VISITS_PER_HOLD of them, until CLANQ_TW_WAKES_PER_HOLD
+ * have sleepers to wake. A one-shot tripwire leaves the tree as it
+ * fires, after its successor was found (which stays in the tree). A
+ * disarmed one still in the tree was pinned by a walk: skipped, and
+ * taken out by the last walk to pass it.
+ *
+ * Return: the tripwire to resume at, or NULL at the end of the walk.
  */
-static void clanq_ktw_fire_locked(struct clanq_ktw *tw, u64 flush)
+static struct clanq_ktw *clanq_tw_walk_hold(struct clanq_tw_walk *w,
+					    struct clanq_ktw *tw)
 {
-	struct clanq_kep *ep = tw->ep;
-	unsigned long flags;
+	struct clanq_kregion *r = w->r;
+	unsigned int visits = 0;
+	struct clanq_ktw *next;
 
-	WRITE_ONCE(tw->fires, tw->fires + 1);
-	spin_lock_irqsave(&ep->tw.lock, flags);
-	set_bit(tw->bit, ep->tw.fired);
-	clanq_count(&ep->tw.fires, &ep->counters->tw_fires, 1);
-	if (flush && ep->tw.last_flush != flush) {
-		ep->tw.last_flush = flush;
-		clanq_count(&ep->tw.flushes, &ep->counters->tw_flushes, 1);
+	lockdep_assert_held(&r->tw.lock);
+	while (tw && visits < CLANQ_TW_VISITS_PER_HOLD &&
+	       w->nr_wake < CLANQ_TW_WAKES_PER_HOLD) {
+		next = clanq_tw_tree_iter_next(tw, w->wlo, w->whi);
+		if (!tw->armed) {
+			if (!tw->pins) {
+				clanq_tw_tree_remove(tw, &r->tw.armed);
+				tw->in_tree = false;
+			}
+		} else if (tw->last < w->lo || tw->off > w->hi) {
+			if (!w->near) {
+				clanq_kep_get(tw->ep);
+				w->near = tw->ep;
+			}
+		} else if (!clanq_ktw_fire_locked(w, tw)) {
+			break;
+		}
+		visits++;
+		tw = next;
 	}
-	spin_unlock_irqrestore(&ep->tw.lock, flags);
-	atomic64_inc(&tw->region->nic->stats.tw_fires);
-	clanq_kep_raise(ep, CLANQ_EV_TRIPWIRE);
-	/* the wait_event condition is tw->fires: wq_has_sleeper() orders it */
-	if (wq_has_sleeper(&tw->wq))
-		wake_up(&tw->wq);
+	w->held_visits += visits;
+	return tw;
+}
+
+/* Take the region's tw.lock for a walk: a hold starts. */
+static void clanq_tw_walk_lock(struct clanq_tw_walk *w)
+{
+	spin_lock(&w->r->tw.lock);
+	w->held_since = ktime_get();
+	w->held_visits = 0;
+}
+
+/* Drop it: what the hold took is the region's record if it is the worst. */
+static void clanq_tw_walk_unlock(struct clanq_tw_walk *w)
+{
+	struct clanq_kregion *r = w->r;
+	u64 ns = ktime_to_ns(ktime_sub(ktime_get(), w->held_since));
+
+	r->tw.most_visits = max(r->tw.most_visits, w->held_visits);
+	r->tw.longest_hold_ns = max(r->tw.longest_hold_ns, ns);
+	spin_unlock(&r->tw.lock);
+}
+
+/*
+ * Out of the lock: wake the sleepers noted; with @all (the walk is over)
+ * or no room left for another endpoint, count and raise each endpoint
+ * noted, once, however many of its tripwires fired. Counters may lag a
+ * woken sleeper by the rest of the walk; the fired bit never does.
+ */
+static void clanq_tw_walk_deliver(struct clanq_tw_walk *w, bool all)
+{
+	unsigned int i;
+
+	if (all || w->nr_eps == CLANQ_TW_EPS_PER_WALK) {
+		for (i = 0; i < w->nr_eps; i++) {
+			struct clanq_kep *ep = w->eps[i].ep;
+
+			spin_lock(&ep->tw.lock);
+			clanq_count(&ep->tw.fires, &ep->counters->tw_fires,
+				    w->eps[i].fires);
+			if (w->flush && ep->tw.last_flush != w->flush) {
+				ep->tw.last_flush = w->flush;
+				clanq_count(&ep->tw.flushes,
+					    &ep->counters->tw_flushes, 1);
+			}
+			spin_unlock(&ep->tw.lock);
+			clanq_kep_raise(ep, CLANQ_EV_TRIPWIRE);
+			clanq_kep_put(ep);
+		}
+		w->nr_eps = 0;
+	}
+	for (i = 0; i < w->nr_wake; i++) {
+		wake_up(&w->wake[i]->wq);
+		clanq_ktw_put(w->wake[i]);
+	}
+	w->nr_wake = 0;
+	if (w->resumed) {
+		clanq_ktw_put(w->resumed);
+		w->resumed = NULL;
+	}
+	if (all && w->near) {
+		if (w->flush && !w->fired)
+			clanq_kep_tw_count(w->near, &w->near->tw.spurious,
+					   &w->near->counters->tw_spurious);
+		clanq_kep_put(w->near);
+		w->near = NULL;
+	}
 }
 
 /*
  * Fire the armed tripwires of @r that [lo, hi] touches. A flush (PIO)
  * is asked for whole 64-byte blocks: tripwires that share a block with
  * the write but not a byte are what made it ask, and are counted as
- * spurious on their endpoint when nothing else fired. One-shot
- * tripwires are disarmed after the walk, so the walk sees a tree that
- * does not change under it.
+ * spurious on their endpoint when nothing else fired.
+ *
+ * Bounded per hold of tw.lock, not per write (see the top of the file):
+ * between holds the walk pins the tripwire it resumes at, wakes what it
+ * fired, and lets the scheduler in. Callers hold the region's revoke_sem
+ * and may sleep.
  */
 static unsigned int clanq_tw_walk(struct clanq_kregion *r, u64 lo, u64 hi,
 				  bool flush)
 {
-	u64 wlo = flush ? round_down(lo, CLANQ_TW_BLOCK) : lo;
-	u64 whi = flush ? hi | (CLANQ_TW_BLOCK - 1) : hi;
-	u64 seq = flush ? atomic64_inc_return(&clanq_tw_flush_seq) : 0;
-	struct clanq_ktw *tw, *hits = NULL, *near = NULL;
-	unsigned long flags;
-	unsigned int n = 0;
+	struct clanq_tw_walk w = {
+		.r = r, .lo = lo, .hi = hi,
+		.wlo = flush ? round_down(lo, CLANQ_TW_BLOCK) : lo,
+		.whi = flush ? hi | (CLANQ_TW_BLOCK - 1) : hi,
+		.flush = flush ? atomic64_inc_return(&clanq_tw_flush_seq) : 0,
+	};
+	struct clanq_ktw *tw;
 
-	spin_lock_irqsave(&r->tw.lock, flags);
-	for (tw = clanq_tw_tree_iter_first(&r->tw.armed, wlo, whi); tw;
-	     tw = clanq_tw_tree_iter_next(tw, wlo, whi)) {
-		if (tw->last < lo || tw->off > hi) {
-			near = tw;
-			continue;
-		}
-		clanq_ktw_fire_locked(tw, seq);
-		n++;
-		if (!tw->persistent) {
-			tw->next_hit = hits;
-			hits = tw;
-		}
+	might_sleep();
+	clanq_tw_walk_lock(&w);
+	tw = clanq_tw_tree_iter_first(&r->tw.armed, w.wlo, w.whi);
+	while (tw) {
+		tw = clanq_tw_walk_hold(&w, tw);
+		if (!tw)
+			break;
+		/* it stays in the tree, armed or not, until we pass it */
+		tw->pins++;
+		kref_get(&tw->ref);
+		clanq_tw_walk_unlock(&w);
+		clanq_tw_walk_deliver(&w, false);
+		cond_resched();
+		clanq_tw_walk_lock(&w);
+		tw->pins--;
+		w.resumed = tw;
 	}
-	for (tw = hits; tw; tw = tw->next_hit)
-		clanq_ktw_disarm_locked(tw);
-	if (flush && !n && near)
-		clanq_kep_tw_count(near->ep, &near->ep->tw.spurious,
-				   &near->ep->counters->tw_spurious);
-	spin_unlock_irqrestore(&r->tw.lock, flags);
-	return n;
+	clanq_tw_walk_unlock(&w);
+	clanq_tw_walk_deliver(&w, true);
+	if (w.fired)
+		atomic64_add(w.fired, &r->nic->stats.tw_fires);
+	return w.fired;
 }
 
 /**
@@ -277,17 +458,16 @@ static unsigned int clanq_tw_flush(struct clanq_kregion *r, u64 off, u64 len)
 static void clanq_ktw_destroy(struct clanq_ktw *tw, int why)
 {
 	struct clanq_kregion *r = tw->region;
-	unsigned long flags;
 
 	lockdep_assert_held(&tw->ctx->lock);
 	xa_erase(&tw->ctx->tws, tw->id);
 	list_del(&tw->ep_node);
 	list_del(&tw->region_node);
 	tw->ctx->nr_tws--;
-	spin_lock_irqsave(&r->tw.lock, flags);
+	spin_lock(&r->tw.lock);
 	clanq_ktw_disarm_locked(tw);
 	WRITE_ONCE(tw->dead, why);
-	spin_unlock_irqrestore(&r->tw.lock, flags);
+	spin_unlock(&r->tw.lock);
 	wake_up_all(&tw->wq);
 	ida_free(&tw->ep->tw.bits, tw->bit);
 	clanq_ktw_put(tw);
@@ -298,6 +478,7 @@ void clanq_kep_tw_init(struct clanq_kep *ep, u32 slots, u32 fired_off)
 {
 	spin_lock_init(&ep->tw.lock);
 	ida_init(&ep->tw.bits);
+	atomic_set(&ep->tw.oob_waiters, 0);
 	INIT_LIST_HEAD(&ep->tw.all);
 	ep->tw.slots = slots;
 	ep->tw.fired = ep->shm->vaddr + fired_off;
@@ -337,7 +518,6 @@ int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r)
 	u64 nbits = DIV_ROUND_UP(r->len, CLANQ_TW_BLOCK);
 	struct clanq_shm *bitmap;
 	struct clanq_ktw *tw;
-	unsigned long flags;
 
 	/* bitmap_set() counts bits in an unsigned int */
 	if (nbits > U32_MAX) {
@@ -351,12 +531,13 @@ int clanq_kregion_tw_export(struct clanq_ctx *ctx, struct clanq_kregion *r)
 			   r->id);
 		return -ENOMEM;
 	}
-	spin_lock_irqsave(&r->tw.lock, flags);
+	spin_lock(&r->tw.lock);
 	r->tw.bitmap = bitmap;
 	for (tw = clanq_tw_tree_iter_first(&r->tw.armed, 0, U64_MAX); tw;
 	     tw = clanq_tw_tree_iter_next(tw, 0, U64_MAX))
-		clanq_tw_bitmap_set(r, tw);
-	spin_unlock_irqrestore(&r->tw.lock, flags);
+		if (tw->armed)
+			clanq_tw_bitmap_set(r, tw);
+	spin_unlock(&r->tw.lock);
 	return 0;
 }
 
@@ -413,7 +594,6 @@ int clanq_ioctl_tw_create(void *obj, void *arg)
 	struct clanq_ctx *ctx = obj;
 	struct clanq_ioc_tw_create *c = arg;
 	struct clanq_ktw *tw;
-	unsigned long flags;
 	int bit, err;
 
 	if (c->len < CLANQ_TW_MIN_LEN) {
@@ -451,16 +631,16 @@ int clanq_ioctl_tw_create(void *obj, void *arg)
 		goto err_unlock;
 	}
 	/* a new tripwire has not fired, whatever its bit's last owner did */
-	spin_lock_irqsave(&tw->ep->tw.lock, flags);
+	spin_lock(&tw->ep->tw.lock);
 	clear_bit(bit, tw->ep->tw.fired);
-	spin_unlock_irqrestore(&tw->ep->tw.lock, flags);
+	spin_unlock(&tw->ep->tw.lock);
 	list_add_tail(&tw->ep_node, &tw->ep->tw.all);
 	list_add_tail(&tw->region_node, &tw->region->tw.all);
 	ctx->nr_tws++;
 	if (c->flags & CLANQ_TW_ARMED) {
-		spin_lock_irqsave(&tw->region->tw.lock, flags);
+		spin_lock(&tw->region->tw.lock);
 		clanq_ktw_arm_locked(tw);
-		spin_unlock_irqrestore(&tw->region->tw.lock, flags);
+		spin_unlock(&tw->region->tw.lock);
 		smp_mb();	/* [F], as TW_ARM */
 	}
 	c->id = tw->id;
@@ -481,20 +661,19 @@ static int clanq_ktw_set_armed(struct clanq_ctx *ctx, u32 id, bool arm)
 {
 	struct clanq_ktw *tw = clanq_ktw_lookup(ctx, id, arm ? "TW_ARM" : "TW_DISARM");
 	struct clanq_kregion *r;
-	unsigned long flags;
 	int err = 0;
 
 	if (!tw)
 		return -ENOENT;
 	r = tw->region;
-	spin_lock_irqsave(&r->tw.lock, flags);
+	spin_lock(&r->tw.lock);
 	if (tw->dead)
 		err = -ENOENT;
 	else if (arm)
 		clanq_ktw_arm_locked(tw);
 	else
 		clanq_ktw_disarm_locked(tw);
-	spin_unlock_irqrestore(&r->tw.lock, flags);
+	spin_unlock(&r->tw.lock);
 	if (arm) {
 		/*
 		 * [F] The caller re-reads the watched word when we return:
@@ -614,21 +793,48 @@ static bool clanq_ktw_woken(struct clanq_ktw *tw, u64 fires, bool oob)
 }
 
 /*
+ * The OOB wait's entry on its endpoint's wait queue: wakes its sleeper
+ * for the events that can end the wait (an OOB message or notice), not
+ * for the endpoint's other events. A tripwire's fire wakes its own
+ * sleepers on tw->wq, so a write that fires thousands of tripwires of
+ * the endpoint does not wake every OOB sleeper of it each time.
+ */
+static int clanq_ktw_oob_wake(struct wait_queue_entry *wait, unsigned int mode,
+			      int sync, void *key)
+{
+	if (key && !((__force u32)key_to_poll(key) & CLANQ_EV_OOB))
+		return 0;
+	return default_wake_function(wait, mode, sync, key);
+}
+
+/*
  * Sleep until @tw fires past @fires or dies, or with @oob until its
  * endpoint has an OOB message: 0 or -errno. For @oob a second entry on
- * the endpoint's wait queue, with the default wake function, wakes us
- * whenever the endpoint raises an event (clanq_kep_raise()); the
- * condition is checked after the task state is set, so an arrival
- * between the check and schedule() is not slept through.
+ * the endpoint's wait queue (clanq_ktw_oob_wake()) wakes us when the
+ * endpoint raises CLANQ_EV_OOB (clanq_kep_raise()); the condition is
+ * checked after the task state is set, so an arrival between the check
+ * and schedule() is not slept through.
+ *
+ * Every wake-up of the endpoint walks those entries with interrupts
+ * off, whoever raises it, so they are counted: at most max_oob_waiters
+ * per endpoint (-ENOSPC), as max_ep_regs bounds its evq registrations.
  */
-static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns,
-			   bool oob)
+static int clanq_ktw_sleep(struct clanq_ctx *ctx, struct clanq_ktw *tw,
+			   u64 fires, u64 timeout_ns, bool oob)
 {
 	struct wait_queue_entry ep_wait;
 	long ret;
 
 	if (oob) {
-		init_waitqueue_entry(&ep_wait, current);
+		if (atomic_inc_return(&tw->ep->tw.oob_waiters) >
+		    READ_ONCE(clanq_max_oob_waiters)) {
+			atomic_dec(&tw->ep->tw.oob_waiters);
+			clanq_ulimit(ctx, "TW_WAIT: endpoint %u: %u OOB waiters: max_oob_waiters",
+				     tw->ep->id, READ_ONCE(clanq_max_oob_waiters));
+			return -ENOSPC;
+		}
+		init_waitqueue_func_entry(&ep_wait, clanq_ktw_oob_wake);
+		ep_wait.private = current;
 		add_wait_queue(&tw->ep->wq, &ep_wait);
 	}
 	if (timeout_ns == U64_MAX)
@@ -639,8 +845,10 @@ static int clanq_ktw_sleep(struct clanq_ktw *tw, u64 fires, u64 timeout_ns,
 							 clanq_ktw_woken(tw, fires, oob),
 							 ns_to_ktime(min_t(u64, timeout_ns,
 									   KTIME_MAX)));
-	if (oob)
+	if (oob) {
 		remove_wait_queue(&tw->ep->wq, &ep_wait);
+		atomic_dec(&tw->ep->tw.oob_waiters);
+	}
 	if (ret == -ETIME)
 		return -ETIMEDOUT;
 	if (ret == -ERESTARTSYS)
@@ -670,7 +878,6 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 	struct clanq_ktw *tw = clanq_ktw_lookup(ctx, w->id, "TW_WAIT");
 	struct clanq_kregion *r;
 	bool armed_here;
-	unsigned long flags;
 	u64 fires, val;
 	unsigned int fired;
 	int err;
@@ -688,13 +895,13 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 		if (err)
 			goto out;
 	}
-	spin_lock_irqsave(&r->tw.lock, flags);
+	spin_lock(&r->tw.lock);
 	err = tw->dead;
 	armed_here = !err && !tw->armed;
 	if (armed_here)
 		clanq_ktw_arm_locked(tw);
 	fires = tw->fires;
-	spin_unlock_irqrestore(&r->tw.lock, flags);
+	spin_unlock(&r->tw.lock);
 	if (err)
 		goto out;
 	/* [F] armed, then look: pairs with the writer's store, mb, look */
@@ -702,14 +909,14 @@ int clanq_ioctl_tw_wait(void *obj, void *arg)
 	err = clanq_tw_read(r, w->off, &val);
 	if (!err && val == w->old &&
 	    !((w->flags & CLANQ_TW_WAIT_OOB) && clanq_oob_pending(tw->ep)))
-		err = clanq_ktw_sleep(tw, fires, w->timeout_ns,
+		err = clanq_ktw_sleep(ctx, tw, fires, w->timeout_ns,
 				      w->flags & CLANQ_TW_WAIT_OOB);
 	/* leave it as we found it: disarmed, unless it was armed before */
 	if (armed_here) {
-		spin_lock_irqsave(&r->tw.lock, flags);
+		spin_lock(&r->tw.lock);
 		if (!tw->dead)
 			clanq_ktw_disarm_locked(tw);
-		spin_unlock_irqrestore(&r->tw.lock, flags);
+		spin_unlock(&r->tw.lock);
 	}
 out:
 	clanq_ktw_put(tw);
@@ -740,7 +947,6 @@ int clanq_tw_arm_vec(struct clanq_ctx *ctx, const struct clanq_evq_arm *v,
 {
 	struct clanq_kregion *r;
 	unsigned int fired;
-	unsigned long flags;
 	int err = 0, changed = 0;
 	u32 i, got;
 	u64 val;
@@ -765,12 +971,12 @@ int clanq_tw_arm_vec(struct clanq_ctx *ctx, const struct clanq_evq_arm *v,
 		if (!tws[i])
 			continue;
 		r = tws[i]->region;
-		spin_lock_irqsave(&r->tw.lock, flags);
+		spin_lock(&r->tw.lock);
 		if (tws[i]->dead)
 			err = -ENOENT;	/* destroyed since the lookup */
 		else
 			clanq_ktw_arm_locked(tws[i]);
-		spin_unlock_irqrestore(&r->tw.lock, flags);
+		spin_unlock(&r->tw.lock);
 	}
 	if (!err)
 		/* [F] armed, then look: pairs with the writer's store, mb, look */
