@@ -43,7 +43,7 @@ static const char *const nic_stats[] = {
 
 static const char *const nic_limits[] = {
 	"max_eps", "max_oob_slots", "max_rdma_slots", "max_evq_regs",
-	"max_ep_regs", "max_tripwires", "max_regions", "max_aps",
+	"max_ep_regs", "max_oob_waiters", "max_tripwires", "max_regions", "max_aps",
 	"max_region_bytes", "max_ctx_bytes", "max_user_bytes", "rdma_max_xfer",
 };
 #define NR_LIMITS (sizeof(nic_limits) / sizeof(nic_limits[0]))
