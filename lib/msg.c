@@ -405,8 +405,11 @@ struct clanq_iov_cur {
 	size_t off;		/* into *iov */
 };
 
-static void clanq_iov_put(struct clanq_iov_cur *cur, const char *src, uint64_t len)
+/* len bytes between buf and the iovecs at cur: into them, or out (@out). */
+static void clanq_iov_copy(struct clanq_iov_cur *cur, char *buf, uint64_t len,
+			   bool out)
 {
+	char *at;
 	size_t n;
 
 	while (len) {
@@ -418,31 +421,24 @@ static void clanq_iov_put(struct clanq_iov_cur *cur, const char *src, uint64_t l
 		}
 		if (n > len)
 			n = len;
-		memcpy((char *)cur->iov->iov_base + cur->off, src, n);
+		at = (char *)cur->iov->iov_base + cur->off;
+		memcpy(out ? buf : at, out ? at : buf, n);
 		cur->off += n;
-		src += n;
+		buf += n;
 		len -= n;
 	}
 }
 
+/* The iovecs take len bytes from src (receive). */
+static void clanq_iov_put(struct clanq_iov_cur *cur, const char *src, uint64_t len)
+{
+	clanq_iov_copy(cur, (char *)src, len, false);
+}
+
+/* dst takes len bytes of the iovecs (send). */
 static void clanq_iov_take(char *dst, struct clanq_iov_cur *cur, uint64_t len)
 {
-	size_t n;
-
-	while (len) {
-		n = cur->iov->iov_len - cur->off;
-		if (!n) {
-			cur->iov++;
-			cur->off = 0;
-			continue;
-		}
-		if (n > len)
-			n = len;
-		memcpy(dst, (const char *)cur->iov->iov_base + cur->off, n);
-		cur->off += n;
-		dst += n;
-		len -= n;
-	}
+	clanq_iov_copy(cur, dst, len, true);
 }
 
 /* A message's bytes, and their room, add up to no more than this. */
