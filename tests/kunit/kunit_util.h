@@ -253,6 +253,44 @@ static inline struct task_struct *thread_start(struct kunit *test,
 	return task;
 }
 
+/* A thread blocked in TW_WAIT on tripwire @w.id: tw_waiter_start(). */
+struct tw_waiter {
+	struct clanq_ctx *ctx;
+	struct clanq_ioc_tw_wait w;
+	struct task_struct *task;
+	int ret;			/* TW_WAIT's, once @done */
+	struct completion done;
+};
+
+static inline int tw_waiter_fn(void *data)
+{
+	struct tw_waiter *w = data;
+
+	w->ret = clanq_ioctl_tw_wait(w->ctx, &w->w);
+	complete(&w->done);
+	return 0;
+}
+
+/* TW_WAIT(@id, @off, @old, @flags) for up to @timeout_ns, in a thread. */
+static inline struct tw_waiter *tw_waiter_start(struct kunit *test,
+						struct clanq_ctx *ctx, u32 id,
+						u64 off, u64 old, u32 flags,
+						u64 timeout_ns)
+{
+	struct tw_waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, w);
+	w->ctx = ctx;
+	w->w.id = id;
+	w->w.off = off;
+	w->w.old = old;
+	w->w.flags = flags;
+	w->w.timeout_ns = timeout_ns;
+	init_completion(&w->done);
+	w->task = thread_start(test, tw_waiter_fn, w, "tw-wait", id);
+	return w;
+}
+
 /*
  * A sender: a kthread that, once @go completes, delivers @nr_msgs messages
  * as sender @tag, message seq to endpoint @dst[(@tag + seq) % @nr_dst],

@@ -842,38 +842,6 @@ static void armed_bitmap_covers_exactly_the_armed_blocks(struct kunit *test)
  */
 
 /* A TW_WAIT in a thread of its own. */
-struct waiter {
-	struct clanq_ctx *ctx;
-	struct clanq_ioc_tw_wait w;
-	int ret;
-	struct completion done;
-};
-
-static int waiter_fn(void *data)
-{
-	struct waiter *w = data;
-
-	w->ret = clanq_ioctl_tw_wait(w->ctx, &w->w);
-	complete(&w->done);
-	return 0;
-}
-
-static struct waiter *waiter_start(struct kunit *test, struct clanq_ctx *ctx,
-				   u32 id, u64 off, u64 old)
-{
-	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	w->ctx = ctx;
-	w->w.id = id;
-	w->w.off = off;
-	w->w.old = old;
-	w->w.timeout_ns = 20ull * NSEC_PER_SEC;
-	init_completion(&w->done);
-	thread_start(test, waiter_fn, w, "tw-wait", id);
-	return w;
-}
-
 /* Wait (at most 10 s) until region @r has @n armed tripwires. */
 static void await_armed(struct kunit *test, struct clanq_kregion *r,
 			unsigned int n)
@@ -900,12 +868,13 @@ static void region_free_kills_its_tripwires(struct kunit *test)
 	struct tw c = tw_new(test, t, 128, 8, 0);
 	struct tw ids[] = { a, b, c }, n;
 	struct clanq_kregion *r2;
-	struct waiter *w;
+	struct tw_waiter *w;
 	unsigned int i;
 	u32 fired;
 
 	KUNIT_EXPECT_EQ(test, refcount_read(&t->ep->ref), ep_refs + 3);
-	w = waiter_start(test, t->e->exp, c.id, 128, 0);
+	w = tw_waiter_start(test, t->e->exp, c.id, 128, 0, 0,
+			    20ull * NSEC_PER_SEC);
 	await_armed(test, t->d.r, 3);
 
 	region_free(test, t->e->exp, t->d.region);
@@ -1083,7 +1052,7 @@ static void tw_wait_times_out_or_returns_at_once(struct kunit *test)
 {
 	struct tw_env *t = test->priv;
 	struct tw tw = tw_new(test, t, 0, 64, 0), tw2;
-	struct waiter *w;
+	struct tw_waiter *w;
 	ktime_t t0;
 	u64 word;
 
@@ -1116,7 +1085,8 @@ static void tw_wait_times_out_or_returns_at_once(struct kunit *test)
 	tw2 = tw_new(test, t, 2048, 8, 0);
 	memcpy(&word, t->s.bytes, sizeof(word));
 	KUNIT_ASSERT_NE(test, word, 0);
-	w = waiter_start(test, t->e->exp, tw2.id, 2048, 0);
+	w = tw_waiter_start(test, t->e->exp, tw2.id, 2048, 0, 0,
+			    20ull * NSEC_PER_SEC);
 	await_armed(test, t->d.r, 1);
 	write_at(test, t, 2048, 8);
 	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&w->done, 10 * HZ));

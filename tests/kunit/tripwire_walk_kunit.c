@@ -122,43 +122,9 @@ static void reset_hold_stats(struct clanq_kregion *r)
 }
 
 /* A TW_WAIT in a thread of its own. */
-struct waiter {
-	struct clanq_ctx *ctx;
-	struct clanq_ioc_tw_wait w;
-	struct task_struct *task;
-	int ret;
-	struct completion done;
-};
-
-static int waiter_fn(void *data)
-{
-	struct waiter *w = data;
-
-	w->ret = clanq_ioctl_tw_wait(w->ctx, &w->w);
-	complete(&w->done);
-	return 0;
-}
-
-static struct waiter *waiter_start(struct kunit *test, struct clanq_ctx *ctx,
-				   u32 id, u64 off, u64 old, u32 flags)
-{
-	struct waiter *w = kunit_kzalloc(test, sizeof(*w), GFP_KERNEL);
-
-	KUNIT_ASSERT_NOT_NULL(test, w);
-	w->ctx = ctx;
-	w->w.id = id;
-	w->w.off = off;
-	w->w.old = old;
-	w->w.flags = flags;
-	w->w.timeout_ns = WAIT_NS;
-	init_completion(&w->done);
-	w->task = thread_start(test, waiter_fn, w, "tw-walk-wait", id);
-	return w;
-}
-
 /* Wait (at most 10 s) until @w sleeps in its TW_WAIT. */
 static void await_asleep(struct kunit *test, struct walk_env *t,
-			 struct waiter *w)
+			 struct tw_waiter *w)
 {
 	struct clanq_ktw *tw = ktw(t, w->w.id);
 	unsigned int ms;
@@ -193,7 +159,7 @@ static void thousands_on_one_word_fire_once_in_bounded_holds(struct kunit *test)
 	struct walk_env *t = test->priv;
 	struct walk_ep *eps = kunit_kcalloc(test, NR_EPS, sizeof(*eps), GFP_KERNEL);
 	u32 *ids = kunit_kcalloc(test, NR_TWS, sizeof(*ids), GFP_KERNEL);
-	struct waiter *w[NR_SLEEPERS];
+	struct tw_waiter *w[NR_SLEEPERS];
 	struct clanq_kregion *r = t->d.r;
 	s64 nic0 = nic_stat(&t->e->peer->stats.tw_fires);
 	struct clanq_ioc_ap_flush f = { .ap = t->d.ap, .off = 0, .len = 8 };
@@ -213,8 +179,8 @@ static void thousands_on_one_word_fire_once_in_bounded_holds(struct kunit *test)
 	}
 	KUNIT_ASSERT_EQ(test, READ_ONCE(r->tw.nr_armed), NR_TWS);
 	for (i = 0; i < NR_SLEEPERS; i++)
-		w[i] = waiter_start(test, t->e->exp, ids[i * (NR_TWS / NR_SLEEPERS)],
-				    0, 0, CLANQ_TW_WAIT_OOB);
+		w[i] = tw_waiter_start(test, t->e->exp, ids[i * (NR_TWS / NR_SLEEPERS)],
+				       0, 0, CLANQ_TW_WAIT_OOB, WAIT_NS);
 	for (i = 0; i < NR_SLEEPERS; i++)
 		await_asleep(test, t, w[i]);
 
@@ -398,7 +364,7 @@ static void oob_waiters_are_counted_and_sleep_through_other_fires(struct kunit *
 	struct walk_env *t = test->priv;
 	struct clanq_oob_msg msg = { .len = 8 };
 	struct walk_ep we;
-	struct waiter *w[2];
+	struct tw_waiter *w[2];
 	struct clanq_ioc_tw_wait third = {
 		.off = 64, .flags = CLANQ_TW_WAIT_OOB, .timeout_ns = NSEC_PER_MSEC,
 	};
@@ -414,7 +380,8 @@ static void oob_waiters_are_counted_and_sleep_through_other_fires(struct kunit *
 	watched = tw_make(test, t, we.ep, 64, 0);
 	tw_make(test, t, we.ep, 1024, PERSISTENT);	/* another, fired below */
 	for (i = 0; i < 2; i++)
-		w[i] = waiter_start(test, t->e->exp, watched, 64, 0, CLANQ_TW_WAIT_OOB);
+		w[i] = tw_waiter_start(test, t->e->exp, watched, 64, 0,
+				       CLANQ_TW_WAIT_OOB, WAIT_NS);
 	for (i = 0; i < 2; i++)
 		await_asleep(test, t, w[i]);
 	KUNIT_EXPECT_EQ(test, atomic_read(&we.ep->tw.oob_waiters), 2);
