@@ -311,6 +311,7 @@ static struct clanq_ktw *clanq_tw_walk_hold(struct clanq_tw_walk *w,
 
 /* Take the region's tw.lock for a walk: a hold starts. */
 static void clanq_tw_walk_lock(struct clanq_tw_walk *w)
+	__acquires(&w->r->tw.lock)
 {
 	spin_lock(&w->r->tw.lock);
 	w->held_since = ktime_get();
@@ -319,6 +320,7 @@ static void clanq_tw_walk_lock(struct clanq_tw_walk *w)
 
 /* Drop it: what the hold took is the region's record if it is the worst. */
 static void clanq_tw_walk_unlock(struct clanq_tw_walk *w)
+	__releases(&w->r->tw.lock)
 {
 	struct clanq_kregion *r = w->r;
 	u64 ns = ktime_to_ns(ktime_sub(ktime_get(), w->held_since));

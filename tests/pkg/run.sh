@@ -257,9 +257,14 @@ int main(void)
 	struct clanq_dev dev;
 	int err = clanq_open_nic(&dev, 0);
 
+	char why[160];
+
 	if (!err) {
 		printf("last error: '%s'\n", clanq_strerror_last(&dev));
 		clanq_close(&dev);
+	} else {
+		clanq_open_nic_explain(0, err, why, sizeof(why));
+		printf("%s\n", why);
 	}
 	printf("clanq_open_nic: %d\n", err);
 	return 0;
@@ -276,8 +281,10 @@ elif ! readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libclanq\.so\.2\]'; then
 	why="no NEEDED libclanq.so.2"
 elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.2) *clanq_open_nic\$"; then
 	why="clanq_open_nic not versioned LIBCLANQ_0.2"
-elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_strerror_last\$"; then
-	why="clanq_strerror_last not versioned LIBCLANQ_$version"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.3) *clanq_strerror_last\$"; then
+	why="clanq_strerror_last not versioned LIBCLANQ_0.3"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_open_nic_explain\$"; then
+	why="clanq_open_nic_explain not versioned LIBCLANQ_$version"
 elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.2" { print $3 }')")" != \
 	"$(readlink -f "$so")" ]; then
 	why="ldd: $(ldd "$tmp/t" | grep libclanq) (not $so)"
