@@ -439,6 +439,20 @@ bool itest_wait_comp(struct clanq_ep *ep,
 	return true;
 }
 
+unsigned int itest_eps_until_refused(struct clanq_dev *dev, struct clanq_ep *eps,
+				     unsigned int max, int *err)
+{
+	unsigned int n;
+
+	*err = 0;
+	for (n = 0; n < max; n++) {
+		*err = clanq_ep_create(dev, &eps[n], 2);
+		if (*err)
+			break;
+	}
+	return n;
+}
+
 /* Driver entries (system calls) of dev's context so far. */
 uint64_t itest_entries(const struct clanq_dev *dev)
 {

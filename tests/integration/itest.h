@@ -231,6 +231,13 @@ bool itest_wait_comp(struct clanq_ep *ep,
  */
 #ifdef cmocka_unit_test
 
+/*
+ * Create 2-slot endpoints into eps[0 .. max) until the driver refuses one
+ * (a limit): how many it made, and the refusal in *err (0 if none was).
+ */
+unsigned int itest_eps_until_refused(struct clanq_dev *dev, struct clanq_ep *eps,
+				     unsigned int max, int *err);
+
 /* Driver entries (system calls) of dev's context so far. */
 uint64_t itest_entries(const struct clanq_dev *dev);
 

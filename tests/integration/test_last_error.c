@@ -69,16 +69,12 @@ static void a_limit_names_itself_and_its_errno(void **state)
 	char buf[CLANQ_ERR_MAX], want[64];
 	struct clanq_dev dev;
 	unsigned int n;
-	int err = 0;
+	int err;
 
 	(void)state;
 	assert_true(limit < MAX_EPS);
 	assert_int_equal(clanq_open_nic(&dev, 1), 0);
-	for (n = 0; n < MAX_EPS; n++) {
-		err = clanq_ep_create(&dev, &eps[n], 2);
-		if (err)
-			break;
-	}
+	n = itest_eps_until_refused(&dev, eps, MAX_EPS, &err);
 	assert_int_equal(err, -ENOSPC);
 	e = last_error(dev.fd);
 	assert_true(e.seq >= 1);

@@ -118,16 +118,12 @@ static void endpoints_of_a_context_stop_at_max_eps_with_enospc(void **state)
 	unsigned long limit = itest_param("max_eps");
 	struct clanq_dev dev;
 	unsigned int n;
-	int err = 0;
+	int err;
 
 	(void)state;
 	assert_true(limit < MAX_EPS);
 	assert_int_equal(clanq_open_nic(&dev, 1), 0);
-	for (n = 0; n < MAX_EPS; n++) {
-		err = clanq_ep_create(&dev, &eps[n], 2);
-		if (err)
-			break;
-	}
+	n = itest_eps_until_refused(&dev, eps, MAX_EPS, &err);
 	assert_int_equal(err, -ENOSPC);
 	assert_int_equal(n, limit);
 	assert_int_equal(clanq_close(&dev), 0);
