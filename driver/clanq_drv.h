@@ -132,6 +132,7 @@ struct clanq_nic_stats {
 	atomic64_t rdma_turns;		/* queues served, one turn each */
 	atomic64_t rdma_inline_turns;	/* of them, run by the doorbell's caller */
 	atomic64_t rdma_splits;		/* turns that ended mid-request */
+	atomic64_t rdma_fire_turns;	/* turns ended by the tripwires they fired */
 	atomic64_t regions_revoked;	/* regions freed (their imports revoked) */
 	atomic64_t tw_fires;		/* tripwires of this NIC's regions fired */
 	atomic64_t tw_flushes;		/* AP_FLUSH calls made here */
@@ -783,6 +784,13 @@ struct clanq_wire_write {
 	u64 operand[2];
 	/* rdma_atomic: the old value goes here (the engine's, while parked) */
 	u64 *result;
+	/*
+	 * A wire that fires the destination's tripwires before it returns
+	 * (a local one) adds how many here: the engine bounds a turn by
+	 * them as by bytes. NULL when nobody counts; the engine's, valid
+	 * only during the call (a wire that completes later has no use for it).
+	 */
+	unsigned int *fired;
 };
 
 struct clanq_wire_ops {
@@ -890,13 +898,14 @@ void clanq_oob_unreachable(struct clanq_nic *nic, const struct clanq_addr *dst,
 void clanq_oob_notify_revoked(struct clanq_kap *ap);
 int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
-		   const struct clanq_kap *via);
+		   const struct clanq_kap *via, unsigned int *fired);
 int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len);
 int clanq_rx_read(struct clanq_kregion *src, u64 src_off,
 		  struct clanq_kregion *dst, u64 dst_off, u64 len,
 		  const struct clanq_kap *via);
 int clanq_rx_atomic(struct clanq_kregion *dst, u64 dst_off, u32 op,
-		    const u64 *operand, u64 *old, const struct clanq_kap *via);
+		    const u64 *operand, u64 *old, const struct clanq_kap *via,
+		    unsigned int *fired);
 
 /* The node a region lives on: its NIC's, or, imported, the exporter's. */
 static inline u32 clanq_kregion_node(const struct clanq_kregion *r)

@@ -110,9 +110,10 @@ static int clanq_nic_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "rdma_reqs %lld\nrdma_bytes %lld\nrdma_errors %lld\n",
 		   atomic64_read(&st->rdma_reqs), atomic64_read(&st->rdma_bytes),
 		   atomic64_read(&st->rdma_errors));
-	seq_printf(m, "rdma_kicks %lld\nrdma_turns %lld\nrdma_inline_turns %lld\nrdma_splits %lld\n",
+	seq_printf(m, "rdma_kicks %lld\nrdma_turns %lld\nrdma_inline_turns %lld\nrdma_splits %lld\nrdma_fire_turns %lld\n",
 		   atomic64_read(&st->rdma_kicks), atomic64_read(&st->rdma_turns),
-		   atomic64_read(&st->rdma_inline_turns), atomic64_read(&st->rdma_splits));
+		   atomic64_read(&st->rdma_inline_turns), atomic64_read(&st->rdma_splits),
+		   atomic64_read(&st->rdma_fire_turns));
 	seq_printf(m, "regions_revoked %lld\n", atomic64_read(&st->regions_revoked));
 	seq_printf(m, "tw_fires %lld\ntw_flushes %lld\ntw_spurious %lld\n",
 		   atomic64_read(&st->tw_fires), atomic64_read(&st->tw_flushes),

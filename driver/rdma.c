@@ -63,7 +63,13 @@
  * flagged LAST), so a message's requests stay together; it ends early
  * after rdma_max_xfer bytes (the rest of the request waits for the
  * queue's next turn, so one large transfer cannot monopolise the engine)
- * or after CLANQ_RDMA_TURN_REQS requests.
+ * or after CLANQ_RDMA_TURN_REQS requests, or once its writes fired
+ * CLANQ_RDMA_TURN_FIRES tripwires. Firing is work a user can multiply
+ * without moving bytes: one 8-byte write can cover thousands of
+ * persistent tripwires (issue 28: 64 such writes made a turn of ~1 s,
+ * and every other user of the NIC waited for it). The chunk that crosses
+ * the bound still fires every tripwire it touched: a turn is at most one
+ * chunk's fires past it, as it is at most one request past the bytes.
  *
  * Turns go round-robin at two levels: over the contexts with active
  * queues (engine->active), then over each context's active queues
@@ -97,6 +103,8 @@
 
 /* A turn ends after this many requests, even inside one message. */
 #define CLANQ_RDMA_TURN_REQS	64
+/* ... or once its writes and atomics fired this many tripwires */
+#define CLANQ_RDMA_TURN_FIRES	256u
 /* rdma_max_xfer is read through this floor: 0 would stop all progress. */
 #define CLANQ_RDMA_MIN_XFER	512u
 
@@ -354,8 +362,9 @@ enum clanq_rdma_turn {
 };
 
 /*
- * One turn for @ep: one logical message, at most rdma_max_xfer bytes and
- * CLANQ_RDMA_TURN_REQS requests.
+ * One turn for @ep: one logical message, at most rdma_max_xfer bytes,
+ * CLANQ_RDMA_TURN_REQS requests and (a chunk past) CLANQ_RDMA_TURN_FIRES
+ * tripwires fired.
  */
 static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 {
@@ -363,11 +372,15 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 	struct clanq_rdma_xfer *x = &rd->cur;
 	u64 budget = max(READ_ONCE(clanq_rdma_max_xfer), CLANQ_RDMA_MIN_XFER);
 	struct clanq_wire_write w;
-	unsigned int taken = 0;
+	unsigned int taken = 0, fired = 0;
 	bool last;
 	int status;
 
 	for (;;) {
+		if (fired >= CLANQ_RDMA_TURN_FIRES) {
+			atomic64_inc(&ep->nic->stats.rdma_fire_turns);
+			return CLANQ_TURN_MORE;
+		}
 		if (!rd->busy) {
 			if (taken == CLANQ_RDMA_TURN_REQS)
 				return CLANQ_TURN_MORE;
@@ -391,6 +404,7 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 			.op = x->req.op,
 			.operand = { x->req.operand[0], x->req.operand[1] },
 			.result = &x->result,
+			.fired = &fired,
 		};
 		if (!w.len && x->done < x->req.len) {
 			if (x->done)

@@ -229,16 +229,24 @@ static void clanq_rx_copy(struct clanq_kregion *dst, u64 dst_off,
 	flush_dcache_page(dst->pages[fw >> PAGE_SHIFT]);
 }
 
-/* After the bytes of a write landed in @dst: its tripwires. */
-static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len)
+/*
+ * After the bytes of a write landed in @dst: its tripwires, added to
+ * *@fired when the caller counts them (the engine bounds a turn by them).
+ */
+static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len,
+			  unsigned int *fired)
 {
+	unsigned int n = 0;
+
 	/*
 	 * [F] of queue.h: the data, then the look at what is armed, against
 	 * a waiter's arm, then its look at the data.
 	 */
 	smp_mb();
 	if (READ_ONCE(dst->tw.nr_armed))
-		clanq_tw_fire(dst, dst_off, len);
+		n = clanq_tw_fire(dst, dst_off, len);
+	if (fired)
+		*fired += n;
 }
 
 /**
@@ -251,6 +259,7 @@ static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len)
  * @len: bytes
  * @via: the importer's aperture when the wire is local, so that closing
  *	 it fences writes as freeing the region does
+ * @fired: if not NULL, the tripwires the write fired are added to it
  *
  * The one liveness check of the RDMA path. The destination is checked
  * under its revoke_sem (read): while it is held neither REGION_FREE nor
@@ -266,7 +275,7 @@ static void clanq_rx_fire(struct clanq_kregion *dst, u64 dst_off, u64 len)
  */
 int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		   struct clanq_kregion *src, u64 src_off, u64 len,
-		   const struct clanq_kap *via)
+		   const struct clanq_kap *via, unsigned int *fired)
 {
 	u64 dend, send;
 	int err = 0;
@@ -280,7 +289,7 @@ int clanq_rx_write(struct clanq_kregion *dst, u64 dst_off,
 		err = -ENXIO;
 	} else if (len) {
 		clanq_rx_copy(dst, dst_off, src, src_off, len);
-		clanq_rx_fire(dst, dst_off, len);
+		clanq_rx_fire(dst, dst_off, len, fired);
 	}
 	up_read(&dst->revoke_sem);
 	return err;
@@ -310,7 +319,7 @@ int clanq_rx_written(struct clanq_kregion *dst, u64 dst_off, u64 len)
 	if (dst->revoked)
 		err = -ENXIO;
 	else if (len)
-		clanq_rx_fire(dst, dst_off, len);
+		clanq_rx_fire(dst, dst_off, len, NULL);
 	up_read(&dst->revoke_sem);
 	return err;
 }
@@ -363,6 +372,7 @@ EXPORT_SYMBOL_IF_KUNIT(clanq_rx_read);
  * @operand: the request's two operands
  * @old: the word's value before
  * @via: the importer's aperture when the wire is local
+ * @fired: as clanq_rx_write()'s
  *
  * With the CPU's atomic instructions on the kernel's mapping of the
  * page: atomic against every other atomic on the word, through the
@@ -373,7 +383,8 @@ EXPORT_SYMBOL_IF_KUNIT(clanq_rx_read);
  * unknown @op, -ENXIO if @dst was revoked or the aperture closed.
  */
 int clanq_rx_atomic(struct clanq_kregion *dst, u64 dst_off, u32 op,
-		    const u64 *operand, u64 *old, const struct clanq_kap *via)
+		    const u64 *operand, u64 *old, const struct clanq_kap *via,
+		    unsigned int *fired)
 {
 	u64 end, a;
 	bool wrote = false;
@@ -407,7 +418,7 @@ int clanq_rx_atomic(struct clanq_kregion *dst, u64 dst_off, u32 op,
 	kunmap_local(p);
 	if (wrote) {
 		flush_dcache_page(pg);
-		clanq_rx_fire(dst, dst_off, CLANQ_RDMA_ATOMIC_LEN);
+		clanq_rx_fire(dst, dst_off, CLANQ_RDMA_ATOMIC_LEN, fired);
 	}
 out:
 	up_read(&dst->revoke_sem);

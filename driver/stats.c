@@ -324,6 +324,7 @@ CLANQ_STAT_ATTR(rdma_kicks, rdma_kicks);
 CLANQ_STAT_ATTR(rdma_turns, rdma_turns);
 CLANQ_STAT_ATTR(rdma_inline_turns, rdma_inline_turns);
 CLANQ_STAT_ATTR(rdma_splits, rdma_splits);
+CLANQ_STAT_ATTR(rdma_fire_turns, rdma_fire_turns);
 CLANQ_STAT_ATTR(regions_revoked, regions_revoked);
 CLANQ_STAT_ATTR(tw_fires, tw_fires);
 CLANQ_STAT_ATTR(tw_flushes, tw_flushes);
@@ -346,6 +347,7 @@ static struct attribute *clanq_stat_attrs[] = {
 	&dev_attr_stat_rdma_turns.attr,
 	&dev_attr_stat_rdma_inline_turns.attr,
 	&dev_attr_stat_rdma_splits.attr,
+	&dev_attr_stat_rdma_fire_turns.attr,
 	&dev_attr_stat_regions_revoked.attr,
 	&dev_attr_stat_tw_fires.attr,
 	&dev_attr_stat_tw_flushes.attr,

@@ -50,7 +50,7 @@ static int clanq_loop_rdma_write(struct clanq_nic *src,
 	struct clanq_kap *ap = w->dst;
 
 	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
-			      w->src_off, w->len, ap);
+			      w->src_off, w->len, ap, w->fired);
 }
 
 /* A read: the exporter's region into the requester's (w->src). */
@@ -69,7 +69,7 @@ static int clanq_loop_rdma_atomic(struct clanq_nic *src,
 	struct clanq_kap *ap = w->dst;
 
 	return clanq_rx_atomic(ap->region, ap->off + w->dst_off, w->op,
-			       w->operand, w->result, ap);
+			       w->operand, w->result, ap, w->fired);
 }
 
 const struct clanq_wire_ops clanq_wire_loop = {

@@ -37,7 +37,7 @@ static const char *const nic_stats[] = {
 	"oob_unreachable", "events", "evq_overflows", "evq_blocks",
 	"driver_entries", "rdma_reqs", "rdma_bytes", "rdma_errors",
 	"rdma_kicks", "rdma_turns", "rdma_inline_turns", "rdma_splits",
-	"regions_revoked", "tw_fires", "tw_flushes", "tw_spurious",
+	"rdma_fire_turns", "regions_revoked", "tw_fires", "tw_flushes", "tw_spurious",
 };
 #define NR_STATS (sizeof(nic_stats) / sizeof(nic_stats[0]))
 

@@ -331,17 +331,17 @@ static void rx_atomic_refuses_what_validation_cannot_see(struct kunit *test)
 	u64 ops[2] = { 1, 0 }, old = 7;
 
 	KUNIT_EXPECT_EQ(test, clanq_rx_atomic(d.r, 4, CLANQ_RDMA_OP_FADD, ops,
-					      &old, NULL), -EINVAL);
+					      &old, NULL, NULL), -EINVAL);
 	KUNIT_EXPECT_EQ(test, clanq_rx_atomic(d.r, 8, CLANQ_RDMA_OP_READ, ops,
-					      &old, NULL), -EINVAL);
+					      &old, NULL, NULL), -EINVAL);
 	KUNIT_EXPECT_EQ(test, clanq_rx_atomic(d.r, O_LEN - 4, CLANQ_RDMA_OP_FADD,
-					      ops, &old, NULL), -ERANGE);
+					      ops, &old, NULL, NULL), -ERANGE);
 	KUNIT_EXPECT_EQ(test, clanq_rx_atomic(d.r, U64_MAX - 3,
 					      CLANQ_RDMA_OP_FADD, ops, &old,
-					      NULL), -ERANGE);
+					      NULL, NULL), -ERANGE);
 	KUNIT_EXPECT_EQ(test, old, 7);
 	KUNIT_EXPECT_EQ(test, clanq_rx_atomic(d.r, O_LEN - 8, CLANQ_RDMA_OP_FADD,
-					      ops, &old, NULL), 0);
+					      ops, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_EQ(test, old, 0);
 	KUNIT_EXPECT_EQ(test, word_at(test, d.r, O_LEN - 8), 1);
 }

@@ -180,7 +180,7 @@ static int ap_flush(struct tw_env *t, u32 ap, u64 off, u64 len, u32 *fired)
 static int write_to(struct tw_env *t, struct clanq_kregion *r, u64 off,
 		    u64 len)
 {
-	return clanq_rx_write(r, off, t->s.r, 0, len, NULL);
+	return clanq_rx_write(r, off, t->s.r, 0, len, NULL, NULL);
 }
 
 static void write_at(struct kunit *test, struct tw_env *t, u64 off, u64 len)
@@ -310,13 +310,13 @@ static void an_atomic_fires_its_word_and_a_read_fires_nothing(struct kunit *test
 
 	clear_fired(t);
 	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1016, CLANQ_RDMA_OP_FADD,
-					      add, &old, NULL), 0);
+					      add, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "FADD of the word before it");
 	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1088, CLANQ_RDMA_OP_FADD,
-					      add, &old, NULL), 0);
+					      add, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "FADD of the word after it");
 	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1080, CLANQ_RDMA_OP_CAS,
-					      cas, &old, NULL), 0);
+					      cas, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_EQ(test, old, 0);
 	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "CAS that did not swap");
 	KUNIT_ASSERT_EQ(test, clanq_rx_read(t->d.r, 0, t->s.r, 0, REGION_LEN,
@@ -324,12 +324,12 @@ static void an_atomic_fires_its_word_and_a_read_fires_nothing(struct kunit *test
 	KUNIT_EXPECT_EQ_MSG(test, nr_fired(t), 0, "READ of the whole region");
 	cas[0] = 0;
 	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1080, CLANQ_RDMA_OP_CAS,
-					      cas, &old, NULL), 0);
+					      cas, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_TRUE_MSG(test, is_fired(t, tw.bit), "CAS that swapped");
 	clear_fired(t);
 	add[0] = 0;
 	KUNIT_ASSERT_EQ(test, clanq_rx_atomic(t->d.r, 1024, CLANQ_RDMA_OP_FADD,
-					      add, &old, NULL), 0);
+					      add, &old, NULL, NULL), 0);
 	KUNIT_EXPECT_TRUE_MSG(test, is_fired(t, tw.bit), "FADD of 0");
 	KUNIT_EXPECT_EQ(test, ctr(&t->counters->tw_fires), 2);
 }

@@ -189,7 +189,7 @@ static void thousands_on_one_word_fire_once_in_bounded_holds(struct kunit *test)
 		t0 = ktime_get();
 		if (round < 2)
 			KUNIT_ASSERT_EQ(test, clanq_rx_write(r, 0, t->s.r, 0, 8,
-							     NULL), 0);
+							     NULL, NULL), 0);
 		else
 			KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_flush(t->e->ctx, &f), 0);
 		walk_ns = ktime_to_ns(ktime_sub(ktime_get(), t0));
@@ -319,7 +319,8 @@ static void a_walk_resumes_while_tripwires_come_and_go(struct kunit *test)
 	/* until the churn went round three times (it destroys in the first) */
 	for (writes = 0; writes < 20 || (READ_ONCE(c->rounds) < 3 && writes < 2000);
 	     writes++) {
-		KUNIT_ASSERT_EQ(test, clanq_rx_write(r, 0, t->s.r, 0, 8, NULL), 0);
+		KUNIT_ASSERT_EQ(test, clanq_rx_write(r, 0, t->s.r, 0, 8, NULL,
+						     NULL), 0);
 		cond_resched();
 	}
 	atomic_set(&c->stop, 1);
@@ -395,7 +396,7 @@ static void oob_waiters_are_counted_and_sleep_through_other_fires(struct kunit *
 		nvcsw[i] = READ_ONCE(w[i]->task->nvcsw);
 	for (i = 0; i < 50; i++)
 		KUNIT_ASSERT_EQ(test, clanq_rx_write(t->d.r, 1024, t->s.r, 0, 8,
-						     NULL), 0);
+						     NULL, NULL), 0);
 	KUNIT_EXPECT_EQ(test, ctr(&we.counters->tw_fires), 50);
 	for (i = 0; i < 2; i++) {
 		KUNIT_EXPECT_FALSE(test, completion_done(&w[i]->done));
@@ -412,10 +413,71 @@ static void oob_waiters_are_counted_and_sleep_through_other_fires(struct kunit *
 	KUNIT_EXPECT_EQ(test, READ_ONCE(ktw(t, watched)->fires), 0);
 }
 
+/*
+ * Fires bound an engine turn as bytes do (issue 28, item 3): a turn whose
+ * writes fired CLANQ_RDMA_TURN_FIRES (256) tripwires ends after that
+ * chunk, even inside a logical message. 64 writes of 8 bytes, one
+ * message, onto a word under FIRE_TWS persistent tripwires: without the
+ * bound one turn serves all 64 (64 * FIRE_TWS fires, the ~1 s turn of the
+ * issue); with it, a turn serves the writes up to the first that reaches
+ * 256 fires. Phase 1: 100 tripwires, 3 writes a turn; phase 2: 1,024,
+ * one write a turn. Every write still fires every tripwire.
+ */
+#define FIRE_MSG	64u
+static void a_turn_ends_once_its_writes_fired_enough(struct kunit *test)
+{
+	static const unsigned int nr_tws[] = { 100, 1024 }, per_turn[] = { 3, 1 };
+	struct walk_env *t = test->priv;
+	struct uep *u = rdma_uep_create(test, t->e->ctx, 128, 128);
+	atomic64_t *fire_turns = &t->e->nic->stats.rdma_fire_turns;
+	struct walk_ep we[4];
+	struct clanq_rdma_req req;
+	unsigned int phase, i, n = 0, turns;
+	s64 fires0, fturns0;
+	ktime_t t0;
+	u64 first_ns;
+
+	for (i = 0; i < ARRAY_SIZE(we); i++)
+		walk_ep_create(test, t, 256, &we[i]);
+	for (phase = 0; phase < ARRAY_SIZE(nr_tws); phase++) {
+		for (; n < nr_tws[phase]; n++)
+			tw_make(test, t, we[n % ARRAY_SIZE(we)].ep, 0, PERSISTENT);
+		KUNIT_ASSERT_EQ(test, READ_ONCE(t->d.r->tw.nr_armed), n);
+		for (i = 0; i < FIRE_MSG; i++) {
+			req = mkreq(t->s.id, t->d.ap, 8 * i, 0, 8, COOKIE(i),
+				    i == FIRE_MSG - 1 ? SIG_LAST : CLANQ_RDMA_SIGNAL);
+			post(test, u, &req);
+		}
+		fires0 = nic_stat(&t->e->peer->stats.tw_fires);
+		fturns0 = nic_stat(fire_turns);
+		kick(test, u);
+
+		t0 = ktime_get();
+		KUNIT_ASSERT_PTR_EQ(test, step(t->e), u->ep);
+		first_ns = ktime_to_ns(ktime_sub(ktime_get(), t0));
+		KUNIT_EXPECT_EQ_MSG(test, unread(u), per_turn[phase],
+				    "%u tripwires: writes served by the first turn", n);
+		for (turns = 1; unread(u) < FIRE_MSG; turns++) {
+			KUNIT_ASSERT_LE(test, turns, FIRE_MSG);
+			KUNIT_ASSERT_PTR_EQ(test, step(t->e), u->ep);
+		}
+		for (i = 0; i < FIRE_MSG; i++)
+			expect_comp(test, u, COOKIE(i), 8, 0);
+		settle(test, t->e, 2);
+		KUNIT_EXPECT_EQ(test, turns, DIV_ROUND_UP(FIRE_MSG, per_turn[phase]));
+		KUNIT_EXPECT_EQ(test, nic_stat(fire_turns) - fturns0, (s64)turns - 1);
+		KUNIT_EXPECT_EQ_MSG(test, nic_stat(&t->e->peer->stats.tw_fires) - fires0,
+				    (s64)FIRE_MSG * n, "every write fired every tripwire");
+		kunit_info(test, "%u tripwires on the word: %u writes in %u turns, the first %llu us\n",
+			   n, FIRE_MSG, turns, first_ns / 1000);
+	}
+}
+
 static struct kunit_case clanq_tripwire_walk_cases[] = {
 	KUNIT_CASE_SLOW(thousands_on_one_word_fire_once_in_bounded_holds),
 	KUNIT_CASE_SLOW(a_walk_resumes_while_tripwires_come_and_go),
 	KUNIT_CASE(oob_waiters_are_counted_and_sleep_through_other_fires),
+	KUNIT_CASE(a_turn_ends_once_its_writes_fired_enough),
 	{}
 };
 

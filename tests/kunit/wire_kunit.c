@@ -77,7 +77,7 @@ static int fake_rdma_write(struct clanq_nic *src,
 		return -EINPROGRESS;
 	}
 	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
-			      w->src_off, w->len, ap);
+			      w->src_off, w->len, ap, w->fired);
 }
 
 /*
@@ -91,7 +91,7 @@ static void fake_complete(int status)
 
 	if (!status)
 		status = clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
-					w->src_off, w->len, ap);
+					w->src_off, w->len, ap, NULL);
 	clanq_engine_write_done(w->ep, status);
 	clanq_kep_put(w->ep);
 	memset(w, 0, sizeof(*w));
