@@ -57,7 +57,9 @@
  * A wire may take a chunk and complete it later (-EINPROGRESS from its
  * rdma_write): the queue is then parked, off the line and still
  * "active", until clanq_engine_write_done() accounts the chunk and puts
- * it back in line; other queues are served meanwhile.
+ * it back in line if its request has bytes left, or else lets it go as
+ * a turn that found nothing would (the sleep flag, which looks at the
+ * queue once more); other queues are served meanwhile.
  *
  * Scheduling. A turn serves one logical message (requests up to one
  * flagged LAST), so a message's requests stay together; it ends early
@@ -624,6 +626,16 @@ int clanq_engine_kick(struct clanq_kep *ep)
 }
 EXPORT_SYMBOL_IF_KUNIT(clanq_engine_kick);
 
+/*
+ * After a chunk landed: the thread, if a queue is in line. Waking it
+ * with none would cost a context switch for a look at an empty line.
+ */
+static void clanq_engine_wake(struct clanq_engine *eng)
+{
+	if (!clanq_engine_idle(eng))
+		wake_up(&eng->wq);
+}
+
 /* clanq_engine_write_done()'s work, with eng->serve held. */
 static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)
 {
@@ -641,7 +653,15 @@ static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)
 		return;
 	}
 	clanq_rdma_chunk_done(ep, rd->in_flight, status, &last);
-	clanq_rdma_requeue(&ep->nic->engine, ep, true);
+	/*
+	 * A request with chunks left goes back in line. One that is over
+	 * lets go (the sleep-flag pattern looks at the queue once more, so
+	 * a request posted meanwhile is lined up): waking the thread for
+	 * a turn that, in a ping-pong, finds nothing cost a context switch
+	 * per write on a CPU the next write's receive path needs.
+	 */
+	clanq_rdma_requeue(&ep->nic->engine, ep,
+			   rd->busy || clanq_rdma_polling(rd));
 }
 
 /**
@@ -661,7 +681,7 @@ void clanq_engine_write_done(struct clanq_kep *ep, int status)
 	mutex_lock(&eng->serve);
 	clanq_engine_chunk_landed(ep, status);
 	mutex_unlock(&eng->serve);
-	wake_up(&eng->wq);
+	clanq_engine_wake(eng);
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done);
 
@@ -684,7 +704,7 @@ bool clanq_engine_write_done_now(struct clanq_kep *ep, int status)
 		return false;
 	clanq_engine_chunk_landed(ep, status);
 	mutex_unlock(&eng->serve);
-	wake_up(&eng->wq);
+	clanq_engine_wake(eng);
 	return true;
 }
 EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done_now);

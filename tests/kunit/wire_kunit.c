@@ -427,8 +427,10 @@ static void ops_a_wire_lacks_complete_eopnotsupp(struct kunit *test)
  * the engine serves nothing more of it, a kick does not put it back in
  * line, the application is not asked to kick (need_wakeup stays clear)
  * and no completion appears, until the wire reports the chunk; then the
- * request goes on where it stopped. A chunk that fails on the wire
- * completes the request with that status and the bytes written so far.
+ * request goes on where it stopped. Its last chunk reported, the queue
+ * lets go at once (need_wakeup set) unless a request came meanwhile. A
+ * chunk that fails on the wire completes the request with that status
+ * and the bytes written so far.
  */
 static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
 {
@@ -459,8 +461,11 @@ static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
 	fake_complete(0);
 	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
-	/* back in line once more, finds nothing, lets go: need_wakeup set */
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	/*
+	 * The request is over and nothing else was posted: the queue lets go
+	 * when its chunk lands (no turn that would find nothing), and asks
+	 * for a doorbell again: need_wakeup set
+	 */
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
 
@@ -476,6 +481,27 @@ static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
 			REGION_LEN / 2);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, REGION_LEN / 2, REGION_LEN, 5),
 			REGION_LEN);
+
+	/*
+	 * A request posted while the last chunk of the one before is parked
+	 * (need_wakeup clear: no doorbell) is lined up when that chunk lands
+	 */
+	rdma_path_post(test, &p, 4);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	fake_complete(0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));
+	fake_complete(0);
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	fake_complete(0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	fake_complete(0);
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 4), REGION_LEN);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
 }
 
 /*
