@@ -154,7 +154,8 @@ int clanq_conn_recv_region(struct clanq_conn *c, struct clanq_ap *ap,
 			   struct clanq_region_desc *desc, unsigned int flags,
 			   int64_t timeout_ns)
 {
-	struct clanq_ap_attr attr = { .flags = CLANQ_AP_SINK };
+	struct clanq_ap_attr attr = { 0 };
+	bool map;
 	struct clanq_region_wire w;
 	struct clanq_addr where;
 	struct clanq_rec h;
@@ -186,12 +187,15 @@ int clanq_conn_recv_region(struct clanq_conn *c, struct clanq_ap *ap,
 		return err;
 	where.node = w.node;
 	where.id = w.region;
+	/* a mapping only with READ (uapi.h); its sink page only with one */
+	map = !(flags & CLANQ_REGION_NOMAP) && (w.rights & CLANQ_RIGHT_READ);
+	if (map)
+		attr.flags = CLANQ_AP_SINK;
 	err = clanq_ap_import_attr(c->net->dev, ap, where, w.key, w.off, w.len,
 				   w.rights, &attr);
 	if (err)
 		return err;
-	if (!(flags & CLANQ_REGION_NOMAP) && (w.rights & CLANQ_RIGHT_READ) &&
-	    ap->map_size) {
+	if (map && ap->map_size) {
 		err = clanq_ap_map(ap);
 		if (err) {
 			clanq_ap_close(ap);

@@ -483,10 +483,10 @@ int clanq_conn_send_region(struct clanq_conn *c, const struct clanq_region *r,
 
 /**
  * \brief Take the region descriptor at the head of c and import its
- * window into ap (CLANQ_AP_SINK: stores after the peer frees it land in
- * a sink page), then map it for PIO if it has CLANQ_RIGHT_READ and can
+ * window into ap, then map it for PIO if it has CLANQ_RIGHT_READ and can
  * be mapped, unless CLANQ_REGION_NOMAP (an unmapped aperture takes
- * RDMA). desc (may be NULL) gets what the descriptor said. Every field
+ * RDMA); a mapped one is imported with CLANQ_AP_SINK (stores after the
+ * peer frees the region land in a sink page). desc (may be NULL) gets what the descriptor said. Every field
  * is the peer's word and is checked: a descriptor that fails a check,
  * or whose import the driver refuses, is consumed and its error
  * returned; c stays open. Blocks as clanq_recv() does, up to
