@@ -305,7 +305,7 @@ static void test_tw_events(void **state)
 	/* args */
 	assert_int_equal(clanq_conn_tw_create(sc[5], &tb, &r, 0, 64, 0x80, 0), -EINVAL);
 	assert_int_equal(clanq_conn_tw_create(sc[5], &tb, &r, 0, 4, 0, 0), -EINVAL);
-	assert_int_equal(clanq_conn_tw_create(sc[5], &tb, &r, NC * 128 + 64, 64, 0, 0), -ERANGE);
+	assert_int_equal(clanq_conn_tw_create(sc[5], &tb, &r, 1 << 20, 64, 0, 0), -ERANGE);
 	assert_int_equal(clanq_conn_tw_fired(sc[5], got, 4), 0);
 
 	/* each client's write fires its connection's tripwire, and only it */
