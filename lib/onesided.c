@@ -256,11 +256,16 @@ int clanq_conn_tw_create(struct clanq_conn *c, struct clanq_conn_tw **twp,
 		return err;
 	}
 	/* the driver gives a bit no live tripwire of the endpoint holds */
-	if (net->by_bit[t->tw.bit] || net->tw_by_bit[t->tw.bit]) {
+	if (net->by_bit[t->tw.bit]) {
 		clanq_tw_destroy(&t->tw);
 		free(t);
 		return -EPROTO;
 	}
+	/*
+	 * One of ours that held it died with its region (the driver kills
+	 * a region's tripwires and frees their bits): the bit is this one's
+	 * now, and the dead one's destroy must leave it alone.
+	 */
 	t->c = c;
 	t->cookie = cookie;
 	t->next = c->tws;
@@ -350,15 +355,18 @@ int clanq_conn_tw_destroy(struct clanq_conn_tw *t)
 			}
 		}
 	}
-	net->tw_by_bit[t->tw.bit] = NULL;
+	if (net->tw_by_bit[t->tw.bit] == t)
+		net->tw_by_bit[t->tw.bit] = NULL;
 	net->nr_conn_tws--;
-	/* its region freed first took it with it: the driver says -ENOENT */
-	err = clanq_tw_destroy(&t->tw);
 	/*
-	 * No fire after the destroy: a bit it left in the bitmap would be
-	 * taken for the next tripwire given it.
+	 * Its region freed first took it with it: the driver says -ENOENT,
+	 * and its bit may be another tripwire's by now. Otherwise no fire
+	 * comes after the destroy, and a bit it left set in the bitmap
+	 * would be taken for the next tripwire given it: cleared.
 	 */
-	clanq_tw_clear(&t->tw);
+	err = clanq_tw_destroy(&t->tw);
+	if (!err)
+		clanq_tw_clear(&t->tw);
 	free(t);
 	return err == -ENOENT ? 0 : err;
 }

@@ -27,7 +27,7 @@
  *     one (three rounds reach the limit again each time); a write
  *     after the close reports nothing; a region freed under a peer's
  *     import (stores land in the sink page, no SIGBUS) and under our
- *     own tripwire.
+ *     own tripwire, whose dead tripwire's bit a new one then gets.
  *
  * Runs in the test VM (nr_nics=2): nodes 0 and 1.
  */
@@ -505,7 +505,7 @@ static unsigned int fill_tws(struct clanq_conn *c, const struct clanq_region *r)
 static void test_order_and_leaks(void **state)
 {
 	struct clanq_conn *cc, *sc, *cc2, *sc2;
-	struct clanq_conn_tw *t, *got[2];
+	struct clanq_conn_tw *t, *t2, *got[2];
 	struct clanq_region r, r2;
 	struct clanq_ap ap;
 	uint64_t v = 1;
@@ -548,7 +548,21 @@ static void test_order_and_leaks(void **state)
 	memset(ap.base, 0xab, 64);	/* no SIGBUS: the sink page */
 	quiet(&e);
 	assert_int_equal(clanq_conn_tw_fired(sc, got, 2), 0);
+	/*
+	 * The driver freed its bit with it: a new tripwire may get that bit
+	 * while the dead one is still ours to destroy; the destroy must
+	 * not take the bit (nor its fire) from the new one.
+	 */
+	assert_int_equal(clanq_conn_tw_create(sc, &t2, &r, 128, 64, CLANQ_TW_ARMED, 6), 0);
 	assert_int_equal(clanq_conn_tw_destroy(t), 0);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	assert_int_equal(clanq_conn_send_region(sc, &r, 0, 4096, CLANQ_RIGHTS_ALL, 0), 0);
+	assert_int_equal(clanq_conn_recv_region(cc, &ap, NULL, 0, TIMEOUT), 0);
+	assert_int_equal(clanq_ap_write(&ap, 128, &v, sizeof(v)), 0);
+	assert_ptr_equal(one_event(&e, CLANQ_NET_TW), sc);
+	assert_int_equal(clanq_conn_tw_fired(sc, got, 2), 1);
+	assert_ptr_equal(got[0], t2);
+	assert_int_equal(clanq_conn_tw_destroy(t2), 0);
 	assert_int_equal(clanq_ap_close(&ap), 0);
 	/* the connection itself is untouched */
 	assert_int_equal(clanq_send(cc, "ok", 2, 0), 0);
