@@ -543,7 +543,7 @@ int clanq_conn_tw_destroy(struct clanq_conn_tw *t);
 
 /**
  * \brief Take up to max of c's tripwires that fired since they were
- * last taken, oldest first, into tws: once taken, a tripwire is not
+ * last taken, in the order the net found their fires, into tws: once taken, a tripwire is not
  * reported again until it fires again. No system call.
  * \return how many (0 .. max).
  */
