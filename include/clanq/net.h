@@ -486,16 +486,17 @@ int clanq_conn_send_region(struct clanq_conn *c, const struct clanq_region *r,
  * window into ap, then map it for PIO if it has CLANQ_RIGHT_READ and can
  * be mapped, unless CLANQ_REGION_NOMAP (an unmapped aperture takes
  * RDMA); a mapped one is imported with CLANQ_AP_SINK (stores after the
- * peer frees the region land in a sink page). desc (may be NULL) gets what the descriptor said. Every field
- * is the peer's word and is checked: a descriptor that fails a check,
- * or whose import the driver refuses, is consumed and its error
- * returned; c stays open. Blocks as clanq_recv() does, up to
- * timeout_ns (-1: c's receive timeout); flags CLANQ_MSG_DONTWAIT.
+ * peer frees the region land in a sink page). desc (may be NULL) gets
+ * what the descriptor said. Every field is the peer's word and is
+ * checked: a descriptor that fails a check, or whose import the driver
+ * refuses, is consumed and its error returned; c stays open. Blocks as
+ * clanq_recv() does, up to timeout_ns (negative: c's receive timeout);
+ * flags CLANQ_MSG_DONTWAIT, CLANQ_REGION_NOMAP.
  * \return 0; -ENOMSG if the head is a message (it stays queued);
  *         -EPIPE at end of stream; as clanq_recv(): -EAGAIN,
- *         -ETIMEDOUT, -ECONNRESET, -EPROTO; -EBADMSG for a descriptor with a bad
- *         magic, version, node, rights, length or window; -ENOENT,
- *         -EACCES, -ERANGE as clanq_ap_import().
+ *         -ETIMEDOUT, -ECONNRESET, -EPROTO; -EBADMSG for a descriptor
+ *         with a bad magic, version, node, rights, length or window;
+ *         -ENOENT, -EACCES, -ERANGE as clanq_ap_import().
  */
 int clanq_conn_recv_region(struct clanq_conn *c, struct clanq_ap *ap,
 			   struct clanq_region_desc *desc, unsigned int flags,
