@@ -577,6 +577,7 @@ int clanq_conn_close(struct clanq_conn *c)
 		(void)clanq_conn_write_fin(c);
 	if (c->state != CLANQ_CONN_CONNECTING && !c->connect_failed)
 		net->stats.conns_closed++;
+	clanq_conn_tw_drop_all(c);
 	clanq_conn_teardown(c);
 	free(c);
 	return 0;

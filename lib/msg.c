@@ -540,6 +540,9 @@ static ssize_t clanq_recv_cur(struct clanq_conn *c, struct clanq_iov_cur *cur,
 		return h.len;
 	case CLANQ_REC_LARGE:
 		return clanq_recv_large(c, cur, room);
+	case CLANQ_REC_REGION:	/* not a message: clanq_conn_recv_region() */
+		c->peek_size = 0;
+		return -ENOMSG;
 	default:		/* a FRAG with no LARGE before it */
 		clanq_conn_reset(c, -EPROTO);
 		return -EPROTO;
@@ -584,6 +587,9 @@ ssize_t clanq_recv_size(struct clanq_conn *c, unsigned int flags)
 		total = clanq_conn_large_len(c);
 		c->peek_size = 0;
 		return total;
+	case CLANQ_REC_REGION:
+		c->peek_size = 0;
+		return -ENOMSG;
 	default:
 		clanq_conn_reset(c, -EPROTO);
 		return -EPROTO;
@@ -641,6 +647,10 @@ ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
 			err = (int)clanq_conn_large_len(c);
 			c->peek_size = 0;
 			return err < 0 ? err : -EMSGSIZE;
+		}
+		if (h.type == CLANQ_REC_REGION) {
+			c->peek_size = 0;
+			return -ENOMSG;
 		}
 		clanq_conn_reset(c, -EPROTO);
 		return -EPROTO;
@@ -961,6 +971,38 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 	if ((uint64_t)len <= clanq_ring_max_msg(c->tx_cap))
 		return clanq_conn_write(c, CLANQ_REC_DATA, &cur, (uint64_t)len, flags);
 	return clanq_conn_send_large(c, &cur, (uint64_t)len, flags);
+}
+
+/*
+ * For lib/onesided.c: one record of a type that is not a message (a
+ * region descriptor), sent as clanq_send() sends a small message; and
+ * the record at our head, found as clanq_recv() finds one (1 and *h;
+ * 0 at the end; -errno), its payload in place, then taken.
+ */
+int clanq_conn_send_rec(struct clanq_conn *c, uint16_t type, const void *buf,
+			size_t len, unsigned int flags)
+{
+	struct iovec iov = { (void *)buf, len };
+	struct clanq_iov_cur cur = { &iov, 0 };
+
+	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
+		return -ENOTCONN;
+	return clanq_conn_write(c, type, &cur, len, flags);
+}
+
+int clanq_conn_head_rec(struct clanq_conn *c, struct clanq_rec *h,
+			const void **data, unsigned int flags)
+{
+	int err = clanq_conn_wait_msg(c, h, flags);
+
+	if (err == 1)
+		*data = c->rx_ring + c->rx_pos + CLANQ_REC_HDR;
+	return err;
+}
+
+void clanq_conn_take_rec(struct clanq_conn *c)
+{
+	clanq_conn_skip(c);
 }
 
 /*

@@ -42,8 +42,11 @@ static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,
 	struct clanq_ep_attr ea = {
 		.oob_slots = attr && attr->oob_slots ? attr->oob_slots :
 						       CLANQ_NET_OOB_SLOTS_DEFAULT,
-		/* a tripwire per connection: its bit in the fired bitmap */
-		.tw_slots = (max + 63) / 64 * 64,
+		/*
+		 * A tripwire per connection, its bit in the fired bitmap,
+		 * and CLANQ_NET_TW_MAX for the connections' own (onesided.c)
+		 */
+		.tw_slots = (max + 63) / 64 * 64 + CLANQ_NET_TW_MAX,
 	};
 	int err;
 
@@ -65,6 +68,11 @@ static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,
 		goto err_free;
 	}
 	err = clanq_ep_create_attr(dev, &net->ep, &ea);
+	if (err == -EINVAL) {
+		/* over max_tripwires with them: no connection tripwires */
+		ea.tw_slots -= CLANQ_NET_TW_MAX;
+		err = clanq_ep_create_attr(dev, &net->ep, &ea);
+	}
 	if (err)
 		goto err_free;
 	/* a registration per listener, plus ours, plus the application's */
@@ -119,6 +127,7 @@ int clanq_net_close(struct clanq_net *net)
 	for (i = 0; i < net->max_conns; i++)
 		if (net->conns[i])
 			clanq_conn_close(net->conns[i]);
+	clanq_net_onesided_free(net);
 	clanq_evq_destroy(&net->evq);
 	clanq_ep_destroy(&net->ep);
 	free(net->conns);
@@ -313,6 +322,8 @@ static void clanq_net_take_fired(struct clanq_net *net)
 			if (c) {
 				c->armed = false;
 				clanq_net_hot(net, c);
+			} else if (net->tw_by_bit && net->tw_by_bit[w * 64 + b]) {
+				clanq_conn_tw_on_fire(net, net->tw_by_bit[w * 64 + b]);
 			}
 		}
 	}
@@ -581,6 +592,8 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 		what |= CLANQ_NET_IN;
 	else if (c->state == CLANQ_CONN_RESET || c->peer_gone)
 		what |= CLANQ_NET_HUP;
+	if (c->tw_fired_head)
+		what |= CLANQ_NET_TW;	/* whatever the mask: onesided.c */
 	if (!(c->interest & CLANQ_NET_OUT)) {
 		/* muted: the credit wait and "connected" wait for the unmute */
 	} else if (c->connected_unreported) {

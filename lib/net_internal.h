@@ -54,6 +54,11 @@ struct clanq_net {
 	/* non-blocking connects in progress, and the earliest due tick */
 	struct clanq_conn *connecting;
 	uint64_t connect_due;
+	/* lib/onesided.c: connection tripwires by bit, regions exported */
+	struct clanq_conn_tw **tw_by_bit;	/**< ep.tw_words * 64 of them */
+	uint32_t nr_conn_tws;
+	struct clanq_net_export *exports;
+	uint32_t nr_exports, exports_cap;
 };
 
 /** A listening service: a service number (endpoint id) on a node. */
@@ -121,6 +126,9 @@ struct clanq_conn {
 	bool connect_failed;		/**< RESET by its handshake: never opened */
 	/* counts */
 	uint64_t msgs_in, msgs_out, bytes_in, bytes_out, rdma_sends, credit_waits;
+	/* lib/onesided.c: its tripwires, and those fired, not yet taken */
+	struct clanq_conn_tw *tws;
+	struct clanq_conn_tw *tw_fired_head, *tw_fired_tail;
 };
 
 
@@ -215,6 +223,21 @@ void clanq_conn_answer_want(struct clanq_conn *c);
 int clanq_conn_write_fin(struct clanq_conn *c);
 /* RDMA completions: errors reset their connections. */
 void clanq_net_drain_rdma(struct clanq_net *net);
+/* lib/onesided.c's records (a region descriptor): as clanq_send() */
+int clanq_conn_send_rec(struct clanq_conn *c, uint16_t type, const void *buf,
+			size_t len, unsigned int flags);
+/* the record at our head, in place: as clanq_conn_wait_msg() */
+int clanq_conn_head_rec(struct clanq_conn *c, struct clanq_rec *h,
+			const void **data, unsigned int flags);
+void clanq_conn_take_rec(struct clanq_conn *c);
+
+/* onesided.c */
+/* a connection tripwire fired (its bit, taken): c reports CLANQ_NET_TW */
+void clanq_conn_tw_on_fire(struct clanq_net *net, struct clanq_conn_tw *t);
+/* c closes: its tripwires go */
+void clanq_conn_tw_drop_all(struct clanq_conn *c);
+/* the net closes: its tables go */
+void clanq_net_onesided_free(struct clanq_net *net);
 
 #pragma GCC visibility pop
 

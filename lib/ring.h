@@ -56,6 +56,25 @@
  */
 #define CLANQ_REC_LARGE		4u
 #define CLANQ_REC_FRAG		5u
+/*
+ * A region descriptor (lib/onesided.c): not a message; its payload is
+ * exactly a struct clanq_region_wire.
+ */
+#define CLANQ_REC_REGION	6u
+
+/* The descriptor's payload; every field is the (untrusted) peer's. */
+struct clanq_region_wire {
+	uint32_t magic;		/* CLANQ_REGION_MAGIC */
+	uint16_t version;	/* CLANQ_REGION_VERSION */
+	uint16_t rights;	/* CLANQ_RIGHT_* */
+	uint32_t node, region;
+	uint64_t key, off, len;
+	uint32_t reserved[2];	/* zero */
+};
+
+#define CLANQ_REGION_MAGIC	0x43524731u	/* "CRG1" */
+#define CLANQ_REGION_VERSION	1u
+
 #define CLANQ_MSG_LARGE_MAX	0x40000000ull	/* 1 GiB: net.h CLANQ_CONN_MSG_MAX */
 
 /* The header of a receive ring; every word is written by the peer. */
@@ -173,13 +192,17 @@ clanq_ring_check_at(uint64_t cap, uint64_t head, uint64_t pos, uint64_t tail,
 		break;
 	default:
 		/*
-		 * A LARGE says only the length; a FRAG carries bytes. (Here,
+		 * A LARGE says only the length; a FRAG carries bytes; a
+		 * REGION is a descriptor, of its one size. (Here,
 		 * not as cases of their own: the small message's path stays
 		 * as it was, instruction for instruction.)
 		 */
-		if ((h.type != CLANQ_REC_LARGE && h.type != CLANQ_REC_FRAG) ||
+		if ((h.type != CLANQ_REC_LARGE && h.type != CLANQ_REC_FRAG &&
+		     h.type != CLANQ_REC_REGION) ||
 		    h.len > clanq_ring_max_msg(cap) || !h.len ||
-		    (h.type == CLANQ_REC_LARGE && h.len != sizeof(uint64_t)))
+		    (h.type == CLANQ_REC_LARGE && h.len != sizeof(uint64_t)) ||
+		    (h.type == CLANQ_REC_REGION &&
+		     h.len != sizeof(struct clanq_region_wire)))
 			return CLANQ_REC_BAD;
 		n = clanq_rec_size(h.len);
 		if (pos + n > cap)

@@ -351,10 +351,11 @@ ssize_t clanq_recv_size(struct clanq_conn *c, unsigned int flags);
 #define CLANQ_NET_HUP		0x04u	/**< reset (-ECONNRESET) */
 #define CLANQ_NET_ACCEPT	0x08u	/**< a listener has a pending one */
 #define CLANQ_NET_OTHER		0x10u	/**< an event of the application's */
+#define CLANQ_NET_TW		0x20u	/**< a tripwire of the connection's fired */
 
 struct clanq_net_event {
 	uint32_t what;			/**< CLANQ_NET_* */
-	struct clanq_conn *conn;	/**< IN, OUT, HUP */
+	struct clanq_conn *conn;	/**< IN, OUT, HUP, TW */
 	struct clanq_listener *listener;	/**< ACCEPT */
 	struct clanq_event ev;		/**< OTHER: as from clanq_net_evq() */
 };
@@ -435,6 +436,123 @@ int clanq_conn_want(struct clanq_conn *c, uint32_t what);
  */
 int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
 			    int64_t recv_ns);
+
+/*
+ * One-sided helpers (lib/onesided.c): a region handed to the peer of a
+ * connection in one call each side, and tripwires of a connection's own
+ * whose fires clanq_net_wait() reports on it.
+ *
+ * A region descriptor travels through the connection's ring as a record
+ * of its own type (CLANQ_REC_REGION of lib/ring.h), never as a message:
+ * clanq_recv() and the other receives that meet one say -ENOMSG and
+ * leave it queued, and clanq_conn_recv_region() that meets a message
+ * says -ENOMSG and leaves that queued. Both sides need this library
+ * (0.4): an older peer resets the connection (-EPROTO) on a descriptor.
+ */
+
+/** What a region descriptor says, as clanq_conn_recv_region() found it. */
+struct clanq_region_desc {
+	uint32_t node;		/**< the region's node: the peer's, checked */
+	uint32_t region;	/**< its id on that node */
+	uint64_t key;		/**< its export's key */
+	uint64_t off, len;	/**< the window imported, in the region */
+	uint32_t rights;	/**< CLANQ_RIGHT_* the window is imported with */
+	uint32_t reserved;	/**< zero */
+};
+
+/**
+ * \brief Hand [off, off + len) of region r (of c's net's context) to c's
+ * peer with rights (CLANQ_RIGHT_READ, CLANQ_RIGHT_WRITE or both): the
+ * region is exported the first time (with exactly these rights; later
+ * sends reuse that export and may ask for those rights or fewer), and a
+ * descriptor goes through c as a record (not a message). The key of an
+ * export opens the whole region with the export's rights: the window
+ * and rights of a descriptor are what the peer's library imports, not
+ * a bound on a peer that imports by hand. flags: CLANQ_MSG_DONTWAIT.
+ * \return 0; -EINVAL for no rights, other rights or flags, len 0, a
+ *         window outside r; -EACCES for rights the export lacks; -EBUSY
+ *         if r was exported otherwise (by the application, another net);
+ *         -EMSGSIZE for a ring too small for it; as clanq_send().
+ */
+int clanq_conn_send_region(struct clanq_conn *c, const struct clanq_region *r,
+			   uint64_t off, uint64_t len, uint32_t rights,
+			   unsigned int flags);
+
+/** For clanq_conn_recv_region(): import only, do not map for PIO. */
+#define CLANQ_REGION_NOMAP	0x100u
+
+/**
+ * \brief Take the region descriptor at the head of c and import its
+ * window into ap, then map it for PIO if it has CLANQ_RIGHT_READ and can
+ * be mapped, unless CLANQ_REGION_NOMAP (an unmapped aperture takes
+ * RDMA); a mapped one is imported with CLANQ_AP_SINK (stores after the
+ * peer frees the region land in a sink page). desc (may be NULL) gets
+ * what the descriptor said. Every field is the peer's word and is
+ * checked: a descriptor that fails a check, or whose import the driver
+ * refuses, is consumed and its error returned; c stays open. Blocks as
+ * clanq_recv() does, up to timeout_ns (negative: c's receive timeout);
+ * flags CLANQ_MSG_DONTWAIT, CLANQ_REGION_NOMAP.
+ * \return 0; -ENOMSG if the head is a message (it stays queued);
+ *         -EPIPE at end of stream; as clanq_recv(): -EAGAIN,
+ *         -ETIMEDOUT, -ECONNRESET, -EPROTO; -EBADMSG for a descriptor
+ *         with a bad magic, version, node, rights, length or window;
+ *         -ENOENT, -EACCES, -ERANGE as clanq_ap_import().
+ */
+int clanq_conn_recv_region(struct clanq_conn *c, struct clanq_ap *ap,
+			   struct clanq_region_desc *desc, unsigned int flags,
+			   int64_t timeout_ns);
+
+/** A tripwire of a connection's (the library's object). */
+struct clanq_conn_tw;
+
+/**
+ * Connection tripwires a net holds, across its connections: the net's
+ * endpoint has this many tripwire slots besides one per connection.
+ */
+#define CLANQ_NET_TW_MAX	256
+
+/**
+ * \brief A tripwire on [off, off + len) of region r (of c's net's
+ * context), on the net's own endpoint: a write that lands there (PIO
+ * and flush, RDMA) makes clanq_net_wait() report CLANQ_NET_TW on c,
+ * until clanq_conn_tw_fired() takes it (whatever clanq_conn_want()
+ * says, as a reset is). flags: CLANQ_TW_PERSISTENT
+ * (stays armed), CLANQ_TW_ARMED (armed now; else clanq_conn_tw_arm()).
+ * A one-shot tripwire is disarmed by its fire, as clanq_tw_create()'s.
+ * cookie is the application's (clanq_conn_tw_cookie()). Closing c
+ * destroys it.
+ * \return 0; -ENOTCONN before c is open; -EINVAL as clanq_tw_create()
+ *         and for unknown flags; -ENOSPC past CLANQ_NET_TW_MAX of the
+ *         net, or the driver's max_tripwires (clanq_strerror_last()
+ *         says which); -ENOMEM.
+ */
+int clanq_conn_tw_create(struct clanq_conn *c, struct clanq_conn_tw **twp,
+			 const struct clanq_region *r, uint64_t off, uint64_t len,
+			 uint32_t flags, uint64_t cookie);
+
+/**
+ * \brief Arm t again (a system call with a full barrier: look at the
+ * watched bytes after it, a write before it fired nothing).
+ */
+int clanq_conn_tw_arm(struct clanq_conn_tw *t);
+
+/** \brief Disarm t: writes no longer fire it. */
+int clanq_conn_tw_disarm(struct clanq_conn_tw *t);
+
+/** \brief Destroy t (a fire not yet taken goes with it); t is freed. */
+int clanq_conn_tw_destroy(struct clanq_conn_tw *t);
+
+/**
+ * \brief Take up to max of c's tripwires that fired since they were
+ * last taken, in the order the net found their fires, into tws: once taken, a tripwire is not
+ * reported again until it fires again. No system call.
+ * \return how many (0 .. max).
+ */
+unsigned int clanq_conn_tw_fired(struct clanq_conn *c, struct clanq_conn_tw **tws,
+				 unsigned int max);
+
+/** \brief The cookie t was created with. */
+uint64_t clanq_conn_tw_cookie(const struct clanq_conn_tw *t);
 
 #ifdef __cplusplus
 }

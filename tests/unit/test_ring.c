@@ -151,6 +151,14 @@ static int ref_check(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_re
 		if (pos + n > cap)
 			return CLANQ_REC_BAD;
 		break;
+	case CLANQ_REC_REGION:
+		/* a descriptor: exactly its struct */
+		if (h.len != 48 || h.len > ref_max_len(cap))
+			return CLANQ_REC_BAD;
+		n = ref_rec(h.len);
+		if (pos + n > cap)
+			return CLANQ_REC_BAD;
+		break;
 	default:
 		return CLANQ_REC_BAD;
 	}
@@ -435,7 +443,7 @@ static void test_check_against_reference(void **state)
 	static const uint64_t small[] = { 64, 72, 80, 136 };
 	static const uint16_t types[] = {
 		0, CLANQ_REC_DATA, CLANQ_REC_PAD, CLANQ_REC_FIN, CLANQ_REC_LARGE,
-		CLANQ_REC_FRAG, 6, 0x8001, 0xffff,
+		CLANQ_REC_FRAG, CLANQ_REC_REGION, 7, 0x8001, 0xffff,
 	};
 	unsigned long checked = 0;
 	unsigned int c, j, n, ty;
@@ -1101,7 +1109,7 @@ static bool try_send(struct model *m, uint64_t len, uint16_t type, bool fresh)
 static void receiver_probes(struct model *m, struct clanq_rec h, uint64_t n,
 			    uint64_t tail)
 {
-	static const uint16_t bad_types[] = { 0, 6, 7, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad_types[] = { 0, 7, 8, 0x100, 0x8001, 0xffff };
 	uint64_t cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
 	uint64_t size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
 	struct clanq_rec b;
