@@ -443,14 +443,15 @@ void clanq_listener_intake(struct clanq_listener *l)
  */
 static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 			       unsigned int service, unsigned int backlog,
-			       uint32_t flags)
+			       uint32_t flags, uint32_t max_rx_ring)
 {
 	struct clanq_ep_attr ea = { .oob_slots = 256, .service = service };
 	struct clanq_hs_backlog *b;
 	int err;
 
 	if (!service || service > CLANQ_SERVICE_MAX || !backlog ||
-	    backlog > 65536 || (flags & ~CLANQ_LISTEN_FLAGS))
+	    backlog > 65536 || (flags & ~CLANQ_LISTEN_FLAGS) ||
+	    (max_rx_ring && !clanq_ring_cap_ok(max_rx_ring)))
 		return -EINVAL;
 	memset(l, 0, sizeof(*l));
 	b = calloc(1, sizeof(*b));
@@ -464,7 +465,12 @@ static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 	l->net = net;
 	l->service = service;
 	l->backlog = b;
-	l->max_ring = 64u << 20;
+	/*
+	 * What a client may ask of our memory: the server's word, not the
+	 * client's (a CONNECT costs the client 44 bytes and no memory of its
+	 * own worth mentioning; issue 28, item 5).
+	 */
+	l->max_ring = max_rx_ring ? max_rx_ring : CLANQ_CONN_RING_DEFAULT;
 	err = clanq_ep_create_flags(net->dev, &l->ep, &ea,
 				    flags & CLANQ_LISTEN_SHARED ?
 				    CLANQ_EP_SHARED : 0);
@@ -501,12 +507,13 @@ int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
 	uint32_t flags = attr ? attr->flags : 0;
 	int err;
 
-	if (attr && (attr->reserved[0] | attr->reserved[1] | attr->reserved[2]))
+	if (attr && (attr->reserved[0] | attr->reserved[1]))
 		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	err = clanq_listener_init(net, l, service, backlog, flags);
+	err = clanq_listener_init(net, l, service, backlog, flags,
+				  attr ? attr->max_rx_ring : 0);
 	if (err) {
 		free(l);
 		return err;

@@ -62,7 +62,7 @@ struct clanq_listener {
 	struct clanq_ep ep;		/**< at (node, service) */
 	int ep_reg;			/**< its registration on net->evq */
 	unsigned int service;
-	uint32_t max_ring;		/**< largest receive ring it allocates */
+	uint32_t max_ring;		/**< largest receive ring a client may ask of it */
 	void *backlog;			/**< lib/handshake.h */
 	struct clanq_listener *next;
 	uint64_t refused, ignored;
