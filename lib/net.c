@@ -247,15 +247,27 @@ static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg 
 /*
  * A notice may have been dropped (our OOB queue was full): ask the
  * driver, one AP_FLUSH per connection, which peers are still there.
+ *
+ * At most one pass per CLANQ_NET_PROBE_NS (issue 28, item 7): anyone can
+ * send to the net's endpoint, so a peer that keeps its queue full moves
+ * the drop counter as often as it likes, and a pass per move would be
+ * a system call per connection per message it sends. A drop seen before
+ * the pass is due leaves it owed (the counter still differs from
+ * oob_dropped_seen): the next call after probe_due makes it, and every
+ * wait wakes by then (clanq_net_probe_wake()). Counted: stats.probes.
  */
 static void clanq_net_probe(struct clanq_net *net)
 {
-	uint64_t dropped = clanq_ep_dropped(&net->ep);
+	uint64_t dropped = clanq_ep_dropped(&net->ep), now;
 	uint32_t i;
 
 	if (dropped == net->oob_dropped_seen)
 		return;
+	now = clanq_now_ns();
+	if (now < net->probe_due)
+		return;
 	net->oob_dropped_seen = dropped;
+	net->probe_due = now + CLANQ_NET_PROBE_NS;
 	net->stats.probes++;
 	for (i = 0; i < net->max_conns; i++)
 		if (net->conns[i])
@@ -366,15 +378,23 @@ void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
  */
 int clanq_net_block(struct clanq_net *net, uint64_t deadline)
 {
+	uint64_t now = clanq_now_ns(), wake = clanq_net_probe_wake(net, deadline);
 	struct clanq_event ev;
-	uint64_t now = clanq_now_ns();
 	int err;
 
+	if (wake < deadline && now >= wake) {
+		clanq_net_probe(net);	/* owed and due */
+		return 0;
+	}
 	if (deadline != ~0ull && now >= deadline)
 		return -ETIMEDOUT;
 	net->stats.blocks++;
 	err = clanq_evq_wait(&net->evq, &ev,
-			     deadline == ~0ull ? -1 : (int64_t)(deadline - now));
+			     wake == ~0ull ? -1 : (int64_t)(wake - now));
+	if (err == -ETIMEDOUT && wake < deadline) {
+		clanq_net_probe(net);
+		return 0;
+	}
 	if (err)
 		return err;
 	clanq_net_handle(net, &ev);
@@ -683,6 +703,8 @@ static unsigned int clanq_net_scan(struct clanq_net *net,
 		clanq_net_handle(net, &ev);
 	if (net->connecting)
 		clanq_net_tick_connects(net);
+	/* a probe pass owed, whether or not anything arrived since */
+	clanq_net_probe(net);
 	if (max > 1) {
 		n = clanq_net_scan_others(net, evs, 0, max / 2);
 		return clanq_net_scan_conns(net, evs, n, max);
@@ -950,6 +972,8 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		/* a non-blocking connect's retransmission or timeout may be sooner */
 		wake = net->connecting && net->connect_due < deadline ?
 		       net->connect_due : deadline;
+		/* and a probe pass owed (clanq_net_probe()) */
+		wake = clanq_net_probe_wake(net, wake);
 		if (net->nr_arming)
 			/* one system call: flush, arm, compare, sleep */
 			err = clanq_net_block_armed(net, evs, max, wake);
