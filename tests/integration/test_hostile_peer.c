@@ -231,7 +231,7 @@ struct attacker {
 	struct victim_arg a;
 	pid_t pid;
 	uint64_t worst_wall, worst_cpu;
-	unsigned int errors;	/* rounds where the victim said -errno */
+	unsigned int errors;	/* rounds where a receive said -errno */
 };
 
 static void attacker_start(struct attacker *at, unsigned int service, unsigned int rounds)
@@ -299,7 +299,7 @@ static void attacker_end(struct attacker *at, const char *what, unsigned int rou
 {
 	assert_true(itest_status_ok(itest_wait(at->pid, 60 * ITEST_NS_PER_S), "victim"));
 	printf("%s: %u rounds, the victim answered each within %.3f s (CPU %.3f s at "
-	       "most), %u of them with an error\n", what, rounds, at->worst_wall / 1e9,
+	       "most), a receive said -errno in %u of them\n", what, rounds, at->worst_wall / 1e9,
 	       at->worst_cpu / 1e9, at->errors);
 	clanq_net_close(at->net);
 	clanq_close(&at->dev);
@@ -730,11 +730,12 @@ static void test_forged_connects(void **state)
 	assert_int_equal(ls1.ignored - ls0.ignored, forged + bad);
 	assert_int_equal(ls1.refused, ls0.refused);
 	/*
-	 * One failed import each, nothing set up before it (the old order
-	 * made five or more: allocate, export, arm, import, undo), and a
-	 * couple for each call's look at the queue.
+	 * One failed import each, nothing set up before it, and a few more
+	 * for the looks at the queue (debug VM: 800 for 700 forged and 300
+	 * malformed); the old order made 8 each: allocate, map, export, arm,
+	 * import, and undo (5,600).
 	 */
-	assert_true(entries <= forged + 2 * FORGE_BATCHES);
+	assert_true(entries <= 2 * forged);
 	assert_true(pin1 <= pin0);
 	assert_int_equal(clanq_net_nr_conns(net), 0);
 
