@@ -71,19 +71,19 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A line of /proc/self/status in KiB (VmPin: what the driver pinned for us). */
-static uint64_t status_kib(const char *key)
+/* A line of a /proc file, in KiB (MemAvailable of /proc/meminfo). */
+static int64_t proc_kib(const char *path, const char *key)
 {
 	char line[256];
 	size_t n = strlen(key);
-	unsigned long long v = 0;
-	FILE *f = fopen("/proc/self/status", "r");
+	long long v = 0;
+	FILE *f = fopen(path, "r");
 
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
 		if (!strncmp(line, key, n) && line[n] == ':') {
-			v = strtoull(line + n + 1, NULL, 10);
+			v = strtoll(line + n + 1, NULL, 10);
 			break;
 		}
 	fclose(f);
@@ -689,7 +689,8 @@ static void test_forged_connects(void **state)
 	struct clanq_conn *c;
 	struct forge_arg a;
 	uint32_t counts[2], forged = 0, bad = 0;
-	uint64_t cpu = 0, entries = 0, e0, c0, pin0, pin1, qc, t0, waited;
+	uint64_t cpu = 0, entries = 0, e0, c0, qc, t0, waited;
+	int64_t pin0, pin1;
 	char buf[64], go = 'g';
 	pid_t pid;
 	int err;
@@ -703,7 +704,7 @@ static void test_forged_connects(void **state)
 	qc = itest_query_cost(&dev);
 	pid = itest_fork(forger, &a);
 	clanq_listener_stats(l, &ls0);
-	pin0 = status_kib("VmPin");
+	pin0 = proc_kib("/proc/meminfo", "MemAvailable");
 	for (int b = 0; b < FORGE_BATCHES; b++) {
 		assert_true(itest_write_full(a.go[1], &go, 1));
 		assert_true(read_within(a.sent[0], counts, sizeof(counts), 60 * ITEST_NS_PER_S));
@@ -718,13 +719,13 @@ static void test_forged_connects(void **state)
 		entries += itest_entries(&dev) - e0 - qc;
 		assert_int_equal(err, -EAGAIN);
 	}
-	pin1 = status_kib("VmPin");
+	pin1 = proc_kib("/proc/meminfo", "MemAvailable");
 	clanq_listener_stats(l, &ls1);
 	printf("forged CONNECTs: %u well-formed (no ring of theirs, or a wrong key, "
 	       "asking up to 1 GiB) and %u malformed: %llu driver entries, %.1f us of "
-	       "CPU each; pinned %llu -> %llu KiB; ignored %llu\n", forged, bad,
+	       "CPU each; the system's available memory %+lld KiB; ignored %llu\n", forged, bad,
 	       (unsigned long long)entries, cpu / 1e3 / (forged + bad),
-	       (unsigned long long)pin0, (unsigned long long)pin1,
+	       (long long)(pin1 - pin0),
 	       (unsigned long long)(ls1.ignored - ls0.ignored));
 	/* each dropped and counted, none refused (the backlog had room) */
 	assert_int_equal(ls1.ignored - ls0.ignored, forged + bad);
@@ -736,7 +737,8 @@ static void test_forged_connects(void **state)
 	 * import, and undo (5,600).
 	 */
 	assert_true(entries <= 2 * forged);
-	assert_true(pin1 <= pin0);
+	/* nothing kept: what moved is the noise of a VM's page cache */
+	assert_true(pin0 - pin1 < 16 * 1024);
 	assert_int_equal(clanq_net_nr_conns(net), 0);
 
 	/* a real client still gets in, well within its 5 s */
@@ -804,7 +806,8 @@ static void big_round(unsigned int service, uint32_t cap, uint32_t own, uint64_t
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct big_arg a = { .service = service };
-	uint64_t pin0, pin1, ring_bytes = 0, max_cap = 0;
+	uint64_t ring_bytes = 0, max_cap = 0;
+	int64_t pin0, pin1;
 	int n = 0, err = 0;
 	char x = 'g';
 	pid_t pid;
@@ -814,7 +817,7 @@ static void big_round(unsigned int service, uint32_t cap, uint32_t own, uint64_t
 	assert_int_equal(clanq_open_nic(&dev, VICTIM_NODE), 0);
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen_attr(net, &l, service, BIG_CONNS, &la), 0);
-	pin0 = status_kib("VmPin");
+	pin0 = proc_kib("/proc/meminfo", "MemAvailable");
 	pid = itest_fork(big_asker, &a);
 	for (n = 0; n < BIG_CONNS; n++) {
 		err = clanq_accept(l, &c[n], own ? &so : NULL, 20 * ITEST_NS_PER_S);
@@ -824,19 +827,22 @@ static void big_round(unsigned int service, uint32_t cap, uint32_t own, uint64_t
 		if (c[n]->rx_cap > max_cap)
 			max_cap = c[n]->rx_cap;
 	}
-	pin1 = status_kib("VmPin");
+	pin1 = proc_kib("/proc/meminfo", "MemAvailable");
 	printf("%d of %u connections asking %u MiB each accepted (then %d), listener "
 	       "cap %u, server's own %u: rings of up to %llu bytes, %llu KiB in all; "
-	       "the server's pinned memory %llu -> %llu KiB\n", n, BIG_CONNS,
+	       "the system's available memory %+lld KiB (both sides)\n", n, BIG_CONNS,
 	       BIG_ASK >> 20, err, cap, own, (unsigned long long)max_cap,
-	       (unsigned long long)(ring_bytes >> 10), (unsigned long long)pin0,
-	       (unsigned long long)pin1);
+	       (unsigned long long)(ring_bytes >> 10), (long long)(pin1 - pin0));
 	assert_int_equal(n, BIG_CONNS);
 	for (int i = 0; i < BIG_CONNS; i++)
 		assert_int_equal(c[i]->rx_cap, want_cap);
 	assert_true(read_within(a.done[0], &x, 1, 30 * ITEST_NS_PER_S));
-	/* the rings, and two pages of slack per connection */
-	assert_true(pin1 <= pin0 + (ring_bytes >> 10) + 8 * BIG_CONNS);
+	/*
+	 * The memory the server's rings take (what the driver charges it) is
+	 * ring_bytes, bounded by the cap above; the system's, both sides and
+	 * all, moves by that and the VM's noise, never by the 64 MiB asked.
+	 */
+	assert_true(pin0 - pin1 < (int64_t)(ring_bytes >> 10) + 16 * 1024);
 	assert_true(itest_write_full(a.go[1], &x, 1));
 	assert_true(itest_status_ok(itest_wait(pid, 30 * ITEST_NS_PER_S), "big asker"));
 	for (int i = 0; i < BIG_CONNS; i++)
