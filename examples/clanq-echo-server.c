@@ -60,10 +60,10 @@ static volatile sig_atomic_t stop;
 
 /* what every thread serves by, set before they start */
 static struct {
-	unsigned int nic, service, max_conns, backlog, threads;
+	unsigned int nic, service, max_conns, backlog, threads, max_ring;
 	unsigned long long spin_us, seconds, exit_after;
 } cfg = { .service = 7, .max_conns = 1024, .backlog = 128, .threads = 1,
-	  .spin_us = 15 };
+	  .spin_us = 15, .max_ring = 256u << 10 };
 static unsigned long long closed_total;	/* by every thread, atomic */
 
 /*
@@ -104,6 +104,9 @@ static void usage(void)
 	       "  -s, --service S     service number to listen on, 1..65535 (default 7)\n"
 	       "  -c, --max-conns N   connections at once (default 1024)\n"
 	       "  -b, --backlog N     connections waiting for accept (default 128)\n"
+	       "  -R, --max-ring B    the largest receive ring a client may ask of the\n"
+	       "                      server (its --ring; default 256k; the server\n"
+	       "                      decides its memory, not the client)\n"
 	       "      --spin-us US    spin this long for the next request before\n"
 	       "                      blocking (default 15, as the paper's server)\n"
 	       "  -T, --threads N     N threads, a net each, sharing the service\n"
@@ -288,6 +291,7 @@ static int serve_setup(struct server *s)
 {
 	struct clanq_listen_attr la = {
 		.flags = cfg.threads > 1 ? CLANQ_LISTEN_SHARED : 0,
+		.max_rx_ring = cfg.max_ring,
 	};
 	struct clanq_net_attr attr = { .max_conns = cfg.max_conns };
 	int err;
@@ -371,6 +375,7 @@ int main(int argc, char **argv)
 		{ "service", required_argument, NULL, 's' },
 		{ "max-conns", required_argument, NULL, 'c' },
 		{ "backlog", required_argument, NULL, 'b' },
+		{ "max-ring", required_argument, NULL, 'R' },
 		{ "spin-us", required_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 'T' },
 		{ "work-ns", required_argument, NULL, 'W' },
@@ -389,12 +394,14 @@ int main(int argc, char **argv)
 	int opt, err;
 
 	ex_prog = "clanq-echo-server";
-	while ((opt = getopt_long(argc, argv, "n:s:c:b:T:t:x:vh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:s:c:b:R:T:t:x:vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'n': cfg.nic = (unsigned int)ex_parse_num("--nic", optarg, 0, 255); break;
 		case 's': cfg.service = (unsigned int)ex_parse_num("--service", optarg, 1, 65535); break;
 		case 'c': cfg.max_conns = (unsigned int)ex_parse_num("--max-conns", optarg, 1, 1u << 20); break;
 		case 'b': cfg.backlog = (unsigned int)ex_parse_num("--backlog", optarg, 1, 65536); break;
+		case 'R': cfg.max_ring = (uint32_t)ex_parse_num("--max-ring", optarg, 64, 1u << 30);
+			  cfg.max_ring = (cfg.max_ring + 7) & ~7u; break;
 		case 'S': cfg.spin_us = ex_parse_num("--spin-us", optarg, 0, 10000000); break;
 		case 'T': cfg.threads = (unsigned int)ex_parse_num("--threads", optarg, 1,
 								    CLANQ_SHARED_MAX); break;

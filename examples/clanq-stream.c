@@ -120,10 +120,16 @@ static int receiver(struct clanq_dev *dev, struct clanq_net *net,
 {
 	uint8_t *buf = NULL;
 	size_t cap = 0;
+	/*
+	 * The sender asks for its ring (--size, --ring): a receiver of
+	 * streams lets it have up to 64 MiB. (A server decides its memory;
+	 * the default cap is one page: clanq_listen_attr(3).)
+	 */
+	struct clanq_listen_attr la = { .max_rx_ring = 64u << 20 };
 	struct clanq_listener *l;
 	int err, bad = 0;
 
-	err = clanq_listen(net, &l, service, 4);
+	err = clanq_listen_attr(net, &l, service, 4, &la);
 	if (err)
 		ex_fail(err == -EADDRINUSE ? "listen: service taken" : "listen", err);
 	printf("# clanq-stream: receiving on node %u service %u\n", dev->node, service);

@@ -461,35 +461,51 @@ bool clanq_conn_resend_accept(struct clanq_net *net, const struct clanq_addr src
 	return false;
 }
 
-/* Accept one pending CONNECT: 0, or -errno to drop it and go on. */
+/*
+ * Accept one pending CONNECT: 0, or -errno to drop it and go on.
+ *
+ * Nothing the CONNECT claims is believed before the client has proved
+ * that it exists (issue 28, item 6): anyone may send a CONNECT, naming
+ * any ring, but only the process that exported that ring knows its key.
+ * So the client's ring is imported (and validated) first, which for a
+ * forged CONNECT fails at once in the driver, and only then does the
+ * server allocate, export and arm its own. And the client does not size
+ * the server's memory (item 5): its ask is honoured up to the
+ * listener's cap (clanq_listen_attr.max_rx_ring); the server's own
+ * opts->rx_ring wins over both.
+ */
 static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 			    const struct clanq_hs_pending *p,
 			    const struct clanq_conn_opts *opts)
 {
 	struct clanq_net *net = l->net;
-	uint64_t want = opts && opts->rx_ring ? opts->rx_ring : p->c.want_cap;
+	uint64_t want;
 	struct clanq_hs_accept a;
 	uint64_t key, nonce;
 	int err;
 
+	if (opts && opts->rx_ring)
+		want = opts->rx_ring;
+	else
+		want = p->c.want_cap < l->max_ring ? p->c.want_cap : l->max_ring;
 	clanq_conn_init(net, c, opts);
 	err = clanq_net_slot_get(net, c);
 	if (err)
 		return err;
-	err = clanq_net_random(&nonce);
-	if (!err)
-		err = clanq_conn_rx_setup(c, want, l->max_ring, &key);
-	if (err)
-		goto err_teardown;
-	c->nonce = nonce;
-	c->rx_key = key;
 	c->peer = p->src;
 	c->peer_slot = p->c.conn;
 	c->peer_nonce = p->c.nonce;
 	err = clanq_conn_tx_setup(c, p->c.ring, p->c.key, p->c.ring_cap,
 				  opts ? opts->flags : 0);
 	if (err)
-		goto err_teardown;	/* the client gave up: its ring is gone */
+		goto err_teardown;	/* forged, or the client gave up: no ring */
+	err = clanq_net_random(&nonce);
+	if (!err)
+		err = clanq_conn_rx_setup(c, want, CLANQ_RING_CAP_MAX, &key);
+	if (err)
+		goto err_teardown;
+	c->nonce = nonce;
+	c->rx_key = key;
 	memset(&a, 0, sizeof(a));
 	a.magic = CLANQ_HS_MAGIC;
 	a.conn = p->c.conn;

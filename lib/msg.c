@@ -321,19 +321,24 @@ static int clanq_conn_block(struct clanq_conn *c, const uint64_t *addr, uint64_t
 			    uint64_t deadline)
 {
 	struct clanq_net *net = c->net;
+	/* a probe pass owed (lib/net.c, clanq_net_probe()) wakes us too */
+	uint64_t now, wake = clanq_net_probe_wake(net, deadline);
 	int64_t timeout = -1;
-	uint64_t now;
 	int rc;
 
-	if (deadline != ~0ull) {
+	if (wake != ~0ull) {
 		now = clanq_now_ns();
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		timeout = (int64_t)(deadline - now);
+		if (now >= wake) {
+			clanq_net_progress(net);
+			return 0;
+		}
+		timeout = (int64_t)(wake - now);
 	}
 	net->stats.blocks++;
 	rc = clanq_tw_wait_change_oob(&c->tw, addr, old, &net->ep, timeout);
-	if (rc == 1) {
+	if (rc == 1 || (rc == -ETIMEDOUT && wake < deadline)) {
 		clanq_net_progress(net);
 		rc = 0;
 	}

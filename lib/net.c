@@ -256,15 +256,27 @@ static void clanq_net_revoked(struct clanq_net *net, const struct clanq_oob_msg 
 /*
  * A notice may have been dropped (our OOB queue was full): ask the
  * driver, one AP_FLUSH per connection, which peers are still there.
+ *
+ * At most one pass per CLANQ_NET_PROBE_NS (issue 28, item 7): anyone can
+ * send to the net's endpoint, so a peer that keeps its queue full moves
+ * the drop counter as often as it likes, and a pass per move would be
+ * a system call per connection per message it sends. A drop seen before
+ * the pass is due leaves it owed (the counter still differs from
+ * oob_dropped_seen): the next call after probe_due makes it, and every
+ * wait wakes by then (clanq_net_probe_wake()). Counted: stats.probes.
  */
 static void clanq_net_probe(struct clanq_net *net)
 {
-	uint64_t dropped = clanq_ep_dropped(&net->ep);
+	uint64_t dropped = clanq_ep_dropped(&net->ep), now;
 	uint32_t i;
 
 	if (dropped == net->oob_dropped_seen)
 		return;
+	now = clanq_now_ns();
+	if (now < net->probe_due)
+		return;
 	net->oob_dropped_seen = dropped;
+	net->probe_due = now + CLANQ_NET_PROBE_NS;
 	net->stats.probes++;
 	for (i = 0; i < net->max_conns; i++)
 		if (net->conns[i])
@@ -377,15 +389,23 @@ void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev)
  */
 int clanq_net_block(struct clanq_net *net, uint64_t deadline)
 {
+	uint64_t now = clanq_now_ns(), wake = clanq_net_probe_wake(net, deadline);
 	struct clanq_event ev;
-	uint64_t now = clanq_now_ns();
 	int err;
 
+	if (wake < deadline && now >= wake) {
+		clanq_net_probe(net);	/* owed and due */
+		return 0;
+	}
 	if (deadline != ~0ull && now >= deadline)
 		return -ETIMEDOUT;
 	net->stats.blocks++;
 	err = clanq_evq_wait(&net->evq, &ev,
-			     deadline == ~0ull ? -1 : (int64_t)(deadline - now));
+			     wake == ~0ull ? -1 : (int64_t)(wake - now));
+	if (err == -ETIMEDOUT && wake < deadline) {
+		clanq_net_probe(net);
+		return 0;
+	}
 	if (err)
 		return err;
 	clanq_net_handle(net, &ev);
@@ -454,14 +474,15 @@ void clanq_listener_intake(struct clanq_listener *l)
  */
 static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 			       unsigned int service, unsigned int backlog,
-			       uint32_t flags)
+			       uint32_t flags, uint32_t max_rx_ring)
 {
 	struct clanq_ep_attr ea = { .oob_slots = 256, .service = service };
 	struct clanq_hs_backlog *b;
 	int err;
 
 	if (!service || service > CLANQ_SERVICE_MAX || !backlog ||
-	    backlog > 65536 || (flags & ~CLANQ_LISTEN_FLAGS))
+	    backlog > 65536 || (flags & ~CLANQ_LISTEN_FLAGS) ||
+	    (max_rx_ring && !clanq_ring_cap_ok(max_rx_ring)))
 		return -EINVAL;
 	memset(l, 0, sizeof(*l));
 	b = calloc(1, sizeof(*b));
@@ -475,7 +496,12 @@ static int clanq_listener_init(struct clanq_net *net, struct clanq_listener *l,
 	l->net = net;
 	l->service = service;
 	l->backlog = b;
-	l->max_ring = 64u << 20;
+	/*
+	 * What a client may ask of our memory: the server's word, not the
+	 * client's (a CONNECT costs the client 44 bytes and no memory of its
+	 * own worth mentioning; issue 28, item 5).
+	 */
+	l->max_ring = max_rx_ring ? max_rx_ring : CLANQ_CONN_RING_DEFAULT;
 	err = clanq_ep_create_flags(net->dev, &l->ep, &ea,
 				    flags & CLANQ_LISTEN_SHARED ?
 				    CLANQ_EP_SHARED : 0);
@@ -512,12 +538,13 @@ int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
 	uint32_t flags = attr ? attr->flags : 0;
 	int err;
 
-	if (attr && (attr->reserved[0] | attr->reserved[1] | attr->reserved[2]))
+	if (attr && (attr->reserved[0] | attr->reserved[1]))
 		return -EINVAL;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	err = clanq_listener_init(net, l, service, backlog, flags);
+	err = clanq_listener_init(net, l, service, backlog, flags,
+				  attr ? attr->max_rx_ring : 0);
 	if (err) {
 		free(l);
 		return err;
@@ -689,6 +716,8 @@ static unsigned int clanq_net_scan(struct clanq_net *net,
 		clanq_net_handle(net, &ev);
 	if (net->connecting)
 		clanq_net_tick_connects(net);
+	/* a probe pass owed, whether or not anything arrived since */
+	clanq_net_probe(net);
 	if (max > 1) {
 		n = clanq_net_scan_others(net, evs, 0, max / 2);
 		return clanq_net_scan_conns(net, evs, n, max);
@@ -956,6 +985,8 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		/* a non-blocking connect's retransmission or timeout may be sooner */
 		wake = net->connecting && net->connect_due < deadline ?
 		       net->connect_due : deadline;
+		/* and a probe pass owed (clanq_net_probe()) */
+		wake = clanq_net_probe_wake(net, wake);
 		if (net->nr_arming)
 			/* one system call: flush, arm, compare, sleep */
 			err = clanq_net_block_armed(net, evs, max, wake);

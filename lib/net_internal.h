@@ -28,7 +28,8 @@ struct clanq_net {
 	struct clanq_conn *hot;		/**< disarmed: polled while spinning */
 	struct clanq_listener *listeners;
 	uint64_t spin_ns;		/**< clanq_net_wait() and blocking calls */
-	uint64_t oob_dropped_seen;
+	uint64_t oob_dropped_seen;	/**< the drop count the last probe pass saw */
+	uint64_t probe_due;		/**< no probe pass before (clanq_net_probe()) */
 	uint32_t *acc_head;		/**< accepted connections by client: slot + 1 */
 	uint32_t acc_mask;
 	struct clanq_event *stash;	/**< the application's events, taken early */
@@ -67,7 +68,7 @@ struct clanq_listener {
 	struct clanq_ep ep;		/**< at (node, service) */
 	int ep_reg;			/**< its registration on net->evq */
 	unsigned int service;
-	uint32_t max_ring;		/**< largest receive ring it allocates */
+	uint32_t max_ring;		/**< largest receive ring a client may ask of it */
 	void *backlog;			/**< lib/handshake.h */
 	struct clanq_listener *next;
 	uint64_t refused, ignored;
@@ -173,6 +174,27 @@ static inline void clanq_conn_tx_init(struct clanq_conn *c, uint64_t cap)
 	c->tx_limit = cap;
 	c->tx_armed = c->tx.armed ? &c->tx.armed[b / 32] : &clanq_conn_never_armed;
 	c->tx_armed_bit = 1u << (b % 32);
+}
+
+/*
+ * Probe passes (clanq_net_probe()): at most one per this long, since a
+ * peer that keeps our OOB queue full moves its drop counter at will.
+ */
+#define CLANQ_NET_PROBE_NS	(10 * 1000 * 1000ull)
+
+/*
+ * When a wait that ends at deadline must wake instead, to make the probe
+ * pass a drop since the last one owes (not yet due then): every wait of
+ * the library bounds itself by this, so a notice lost to a full queue is
+ * still found, CLANQ_NET_PROBE_NS late at most.
+ */
+static inline uint64_t clanq_net_probe_wake(const struct clanq_net *net,
+					    uint64_t deadline)
+{
+	if (clanq_ep_dropped(&net->ep) == net->oob_dropped_seen ||
+	    net->probe_due >= deadline)
+		return deadline;
+	return net->probe_due;
 }
 
 /* The cookie of a revocation notice: slot and generation. */

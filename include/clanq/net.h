@@ -148,10 +148,23 @@ struct clanq_addr clanq_listener_addr(const struct clanq_listener *l);
 #define CLANQ_LISTEN_SHARED	0x1u	/**< share the service (above) */
 #define CLANQ_LISTEN_FLAGS	CLANQ_LISTEN_SHARED
 
-/** How to listen: clanq_listen_attr(). */
+/**
+ * How to listen: clanq_listen_attr().
+ *
+ * max_rx_ring: the largest receive ring (record bytes) the server
+ * allocates for a connection of this listener because the client asked
+ * for it (struct clanq_conn_opts.tx_ring on the client's side). The
+ * server decides its memory, not the client: a client that asks for
+ * more gets this much; 0 means CLANQ_CONN_RING_DEFAULT, so a client
+ * cannot make a default server allocate more than a page per
+ * connection. The opts->rx_ring of clanq_accept() is the server's own
+ * choice and is not capped by it. Otherwise a multiple of 8, at most
+ * 1 GiB.
+ */
 struct clanq_listen_attr {
 	uint32_t flags;		/**< CLANQ_LISTEN_* */
-	uint32_t reserved[3];	/**< must be zero */
+	uint32_t max_rx_ring;	/**< cap on what a client asks (0: the default ring) */
+	uint32_t reserved[2];	/**< must be zero */
 };
 
 /**
@@ -159,7 +172,8 @@ struct clanq_listen_attr {
  * \return as clanq_listen(); -EADDRINUSE also if the service is in
  *         use unshared, or shared by another user; -ENOSPC with
  *         CLANQ_SHARED_MAX listeners on it already; -EINVAL for unknown
- *         flags or non-zero reserved words.
+ *         flags, a max_rx_ring that is no ring size, or non-zero
+ *         reserved words.
  */
 int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
 		      unsigned int service, unsigned int backlog,

@@ -345,7 +345,7 @@ static void test_unknown_flags_are_einval(void **state)
 {
 	struct clanq_listen_attr bad = { .flags = 0x80 };
 	struct clanq_listen_attr rsv = { .flags = CLANQ_LISTEN_SHARED,
-					 .reserved = { 0, 1, 0 } };
+					 .reserved = { 0, 1 } };
 	struct clanq_ep_attr ea = { .service = SERVICE };
 	struct clanq_ep_attr none = { 0 };
 	struct clanq_ioc_ep_create c;
