@@ -264,6 +264,8 @@ extern atomic64_t clanq_v_rx_misdirected;
 #ifdef CLANQ_TEST_KNOBS
 extern bool clanq_v_test_deaf;
 #define clanq_v_deaf()	READ_ONCE(clanq_v_test_deaf)
+extern bool clanq_v_test_trust;
+#define clanq_v_trusting()	READ_ONCE(clanq_v_test_trust)
 /* verbs_hostile.c: a hostile peer, in test builds only */
 void clanq_vhostile_saw(struct clanq_vconn *conn, const struct clanq_wmsg *m,
 			bool unreachable);
@@ -271,6 +273,7 @@ void clanq_vhostile_stop(void);
 int clanq_vconn_send_raw(struct clanq_vconn *conn, const void *buf, size_t len);
 #else
 #define clanq_v_deaf()	false
+#define clanq_v_trusting()	false
 static inline void clanq_vhostile_saw(struct clanq_vconn *conn,
 				      const struct clanq_wmsg *m, bool unreachable)
 {

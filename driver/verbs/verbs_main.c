@@ -91,6 +91,11 @@ MODULE_PARM_DESC(rx_misdirected, "Read only: messages from peers of a type or be
 bool clanq_v_test_deaf;
 module_param_named(test_deaf, clanq_v_test_deaf, bool, 0644);
 MODULE_PARM_DESC(test_deaf, "Test builds only: take no more messages (receives are not posted again), as a peer that stops acknowledging does");
+
+/* the pair stage's proof that verbs-hostile can fail: the old rule, on */
+bool clanq_v_test_trust;
+module_param_named(test_trust_notices, clanq_v_test_trust, bool, 0644);
+MODULE_PARM_DESC(test_trust_notices, "Test builds only: deliver a peer's UNREACHABLE to the endpoint it names, unchecked (the rule before issue 28, which the pair stage shows failing)");
 #endif
 
 DEFINE_SPINLOCK(clanq_v_lock);

@@ -2777,6 +2777,9 @@ static int64_t hostile_echo(struct hostile *h)
 	}
 	t = now_ns() - t;
 	why = itest_check(&m, echo_addr(), T_DATA, 0x4057, h->seq);
+	if (why && m.type == CLANQ_OOB_UNREACHABLE)
+		fprintf(stderr, "hostile: a forged notice reached the echo's endpoint, from %u:%u\n",
+			m.src.node, m.src.id);
 	if (why) {
 		fprintf(stderr, "hostile: echo %u: %s (type %#x from %u:%u)\n", h->seq, why,
 			m.type, m.src.node, m.src.id);
@@ -2860,8 +2863,9 @@ static void hostile_probe(struct hostile *h)
 	if (m.type != CLANQ_OOB_UNREACHABLE || !itest_addr_eq(m.src, nobody) ||
 	    u->type != T_DATA || u->len != itest_len(0x4058, h->probes) ||
 	    memcmp(u->head, sent, sizeof(u->head))) {
-		fprintf(stderr, "hostile: probe %u: type %#x from %u:%u, of type %u len %u\n",
-			h->probes, m.type, m.src.node, m.src.id, u->type, u->len);
+		fprintf(stderr, "hostile: probe %u: type %#x from %u:%u, of type %u len %u%s\n",
+			h->probes, m.type, m.src.node, m.src.id, u->type, u->len,
+			m.type == CLANQ_OOB_UNREACHABLE ? ": a forged notice reached it" : "");
 		h->why = h->why ?: "the probe's notice is not the one for its message";
 		return;
 	}
@@ -3026,9 +3030,10 @@ static int hostile(void)
 		bool got = !clanq_oob_recv(&h.bystander[i], &m);
 
 		if (got)
-			fprintf(stderr, "hostile: bystander %u:%u got type %#x from %u:%u\n",
+			fprintf(stderr, "hostile: bystander %u:%u got type %#x from %u:%u%s\n",
 				h.bystander[i].addr.node, h.bystander[i].addr.id,
-				m.type, m.src.node, m.src.id);
+				m.type, m.src.node, m.src.id,
+				m.type == CLANQ_OOB_UNREACHABLE ? ": a forged notice reached it" : "");
 		WANT(!got, "nothing for an endpoint that sent nothing");
 	}
 	/* and b answers as before */

@@ -55,6 +55,9 @@
 #                 forgery reaches an endpoint, true notices come once, the
 #                 connection survives, a's clanq_verbs counters show the
 #                 drops
+#   verbs-hostile-unchecked  the same with a's check off (test_trust_notices,
+#                 the rule before issue 28): it must fail, forged notices
+#                 reaching a's endpoints
 #   verbs-device-gone  a deletes its RDMA device under a live connection:
 #                 errors, then with the device back a new connection
 #   verbs-die     a tells b to die and keeps sending; b powers off on
@@ -475,6 +478,21 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		step verbs-reconnect test_verbs reconnect
 		step verbs-deaf test_verbs deaf
 		step verbs-hostile test_verbs hostile
+		# the same attack on the old rule (a's test_trust_notices): the
+		# step above must be able to fail, and does, every run
+		trust=/sys/module/clanq_verbs/parameters/test_trust_notices
+		if [ -w $trust ]; then
+			echo Y > $trust
+			test_verbs hostile > $t/unchecked 2>&1
+			rc=$?
+			echo N > $trust
+			cat $t/unchecked
+			if [ $rc != 0 ] && grep -q "forged notice reached" $t/unchecked; then
+				ok "verbs-hostile-unchecked"
+			else
+				bad "verbs-hostile-unchecked" "on the old rule the forgeries reached nobody (exit $rc)"
+			fi
+		fi
 		RDMADEV=$rdev RDMATYPE=${rdev%0} NETDEV=$netdev \
 			step verbs-device-gone test_verbs device-gone
 		step verbs-survivor test_verbs survivor
