@@ -2708,7 +2708,13 @@ static int deaf(void)
 #define HOSTILE_SECS	24	/* how long b attacks */
 #define HOSTILE_RUN_SECS 16	/* how long a's traffic is timed meanwhile */
 #define HOSTILE_IDLE_SECS 6	/* ... and before, for the figures */
-#define HOSTILE_BOUND	SEC	/* each round trip, during the attack */
+/*
+ * Each round trip, during the attack: idle ones take 12-30 ms (median)
+ * and at most ~100 ms in the debug VMs; a stall behind the attacker
+ * (the deaf step's old engine waited 4.6 s) is what this bounds, with
+ * room for a loaded host's TCG
+ */
+#define HOSTILE_BOUND	(2 * SEC)
 #define HOSTILE_RDMA	256	/* bytes of each RDMA write, then read back */
 #define HOSTILE_MAX	20000	/* round trips timed, at most */
 #define BYSTANDERS	6	/* endpoints that take part in nothing */
@@ -3012,12 +3018,14 @@ static int hostile(void)
 	} while (0)
 	WANT(!h.why, "every round trip right and within %lld ms: %s",
 	     (long long)(HOSTILE_BOUND / 1000000), h.why);
-	WANT(oob.n >= 50 && rdma.n >= 50, "50 OOB and 50 RDMA round trips at least: %u, %u",
+	WANT(oob.n >= 10 && rdma.n >= 10, "10 OOB and 10 RDMA round trips at least: %u, %u",
 	     oob.n, rdma.n);
 	WANT(max_oob >= 0 && max_oob <= HOSTILE_BOUND && max_rdma >= 0 &&
-	     max_rdma <= HOSTILE_BOUND, "each round trip under 1 s");
+	     max_rdma <= HOSTILE_BOUND, "each round trip under %lld s",
+	     (long long)(HOSTILE_BOUND / SEC));
 	WANT(probe[0] >= 0 && probe[1] >= 10 && probe[0] <= HOSTILE_BOUND,
-	     "RDMA within this host to go on, each round trip under 1 s");
+	     "RDMA within this host to go on, each round trip under %lld s",
+	     (long long)(HOSTILE_BOUND / SEC));
 	WANT(after[0] - before[0] > 0, "forged notices dropped (notices_forged)");
 	WANT(after[1] - before[1] > 0, "malformed messages dropped (rx_malformed)");
 	WANT(after[2] - before[2] > 0, "misdirected messages dropped (rx_misdirected)");

@@ -51,7 +51,7 @@
 #                 and types, malformed messages, region messages for what
 #                 does not exist; meanwhile a's OOB and RDMA round trips
 #                 with b and RDMA within a keep their data and stay under
-#                 1 s each (max and p99 printed beside idle ones), no
+#                 2 s each (max and p99 printed beside idle ones), no
 #                 forgery reaches an endpoint, true notices come once, the
 #                 connection survives, a's clanq_verbs counters show the
 #                 drops
