@@ -490,8 +490,8 @@ static void clanq_vconn_deliver(struct clanq_vconn *conn, struct clanq_wmsg *m)
 		if (!clanq_vconn_answers(conn, m, &dst, &sent)) {
 			atomic64_inc(&clanq_v_notices_forged);
 			clanq_vdrop_notice("%s: %s: peer %u: UNREACHABLE for message %u from endpoint %u to %u: no such message of ours waits for one; dropped\n",
-					    conn->nic->name, clanq_vconn_devname(conn),
-					    peer->node, m->seq, m->oob.src.id, m->dst_id);
+					   conn->nic->name, clanq_vconn_devname(conn),
+					   peer->node, m->seq, m->oob.src.id, m->dst_id);
 			return;
 		}
 		clanq_oob_unreachable(conn->nic, &dst, &sent);
@@ -522,8 +522,8 @@ static void clanq_vconn_deliver(struct clanq_vconn *conn, struct clanq_wmsg *m)
 	}
 	atomic64_inc(&clanq_v_rx_misdirected);
 	clanq_vdrop_notice("%s: %s: peer %u: message type %u from node %u to %u: not this connection's; dropped\n",
-			    conn->nic->name, clanq_vconn_devname(conn), peer->node,
-			    m->type, m->src_node, m->dst_node);
+			   conn->nic->name, clanq_vconn_devname(conn), peer->node,
+			   m->type, m->src_node, m->dst_node);
 }
 
 void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -566,8 +566,8 @@ void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (err) {
 		atomic64_inc(&clanq_v_rx_malformed);
 		clanq_vdrop_notice("%s: %s: peer %u: malformed message of %u bytes (%d); dropped\n",
-				    conn->nic->name, clanq_vconn_devname(conn),
-				    conn->peer->node, wc->byte_len, err);
+				   conn->nic->name, clanq_vconn_devname(conn),
+				   conn->peer->node, wc->byte_len, err);
 	} else {
 		clanq_vconn_deliver(conn, &m);
 	}
