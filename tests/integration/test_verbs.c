@@ -2715,6 +2715,12 @@ static int deaf(void)
  * room for a loaded host's TCG
  */
 #define HOSTILE_BOUND	(2 * SEC)
+/*
+ * An echo's: b's echo service runs on the vCPU that b's attack runs on
+ * (the attacker is the pair's only other host), so its round trips say
+ * as much about b as about us; they must keep coming, each within this
+ */
+#define HOSTILE_ECHO_BOUND	(5 * SEC)
 #define HOSTILE_RDMA	256	/* bytes of each RDMA write, then read back */
 #define HOSTILE_MAX	20000	/* round trips timed, at most */
 #define BYSTANDERS	6	/* endpoints that take part in nothing */
@@ -2777,7 +2783,7 @@ static int64_t hostile_echo(struct hostile *h)
 		h->why = h->why ?: "an OOB send to b's echo failed";
 		return -1;
 	}
-	if (itest_recv(&h->ep, &m, HOSTILE_BOUND)) {
+	if (itest_recv(&h->ep, &m, HOSTILE_ECHO_BOUND)) {
 		h->why = h->why ?: "no echo within the bound";
 		return -1;
 	}
@@ -3016,12 +3022,12 @@ static int hostile(void)
 			fails++;					\
 		}							\
 	} while (0)
-	WANT(!h.why, "every round trip right and within %lld ms: %s",
-	     (long long)(HOSTILE_BOUND / 1000000), h.why);
+	WANT(!h.why, "every round trip right and within its bound: %s", h.why);
 	WANT(oob.n >= 10 && rdma.n >= 10, "10 OOB and 10 RDMA round trips at least: %u, %u",
 	     oob.n, rdma.n);
-	WANT(max_oob >= 0 && max_oob <= HOSTILE_BOUND && max_rdma >= 0 &&
-	     max_rdma <= HOSTILE_BOUND, "each round trip under %lld s",
+	WANT(max_oob >= 0 && max_oob <= HOSTILE_ECHO_BOUND, "each echo within %lld s",
+	     (long long)(HOSTILE_ECHO_BOUND / SEC));
+	WANT(max_rdma >= 0 && max_rdma <= HOSTILE_BOUND, "each RDMA round trip under %lld s",
 	     (long long)(HOSTILE_BOUND / SEC));
 	WANT(probe[0] >= 0 && probe[1] >= 10 && probe[0] <= HOSTILE_BOUND,
 	     "RDMA within this host to go on, each round trip under %lld s",
