@@ -50,6 +50,27 @@
 
 #define CLANQ_V_BUFS_SIZE	(2 * CLANQ_V_SLOTS * CLANQ_WMSG_MAX)
 
+/*
+ * The OOB messages an active connection carried last, by seq (a power of
+ * two, twice the send slots): what an UNREACHABLE may answer. A notice
+ * for one older than that, or for none, or a second one, is dropped.
+ */
+#define CLANQ_V_SENT		256
+/* seqs wrap at 2^32: each keeps its record's index across the wrap */
+static_assert((CLANQ_V_SENT & (CLANQ_V_SENT - 1)) == 0);
+
+/*
+ * One of them: whom it was from and for, and what its notice says
+ * (built from this, not from the peer's echo of it).
+ */
+struct clanq_vsent {
+	u32 seq;
+	u32 src_id, dst_id;
+	u32 type, len;
+	bool live;		/* sent, not answered yet */
+	u8 head[sizeof_field(struct clanq_oob_unreachable, head)];
+};
+
 struct clanq_vbuf {
 	struct ib_cqe cqe;
 	struct clanq_vconn *conn;
@@ -194,6 +215,9 @@ struct clanq_vconn {
 	struct ib_cqe wr_cqe;		/* WRITEs, REG_MRs: only errors complete */
 	int wr_error;			/* the first of them to fail */
 	u32 next_req;
+	/* active: the OOB messages sent last, by seq (an UNREACHABLE's check) */
+	u32 next_seq;
+	struct clanq_vsent *sent;
 	struct list_head pending;	/* active: clanq_vpending */
 	struct list_head imports;	/* active: clanq_vimport */
 	struct list_head exports;	/* passive: clanq_vexport */
@@ -233,11 +257,31 @@ extern bool clanq_v_write_imm;
 extern unsigned int clanq_v_held_max_mb;
 /* pages of revoked exports held on every connection (clanq_vexport.held) */
 extern atomic_long_t clanq_v_held_pages;
+/* what a peer sent that was dropped: the read-only parameters of the same names */
+extern atomic64_t clanq_v_notices_forged;
+extern atomic64_t clanq_v_rx_malformed;
+extern atomic64_t clanq_v_rx_misdirected;
 #ifdef CLANQ_TEST_KNOBS
 extern bool clanq_v_test_deaf;
 #define clanq_v_deaf()	READ_ONCE(clanq_v_test_deaf)
+extern bool clanq_v_test_trust;
+#define clanq_v_trusting()	READ_ONCE(clanq_v_test_trust)
+/* verbs_hostile.c: a hostile peer, in test builds only */
+void clanq_vhostile_saw(struct clanq_vconn *conn, const struct clanq_wmsg *m,
+			bool unreachable);
+void clanq_vhostile_stop(void);
+int clanq_vconn_send_raw(struct clanq_vconn *conn, const void *buf, size_t len);
 #else
 #define clanq_v_deaf()	false
+#define clanq_v_trusting()	false
+static inline void clanq_vhostile_saw(struct clanq_vconn *conn,
+				      const struct clanq_wmsg *m, bool unreachable)
+{
+}
+
+static inline void clanq_vhostile_stop(void)
+{
+}
 #endif
 /* guards peer->conn and clanq_v_conns */
 extern spinlock_t clanq_v_lock;
@@ -279,7 +323,7 @@ int clanq_vconn_post_recv(struct clanq_vconn *conn, struct clanq_vbuf *b);
 void clanq_vconn_rx_done(struct ib_cq *cq, struct ib_wc *wc);
 int clanq_vconn_send(struct clanq_vconn *conn, u8 type,
 		     const struct clanq_addr *dst,
-		     const struct clanq_oob_msg *msg, bool wait);
+		     const struct clanq_oob_msg *msg, u32 seq, bool wait);
 int clanq_vconn_send_region(struct clanq_vconn *conn, u8 type,
 			    const struct clanq_wmsg_rgn *r,
 			    struct ib_send_wr *ahead, bool wait);

@@ -34,6 +34,7 @@ static void clanq_vconn_release(struct kref *ref)
 
 	clanq_kpeer_put(conn->peer);
 	ida_destroy(&conn->imm_slots);
+	kvfree(conn->sent);
 	kfree(conn->bufs);
 	kfree(conn);
 }
@@ -182,7 +183,12 @@ static struct clanq_vconn *clanq_vconn_alloc(struct clanq_nic *nic,
 	if (!conn)
 		return NULL;
 	conn->bufs = kzalloc(CLANQ_V_BUFS_SIZE, GFP_KERNEL);
-	if (!conn->bufs) {
+	/* what our OOB messages' UNREACHABLEs are checked against */
+	if (active)
+		conn->sent = kvcalloc(CLANQ_V_SENT, sizeof(*conn->sent), GFP_KERNEL);
+	if (!conn->bufs || (active && !conn->sent)) {
+		kvfree(conn->sent);
+		kfree(conn->bufs);
 		kfree(conn);
 		return NULL;
 	}

@@ -60,11 +60,42 @@ static const struct kernel_param_ops clanq_v_held_ops = {
 module_param_cb(held_kb, &clanq_v_held_ops, NULL, 0444);
 MODULE_PARM_DESC(held_kb, "Read only: memory of revoked regions held now for connections whose device may still touch it (KiB)");
 
+/*
+ * What peers sent that was dropped, on every connection: UNREACHABLEs
+ * that answer no message of ours (forged, or a second answer), messages
+ * that do not decode, and messages of a type or nodes their connection
+ * does not carry
+ */
+atomic64_t clanq_v_notices_forged = ATOMIC64_INIT(0);
+atomic64_t clanq_v_rx_malformed = ATOMIC64_INIT(0);
+atomic64_t clanq_v_rx_misdirected = ATOMIC64_INIT(0);
+
+static int clanq_v_count_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read((atomic64_t *)kp->arg));
+}
+
+static const struct kernel_param_ops clanq_v_count_ops = {
+	.get = clanq_v_count_get,
+};
+
+module_param_cb(notices_forged, &clanq_v_count_ops, &clanq_v_notices_forged, 0444);
+MODULE_PARM_DESC(notices_forged, "Read only: UNREACHABLE messages from peers that answered no OOB message of ours (forged, too late or a second answer), dropped");
+module_param_cb(rx_malformed, &clanq_v_count_ops, &clanq_v_rx_malformed, 0444);
+MODULE_PARM_DESC(rx_malformed, "Read only: messages from peers that did not decode (wire_msg.h), dropped");
+module_param_cb(rx_misdirected, &clanq_v_count_ops, &clanq_v_rx_misdirected, 0444);
+MODULE_PARM_DESC(rx_misdirected, "Read only: messages from peers of a type or between nodes their connection does not carry, dropped");
+
 #ifdef CLANQ_TEST_KNOBS
 /* tests/integration/test_verbs.c "deaf": a hostile peer, in test builds only */
 bool clanq_v_test_deaf;
 module_param_named(test_deaf, clanq_v_test_deaf, bool, 0644);
 MODULE_PARM_DESC(test_deaf, "Test builds only: take no more messages (receives are not posted again), as a peer that stops acknowledging does");
+
+/* the pair stage's proof that verbs-hostile can fail: the old rule, on */
+bool clanq_v_test_trust;
+module_param_named(test_trust_notices, clanq_v_test_trust, bool, 0644);
+MODULE_PARM_DESC(test_trust_notices, "Test builds only: deliver a peer's UNREACHABLE to the endpoint it names, unchecked (the rule before issue 28, which the pair stage shows failing)");
 #endif
 
 DEFINE_SPINLOCK(clanq_v_lock);
@@ -99,7 +130,7 @@ static int clanq_v_send_oob(struct clanq_nic *src, const struct clanq_addr *dst,
 		err = PTR_ERR(conn);
 		goto out;
 	}
-	err = clanq_vconn_send(conn, CLANQ_WMSG_OOB, dst, msg, true);
+	err = clanq_vconn_send(conn, CLANQ_WMSG_OOB, dst, msg, 0, true);
 	if (!err)
 		atomic64_inc(&peer->oob_sent);
 	clanq_vconn_put(conn);
@@ -331,6 +362,7 @@ static void __exit clanq_verbs_exit(void)
 	/* nobody routes through us now (and nobody holds us: we are unloading) */
 	WRITE_ONCE(clanq_v_unloading, true);
 	clanq_wire_unregister(&clanq_v_wire);
+	clanq_vhostile_stop();
 	rdma_destroy_id(clanq_v_listener);
 	clanq_vconn_kill_where(clanq_v_any, NULL, -ECONNABORTED);
 	for (i = 0; (nic = clanq_nic_by_index(i)); i++) {

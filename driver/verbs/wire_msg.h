@@ -30,8 +30,9 @@
 /*
  * 2: GRANT's flags (was padding): atomics, the export's immediate slot;
  * READ, atomics and WRITE_WITH_IMM on the wire (issue 26)
+ * 3: an OOB message's seq, which its UNREACHABLE echoes (issue 28)
  */
-#define CLANQ_WMSG_VERSION	2
+#define CLANQ_WMSG_VERSION	3
 
 /* Message types */
 #define CLANQ_WMSG_OOB		1	/* an OOB message for dst_node:dst_id */
@@ -93,11 +94,19 @@ struct clanq_wmsg_hdr {
 	__le32 dst_node;
 } __packed;
 
+/*
+ * An OOB message, or one coming back (UNREACHABLE). @seq is the sending
+ * connection's count of the OOB messages it carried: the UNREACHABLE
+ * echoes it, and the sender takes a notice only for a message of its
+ * own it remembers by that seq (verbs_post.c), never on the word of the
+ * fields a peer could write.
+ */
 struct clanq_wmsg_oob {
 	__le32 dst_id;
 	__le32 src_id;
 	__le32 type;
 	__le32 len;		/* payload bytes; only those are sent */
+	__le32 seq;
 	u8 payload[CLANQ_OOB_PAYLOAD];
 } __packed;
 
@@ -145,6 +154,7 @@ struct clanq_wmsg {
 	u32 src_node;
 	u32 dst_node;
 	u32 dst_id;
+	u32 seq;			/* OOB, UNREACHABLE */
 	struct clanq_oob_msg oob;	/* OOB, UNREACHABLE: src = { src_node, src_id } */
 	struct clanq_wmsg_rgn rgn;	/* IMPORT ... REVOKED */
 };
@@ -182,11 +192,12 @@ static inline int clanq_whello_get(const void *buf, size_t len, u32 *src_node,
  * clanq_wmsg_put_oob() - encode an OOB message (or, with @type
  * CLANQ_WMSG_UNREACHABLE, one coming back) into @buf, which has
  * CLANQ_WMSG_MAX bytes. @msg->src names the sending endpoint, @dst the
- * one it is for. Return: the bytes to send.
+ * one it is for, @seq the message (an UNREACHABLE: the one it answers).
+ * Return: the bytes to send.
  */
 static inline size_t clanq_wmsg_put_oob(void *buf, u8 type,
 					const struct clanq_addr *dst,
-					const struct clanq_oob_msg *msg)
+					const struct clanq_oob_msg *msg, u32 seq)
 {
 	struct clanq_wmsg_hdr *h = buf;
 	struct clanq_wmsg_oob *o = (struct clanq_wmsg_oob *)(h + 1);
@@ -203,6 +214,7 @@ static inline size_t clanq_wmsg_put_oob(void *buf, u8 type,
 	o->src_id = cpu_to_le32(msg->src.id);
 	o->type = cpu_to_le32(msg->type);
 	o->len = cpu_to_le32(plen);
+	o->seq = cpu_to_le32(seq);
 	memcpy(o->payload, msg->payload, plen);
 	return sizeof(*h) + body;
 }
@@ -350,6 +362,7 @@ static inline int clanq_wmsg_get(const void *buf, size_t len, struct clanq_wmsg 
 	    body != offsetof(struct clanq_wmsg_oob, payload) + plen)
 		return -EBADMSG;
 	m->dst_id = le32_to_cpu(o->dst_id);
+	m->seq = le32_to_cpu(o->seq);
 	m->oob.type = le32_to_cpu(o->type);
 	if (m->type == CLANQ_WMSG_OOB && (m->oob.type & CLANQ_OOB_NOTICE))
 		return -EBADMSG;

@@ -8,6 +8,7 @@
  */
 #include <kunit/test.h>
 #include <linux/module.h>
+#include <linux/prandom.h>
 #include <linux/random.h>
 
 #include "../driver/clanq_drv.h"
@@ -39,7 +40,7 @@ static void oob_round_trips(struct kunit *test)
 	for (len = 0; len <= CLANQ_OOB_PAYLOAD; len++) {
 		oob_msg_fill(&m, len);
 		memset(buf, 0xee, sizeof(buf));
-		n = clanq_wmsg_put_oob(buf, CLANQ_WMSG_OOB, &dst, &m);
+		n = clanq_wmsg_put_oob(buf, CLANQ_WMSG_OOB, &dst, &m, len * 7);
 		/* only the payload's bytes travel */
 		KUNIT_EXPECT_EQ(test, n, sizeof(struct clanq_wmsg_hdr) +
 				offsetof(struct clanq_wmsg_oob, payload) + len);
@@ -48,6 +49,7 @@ static void oob_round_trips(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, d.src_node, 7u);
 		KUNIT_EXPECT_EQ(test, d.dst_node, 0x20u);
 		KUNIT_EXPECT_EQ(test, d.dst_id, 0x33u);
+		KUNIT_EXPECT_EQ(test, d.seq, len * 7);
 		/* the whole decoded message, zero beyond len, equals the sent one */
 		KUNIT_EXPECT_MEMEQ(test, &d.oob, &m, sizeof(m));
 	}
@@ -63,7 +65,7 @@ static void truncated_and_padded_messages_are_refused(struct kunit *test)
 	size_t n, cut;
 
 	oob_msg_fill(&m, 20);
-	n = clanq_wmsg_put_oob(buf, CLANQ_WMSG_OOB, &dst, &m);
+	n = clanq_wmsg_put_oob(buf, CLANQ_WMSG_OOB, &dst, &m, 1);
 	for (cut = 0; cut < n; cut++)
 		KUNIT_EXPECT_LT_MSG(test, clanq_wmsg_get(buf, cut, &d), 0,
 				    "%zu of %zu bytes decoded", cut, n);
@@ -83,7 +85,7 @@ static void bad_fields_are_refused(struct kunit *test)
 	size_t n;
 
 	oob_msg_fill(&m, 8);
-	n = clanq_wmsg_put_oob(good, CLANQ_WMSG_OOB, &dst, &m);
+	n = clanq_wmsg_put_oob(good, CLANQ_WMSG_OOB, &dst, &m, 2);
 
 #define REFUSED(err, change) do {					\
 		memcpy(buf, good, n);					\
@@ -278,6 +280,160 @@ static void random_bytes_decode_within_bounds(struct kunit *test)
 	kunit_info(test, "%u of 20000 random messages decoded", ok);
 }
 
+/*
+ * Every valid encoding of every type, mutated as a peer could: bits
+ * flipped, bytes or whole fields replaced (0, all ones, a random value,
+ * at any offset), cut short, extended, its header's length made to fit
+ * the new size or not; 3,000 of each, from a fixed seed so that a
+ * failure comes back. Whatever comes out is refused with the errno the
+ * decoder documents for what was wrong (-EPROTO: not our header;
+ * -EBADMSG: ours, malformed), or decodes within bounds, and an OOB
+ * message or UNREACHABLE that decodes says exactly the bytes it came
+ * in: it encodes back to them.
+ */
+#define MUTATIONS	3000
+
+static bool header_ours(const u8 *buf, size_t len)
+{
+	const struct clanq_wmsg_hdr *h = (const struct clanq_wmsg_hdr *)buf;
+
+	return len >= sizeof(*h) && len <= CLANQ_WMSG_MAX &&
+	       le32_to_cpu(h->magic) == CLANQ_WMSG_MAGIC &&
+	       h->version == CLANQ_WMSG_VERSION &&
+	       le16_to_cpu(h->len) == len - sizeof(*h);
+}
+
+static size_t mutate(struct rnd_state *rs, u8 *buf, size_t n)
+{
+	struct clanq_wmsg_hdr *h = (struct clanq_wmsg_hdr *)buf;
+	u32 i, k, at, v;
+
+	switch (prandom_u32_state(rs) % 7) {
+	case 0:		/* a bit */
+		at = prandom_u32_state(rs) % n;
+		buf[at] ^= 1 << (prandom_u32_state(rs) % 8);
+		break;
+	case 1:		/* up to 4 bytes */
+		k = 1 + prandom_u32_state(rs) % 4;
+		for (i = 0; i < k; i++)
+			buf[prandom_u32_state(rs) % n] = prandom_u32_state(rs);
+		break;
+	case 2:		/* a field's worth: 0, all ones, random, at any offset */
+		k = 1 << (prandom_u32_state(rs) % 4);	/* 1, 2, 4 or 8 bytes */
+		at = prandom_u32_state(rs) % n;
+		v = prandom_u32_state(rs) % 3;
+		for (i = 0; i < k && at + i < n; i++)
+			buf[at + i] = v == 0 ? 0 : v == 1 ? 0xff : prandom_u32_state(rs);
+		break;
+	case 3:		/* cut short, the header's length as it was */
+		n = prandom_u32_state(rs) % n;
+		break;
+	case 4:		/* cut short or extended, the header's length made to fit */
+	case 5:
+		k = n;
+		n = prandom_u32_state(rs) % (CLANQ_WMSG_MAX + 9);
+		for (i = k; i < n; i++)
+			buf[i] = prandom_u32_state(rs);
+		if (n >= sizeof(*h))
+			h->len = cpu_to_le16(n - sizeof(*h));
+		break;
+	default:	/* a payload length, and the length to fit it */
+		if (n < sizeof(*h) + offsetof(struct clanq_wmsg_oob, payload))
+			break;
+		v = prandom_u32_state(rs) % (CLANQ_OOB_PAYLOAD + 3);
+		((struct clanq_wmsg_oob *)(h + 1))->len = cpu_to_le32(v);
+		n = sizeof(*h) + offsetof(struct clanq_wmsg_oob, payload) +
+		    min_t(u32, v, CLANQ_OOB_PAYLOAD);
+		h->len = cpu_to_le16(n - sizeof(*h));
+		break;
+	}
+	return n;
+}
+
+static void mutated_valid_messages_decode_within_bounds(struct kunit *test)
+{
+	static const u32 oob_lens[] = { 0, 1, 20, CLANQ_OOB_PAYLOAD };
+	static const u8 rgn_types[] = {
+		CLANQ_WMSG_IMPORT, CLANQ_WMSG_GRANT, CLANQ_WMSG_REFUSE,
+		CLANQ_WMSG_WROTE, CLANQ_WMSG_REVOKED,
+	};
+	struct clanq_wmsg_rgn q = { .id = 5, .req = 77, .key = 0x1122334455667788ull,
+				    .off = 4095, .len = 9, .err = -EACCES };
+	struct clanq_addr dst = { .node = 0x20, .id = 0x33 };
+	u8 *good = kunit_kzalloc(test, CLANQ_WMSG_MAX, GFP_KERNEL);
+	u8 *buf = kunit_kzalloc(test, CLANQ_WMSG_MAX + 8, GFP_KERNEL);
+	u8 *again = kunit_kzalloc(test, CLANQ_WMSG_MAX, GFP_KERNEL);
+	unsigned int v, valid, ok = 0, proto = 0, badmsg = 0;
+	struct clanq_oob_msg m;
+	struct rnd_state rs;
+	struct clanq_wmsg d;
+	size_t n, len;
+	int err;
+
+	KUNIT_ASSERT_TRUE(test, good && buf && again);
+	prandom_seed_state(&rs, 0x28072026ull);
+	/* OOB and UNREACHABLE of 4 payload lengths, then each region type */
+	for (valid = 0; valid < 8 + ARRAY_SIZE(rgn_types); valid++) {
+		if (valid < 8) {
+			oob_msg_fill(&m, oob_lens[valid % 4]);
+			n = clanq_wmsg_put_oob(good, valid < 4 ? CLANQ_WMSG_OOB :
+					       CLANQ_WMSG_UNREACHABLE, &dst, &m, 0x5e91);
+		} else {
+			u8 t = rgn_types[valid - 8];
+
+			n = region_put(good, t, t == CLANQ_WMSG_GRANT ? &grant : &q);
+		}
+		KUNIT_ASSERT_EQ(test, clanq_wmsg_get(good, n, &d), 0);
+		for (v = 0; v < MUTATIONS; v++) {
+			memcpy(buf, good, n);
+			len = mutate(&rs, buf, n);
+			err = clanq_wmsg_get(buf, len, &d);
+			if (!header_ours(buf, len)) {
+				KUNIT_ASSERT_EQ_MSG(test, err, -EPROTO,
+						    "message %u, mutation %u: %zu bytes",
+						    valid, v, len);
+				proto++;
+				continue;
+			}
+			if (err) {
+				KUNIT_ASSERT_EQ_MSG(test, err, -EBADMSG,
+						    "message %u, mutation %u", valid, v);
+				badmsg++;
+				continue;
+			}
+			ok++;
+			KUNIT_ASSERT_EQ(test, d.src_node,
+					le32_to_cpu(((struct clanq_wmsg_hdr *)buf)->src_node));
+			if (d.type >= CLANQ_WMSG_IMPORT) {
+				region_within_bounds(test, &d);
+				continue;
+			}
+			KUNIT_ASSERT_TRUE(test, d.type == CLANQ_WMSG_OOB ||
+					  d.type == CLANQ_WMSG_UNREACHABLE);
+			KUNIT_ASSERT_LE(test, d.oob.len, CLANQ_OOB_PAYLOAD);
+			KUNIT_ASSERT_EQ(test, d.oob.src.node, d.src_node);
+			KUNIT_ASSERT_FALSE(test, d.type == CLANQ_WMSG_OOB &&
+					   (d.oob.type & CLANQ_OOB_NOTICE));
+			KUNIT_ASSERT_TRUE(test, !memchr_inv(d.oob.payload + d.oob.len, 0,
+							    CLANQ_OOB_PAYLOAD - d.oob.len));
+			/* nothing it said was lost or made up */
+			dst.node = d.dst_node;
+			dst.id = d.dst_id;
+			KUNIT_ASSERT_EQ_MSG(test, clanq_wmsg_put_oob(again, d.type, &dst,
+								     &d.oob, d.seq), len,
+					    "message %u, mutation %u", valid, v);
+			KUNIT_ASSERT_MEMEQ_MSG(test, again, buf, len,
+					       "message %u, mutation %u", valid, v);
+		}
+	}
+	kunit_info(test, "%u mutations: %u decoded, %u refused -EPROTO, %u -EBADMSG",
+		   valid * MUTATIONS, ok, proto, badmsg);
+	/* each outcome was reached: the checks above ran */
+	KUNIT_EXPECT_GT(test, ok, 1000u);
+	KUNIT_EXPECT_GT(test, proto, 1000u);
+	KUNIT_EXPECT_GT(test, badmsg, 1000u);
+}
+
 /* The connection request's hello: ours, padded (RoCE pads), or refused. */
 static void hello_round_trips_and_garbage_is_refused(struct kunit *test)
 {
@@ -333,6 +489,7 @@ static struct kunit_case clanq_wire_msg_cases[] = {
 	KUNIT_CASE(region_messages_round_trip),
 	KUNIT_CASE(bad_region_fields_are_refused),
 	KUNIT_CASE(random_bytes_decode_within_bounds),
+	KUNIT_CASE(mutated_valid_messages_decode_within_bounds),
 	KUNIT_CASE(hello_round_trips_and_garbage_is_refused),
 	KUNIT_CASE(write_immediates_round_trip),
 	{}

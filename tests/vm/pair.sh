@@ -45,6 +45,20 @@
 #                 one and fails in bounded time, while RDMA among a's own
 #                 processes keeps its latency (the engine never waits for
 #                 a peer); then b hears again and traffic reconnects
+#   verbs-hostile b attacks (clanq_verbs test_forge, a knob of the debug
+#                 build, verbs_hostile.c): forged UNREACHABLEs naming a's
+#                 endpoints and messages, OOB messages with forged nodes
+#                 and types, malformed messages, region messages for what
+#                 does not exist; meanwhile a's OOB and RDMA round trips
+#                 with b and RDMA within a keep their data, RDMA under
+#                 2 s each, echoes (b's service shares the attacker's
+#                 vCPU) within 5 s (max and p99 beside idle ones), no
+#                 forgery reaches an endpoint, true notices come once, the
+#                 connection survives, a's clanq_verbs counters show the
+#                 drops
+#   verbs-hostile-unchecked  the same with a's check off (test_trust_notices,
+#                 the rule before issue 28): it must fail, forged notices
+#                 reaching a's endpoints
 #   verbs-device-gone  a deletes its RDMA device under a live connection:
 #                 errors, then with the device back a new connection
 #   verbs-die     a tells b to die and keeps sending; b powers off on
@@ -464,6 +478,22 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		RDMADEV=$rdev test_verbs || failed=$((failed + 1))
 		step verbs-reconnect test_verbs reconnect
 		step verbs-deaf test_verbs deaf
+		step verbs-hostile test_verbs hostile
+		# the same attack on the old rule (a's test_trust_notices): the
+		# step above must be able to fail, and does, every run
+		trust=/sys/module/clanq_verbs/parameters/test_trust_notices
+		if [ -w $trust ]; then
+			echo Y > $trust
+			test_verbs hostile > $t/unchecked 2>&1
+			rc=$?
+			echo N > $trust
+			cat $t/unchecked
+			if [ $rc != 0 ] && grep -q "forged notice reached" $t/unchecked; then
+				ok "verbs-hostile-unchecked"
+			else
+				bad "verbs-hostile-unchecked" "on the old rule the forgeries reached nobody (exit $rc)"
+			fi
+		fi
 		RDMADEV=$rdev RDMATYPE=${rdev%0} NETDEV=$netdev \
 			step verbs-device-gone test_verbs device-gone
 		step verbs-survivor test_verbs survivor
