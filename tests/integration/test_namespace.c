@@ -84,7 +84,8 @@ static int put_file(const char *path, const char *what)
  * In a child: a container of kernel uid @kuid with a network namespace
  * of its own, and with @userns a user namespace of its own too, in which
  * it is root (uid 0, every capability of that namespace). Returns
- * -EINVAL if the kernel has no user namespaces.
+ * -errno if the kernel makes no user namespace (-EINVAL without
+ * CONFIG_USER_NS).
  */
 static int enter_container(uid_t kuid, bool userns)
 {
@@ -270,6 +271,21 @@ static void containers_reach_each_other_and_the_host(void **state)
 #define USER_BYTES	(4ul << 20)
 #define NO_USERNS	77
 
+/* max_user_bytes as it was, put back whatever a case did (0: untouched) */
+static unsigned long saved_user_bytes;
+
+static int restore_params(void **state)
+{
+	char v[32];
+
+	if (saved_user_bytes) {
+		snprintf(v, sizeof(v), "%lu\n", saved_user_bytes);
+		put_file("/sys/module/clanq/parameters/max_user_bytes", v);
+		saved_user_bytes = 0;
+	}
+	return itest_teardown(state);
+}
+
 struct root_sh {
 	uint32_t regions;	/* what container A got under max_user_bytes */
 	uint32_t holding;	/* A holds them */
@@ -287,8 +303,12 @@ static void container_root(void *arg)
 	unsigned int i;
 	int err = 0;
 
-	if (enter_container(KUID_A, true) == -EINVAL)
+	err = enter_container(KUID_A, true);
+	if (err) {
+		printf("no user namespace: %s\n", strerror(-err));
+		fflush(stdout);
 		_exit(NO_USERNS);
+	}
 	CHILD_CHECK_INT(clanq_open_nic(&dev, 0), 0);
 	/* root here, nobody to the NIC */
 	CHILD_CHECK_INT(clanq_peer_add(&dev, 9, htonl(0x7f000001), 0), -EPERM);
@@ -329,12 +349,12 @@ static void other_container(void *arg)
 static void a_containers_root_is_nobody_to_the_nic(void **state)
 {
 	struct root_sh *sh = shared_alloc(sizeof(*sh));
-	unsigned long saved = itest_param("max_user_bytes");
 	uint64_t end = clanq_now_ns() + TIMEOUT;
 	int status;
 	pid_t a;
 
 	(void)state;
+	saved_user_bytes = itest_param("max_user_bytes");
 	itest_param_set("max_user_bytes", USER_BYTES);
 	a = itest_fork(container_root, sh);
 	assert_true(a > 0);
@@ -346,7 +366,6 @@ static void a_containers_root_is_nobody_to_the_nic(void **state)
 	}
 	if (!__atomic_load_n(&sh->holding, __ATOMIC_ACQUIRE)) {
 		status = itest_wait(a, TIMEOUT);
-		itest_param_set("max_user_bytes", saved);
 		if (WIFEXITED(status) && WEXITSTATUS(status) == NO_USERNS)
 			skip();		/* CONFIG_USER_NS=n */
 		fail_msg("container root: status %#x", status);
@@ -360,7 +379,6 @@ static void a_containers_root_is_nobody_to_the_nic(void **state)
 					      TIMEOUT), "another kernel uid"));
 	__atomic_store_n(&sh->release, 1, __ATOMIC_RELEASE);
 	assert_true(itest_status_ok(itest_wait(a, TIMEOUT), "container root"));
-	itest_param_set("max_user_bytes", saved);
 	munmap(sh, sizeof(*sh));
 }
 
@@ -379,6 +397,7 @@ struct cg_sh {
 	int32_t err;		/* the refusal */
 	uint32_t holding;
 	uint32_t release;
+	char why[CLANQ_ERR_MAX];	/* the driver's note on the refusal */
 };
 
 static unsigned long cg_read(const char *file, const char *key)
@@ -428,6 +447,7 @@ static void cg_container(void *arg)
 	}
 	sh->got = i;
 	sh->err = err;
+	clanq_last_error(&dev, sh->why, sizeof(sh->why));
 	__atomic_store_n(&sh->holding, 1, __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&sh->release, __ATOMIC_ACQUIRE))
 		;
@@ -451,6 +471,10 @@ static void a_memory_cgroup_pays_and_bounds(void **state)
 	int status;
 
 	(void)state;
+	/* the budgets allow all CG_REGIONS: only the cgroup can refuse */
+	assert_true(itest_param("max_ctx_bytes") >= (CG_REGIONS + 1ul) << 20);
+	saved_user_bytes = itest_param("max_user_bytes");
+	itest_param_set("max_user_bytes", 1ul << 30);
 	mkdir("/tmp", 0755);
 	mkdir(CG_ROOT, 0755);
 	assert_int_equal(mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL), 0);
@@ -474,10 +498,11 @@ static void a_memory_cgroup_pays_and_bounds(void **state)
 
 	if (__atomic_load_n(&sh->holding, __ATOMIC_ACQUIRE)) {
 		current = cg_read("memory.current", NULL);
-		printf("container: %u regions of 1 MiB, then %d; memory.current %lu\n",
-		       sh->got, sh->err, current);
+		printf("container: %u regions of 1 MiB, then %d (\"%s\"); memory.current %lu\n",
+		       sh->got, sh->err, sh->why, current);
 		/* refused at the bound, and what it got is charged here */
 		assert_int_equal(sh->err, -ENOMEM);
+		assert_null(strstr(sh->why, "max_"));
 		assert_true(sh->got < CG_MAX >> 20);
 		assert_true(current >= (unsigned long)sh->got << 20);
 		__atomic_store_n(&sh->release, 1, __ATOMIC_RELEASE);
@@ -506,9 +531,9 @@ int main(void)
 		cmocka_unit_test_teardown(containers_reach_each_other_and_the_host,
 					  itest_teardown),
 		cmocka_unit_test_teardown(a_containers_root_is_nobody_to_the_nic,
-					  itest_teardown),
+					  restore_params),
 		cmocka_unit_test_teardown(a_memory_cgroup_pays_and_bounds,
-					  itest_teardown),
+					  restore_params),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
