@@ -533,9 +533,12 @@ err_teardown:
 int clanq_connect(struct clanq_net *net, struct clanq_conn **cp, uint32_t node,
 		  unsigned int service, const struct clanq_conn_opts *opts)
 {
-	struct clanq_conn *c = calloc(1, sizeof(*c));
+	struct clanq_conn *c;
 	int err;
 
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	err = clanq_conn_connect(net, c, node, service, opts);
@@ -558,6 +561,8 @@ int clanq_accept(struct clanq_listener *l, struct clanq_conn **cp,
 
 	if ((opts && (opts->flags & ~CLANQ_CONN_RDMA_ONLY)) || !l->backlog)
 		return -EINVAL;
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	deadline = timeout_ns < 0 ? ~0ull : clanq_now_ns() + (uint64_t)timeout_ns;
 	for (;;) {
 		clanq_listener_intake(l);
@@ -589,7 +594,8 @@ int clanq_conn_close(struct clanq_conn *c)
 	if (!c)
 		return -EINVAL;
 	net = c->net;
-	if (c->state == CLANQ_CONN_OPEN)
+	/* inherited: only the child's copies go, the parent's peer hears nothing */
+	if (c->state == CLANQ_CONN_OPEN && !clanq_inherited(net->ep.fd))
 		(void)clanq_conn_write_fin(c);
 	if (c->state != CLANQ_CONN_CONNECTING && !c->connect_failed)
 		net->stats.conns_closed++;

@@ -14,10 +14,12 @@
 
 #include <clanq/admin.h>
 
+#include "fork.h"
+
 static int clanq_ioc_query(const struct clanq_dev *dev, struct clanq_ioc_query *q)
 {
 	memset(q, 0, sizeof(*q));
-	if (ioctl(dev->fd, CLANQ_IOC_QUERY, q) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_QUERY, q) < 0)
 		return -errno;
 	return 0;
 }
@@ -46,10 +48,14 @@ int clanq_open(struct clanq_dev *dev, const char *path)
 	if (fd < 0)
 		return -errno;
 	dev->fd = fd;
-	err = clanq_ioc_query(dev, &q);
+	/* tracked first: the query must not take it for an inherited one */
+	err = clanq_fork_track(fd);
+	if (!err)
+		err = clanq_ioc_query(dev, &q);
 	if (!err && q.abi_version != CLANQ_ABI_VERSION)
 		err = -EPROTO;
 	if (err) {
+		clanq_fork_untrack(fd);
 		close(fd);
 		dev->fd = -1;
 		return err;
@@ -72,6 +78,7 @@ int clanq_close(struct clanq_dev *dev)
 	int fd = dev->fd;
 
 	dev->fd = -1;
+	clanq_fork_untrack(fd);
 	if (fd >= 0 && close(fd) < 0)
 		return -errno;
 	return 0;
@@ -95,7 +102,14 @@ int clanq_last_error(const struct clanq_dev *dev, char *buf, size_t len)
 	memset(&e, 0, sizeof(e));
 	if (len)
 		buf[0] = '\0';
-	if (!dev || dev->fd < 0 || ioctl(dev->fd, CLANQ_IOC_LAST_ERROR, &e) < 0) {
+	if (dev && clanq_inherited(dev->fd)) {
+		/* the parent's notes are the parent's */
+		if (len)
+			snprintf(buf, len, "this context was opened before fork(): "
+				 "it is the parent's; the child must open its own");
+		return -CLANQ_FORK_ERR;
+	}
+	if (!dev || dev->fd < 0 || clanq_ioctl(dev->fd, CLANQ_IOC_LAST_ERROR, &e) < 0) {
 		errno = saved;
 		return 0;
 	}
@@ -165,7 +179,7 @@ int clanq_ep_stats(const struct clanq_dev *dev, struct clanq_ep_stat *recs,
 	a.buf = (uintptr_t)recs;
 	a.count = count;
 	a.skip = skip;
-	if (ioctl(dev->fd, CLANQ_IOC_EP_STATS, &a) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_EP_STATS, &a) < 0)
 		return -errno;
 	if (total)
 		*total = a.total;

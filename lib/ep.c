@@ -11,6 +11,8 @@
 
 #include <clanq.h>
 
+#include "fork.h"
+
 int clanq_ep_create(struct clanq_dev *dev, struct clanq_ep *ep,
 		    unsigned int oob_slots)
 {
@@ -44,7 +46,7 @@ int clanq_ep_create_flags(struct clanq_dev *dev, struct clanq_ep *ep,
 		c.flags |= CLANQ_EP_SERVICE;
 		c.addr.id = attr->service;
 	}
-	if (ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_EP_CREATE, &c) < 0)
 		return -errno;
 	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   dev->fd, (off_t)c.mmap_offset);
@@ -87,7 +89,7 @@ int clanq_ep_create_flags(struct clanq_dev *dev, struct clanq_ep *ep,
 destroy:
 	memset(&d, 0, sizeof(d));
 	d.id = c.addr.id;
-	ioctl(dev->fd, CLANQ_IOC_EP_DESTROY, &d);
+	clanq_ioctl(dev->fd, CLANQ_IOC_EP_DESTROY, &d);
 	return err;
 }
 
@@ -98,7 +100,7 @@ int clanq_ep_destroy(struct clanq_ep *ep)
 
 	memset(&d, 0, sizeof(d));
 	d.id = ep->addr.id;
-	if (ioctl(ep->fd, CLANQ_IOC_EP_DESTROY, &d) < 0)
+	if (clanq_ioctl(ep->fd, CLANQ_IOC_EP_DESTROY, &d) < 0)
 		err = -errno;
 	if (ep->seg)
 		munmap(ep->seg, ep->seg_size);
@@ -120,7 +122,7 @@ int clanq_oob_send(struct clanq_ep *ep, struct clanq_addr dst, uint32_t type,
 	s.len = (uint32_t)len;
 	if (len)
 		memcpy(s.payload, payload, len);
-	if (ioctl(ep->fd, CLANQ_IOC_OOB_SEND, &s) < 0)
+	if (clanq_ioctl(ep->fd, CLANQ_IOC_OOB_SEND, &s) < 0)
 		return -errno;
 	return 0;
 }
@@ -131,7 +133,7 @@ int clanq_rdma_kick(struct clanq_ep *ep)
 
 	memset(&k, 0, sizeof(k));
 	k.ep = ep->addr.id;
-	if (ioctl(ep->fd, CLANQ_IOC_RDMA_KICK, &k) < 0)
+	if (clanq_ioctl(ep->fd, CLANQ_IOC_RDMA_KICK, &k) < 0)
 		return -errno;
 	return 0;
 }

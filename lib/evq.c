@@ -12,6 +12,8 @@
 
 #include <clanq.h>
 
+#include "fork.h"
+
 int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 		     unsigned int max_regs)
 {
@@ -21,7 +23,7 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 
 	memset(&c, 0, sizeof(c));
 	c.max_regs = max_regs;
-	if (ioctl(dev->fd, CLANQ_IOC_EVQ_CREATE, &c) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_EVQ_CREATE, &c) < 0)
 		return -errno;
 	seg = mmap(NULL, c.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		   c.fd, 0);
@@ -39,6 +41,12 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 		close(c.fd);
 		return -EPROTO;
 	}
+	err = clanq_fork_track(c.fd);
+	if (err) {
+		munmap(seg, c.mmap_size);
+		close(c.fd);
+		return err;
+	}
 	evq->fd = c.fd;
 	evq->seg = seg;
 	evq->seg_size = c.mmap_size;
@@ -55,6 +63,7 @@ int clanq_evq_destroy(struct clanq_evq *evq)
 	if (evq->seg)
 		munmap(evq->seg, evq->seg_size);
 	evq->seg = NULL;
+	clanq_fork_untrack(evq->fd);
 	if (evq->fd >= 0 && close(evq->fd) < 0)
 		err = -errno;
 	evq->fd = -1;
@@ -70,7 +79,7 @@ int clanq_evq_register(struct clanq_evq *evq, const struct clanq_ep *ep,
 	r.ep = ep->addr.id;
 	r.events = mask;
 	r.cookie = cookie;
-	if (ioctl(evq->fd, CLANQ_IOC_EVQ_REGISTER, &r) < 0)
+	if (clanq_ioctl(evq->fd, CLANQ_IOC_EVQ_REGISTER, &r) < 0)
 		return -errno;
 	return (int)r.reg;
 }
@@ -83,7 +92,7 @@ int clanq_evq_unregister(struct clanq_evq *evq, int reg)
 		return -EINVAL;
 	memset(&r, 0, sizeof(r));
 	r.reg = (uint32_t)reg;
-	if (ioctl(evq->fd, CLANQ_IOC_EVQ_UNREGISTER, &r) < 0)
+	if (clanq_ioctl(evq->fd, CLANQ_IOC_EVQ_UNREGISTER, &r) < 0)
 		return -errno;
 	return 0;
 }
@@ -102,6 +111,9 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 	uint64_t start = clanq_now_ns(), now = start, deadline;
 	struct clanq_ioc_evq_wait w;
 
+	/* an inherited ring reads empty: say why rather than time out */
+	if (clanq_inherited(evq->fd))
+		return -CLANQ_FORK_ERR;
 	deadline = timeout_ns < 0 ? ~0ull : start + (uint64_t)timeout_ns;
 	for (;;) {
 		if (!clanq_evq_poll(evq, ev))
@@ -116,7 +128,7 @@ int clanq_evq_wait(struct clanq_evq *evq, struct clanq_event *ev,
 		memset(&w, 0, sizeof(w));
 		w.read_i = evq->ring.own;
 		w.timeout_ns = timeout_ns < 0 ? ~0ull : deadline - now;
-		if (ioctl(evq->fd, CLANQ_IOC_EVQ_WAIT, &w) < 0) {
+		if (clanq_ioctl(evq->fd, CLANQ_IOC_EVQ_WAIT, &w) < 0) {
 			if (errno == ETIMEDOUT)
 				return clanq_evq_poll(evq, ev) ? -ETIMEDOUT : 0;
 			return -errno;

@@ -571,6 +571,8 @@ ssize_t clanq_recvv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 
 	if (!c || room < 0 || (flags & ~CLANQ_MSG_DONTWAIT))
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	return clanq_recv_cur(c, &cur, (uint64_t)room, flags);
 }
 
@@ -582,6 +584,8 @@ ssize_t clanq_recv_size(struct clanq_conn *c, unsigned int flags)
 
 	if (!c || (flags & ~CLANQ_MSG_DONTWAIT))
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	err = clanq_conn_wait_msg(c, &h, flags);
 	if (err <= 0)
 		return err;
@@ -619,6 +623,8 @@ ssize_t clanq_recv(struct clanq_conn *c, void *buf, size_t len,
 	uint64_t head = c->rx_head, pos = c->rx_pos, n;
 	struct clanq_rec h;
 
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	if (__builtin_expect(c->state != CLANQ_CONN_OPEN, 0))
 		return clanq_recv_slow(c, buf, len, flags);
 	if (head == c->rx_tail_seen)
@@ -642,8 +648,11 @@ ssize_t clanq_recv_peek(struct clanq_conn *c, const void **data,
 			unsigned int flags)
 {
 	struct clanq_rec h;
-	int err = clanq_conn_wait_msg(c, &h, flags);
+	int err;
 
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
+	err = clanq_conn_wait_msg(c, &h, flags);
 	if (err <= 0)
 		return err;
 	if (__builtin_expect(h.type != CLANQ_REC_DATA, 0)) {
@@ -969,6 +978,8 @@ int clanq_sendv(struct clanq_conn *c, const struct iovec *iov, int iovcnt,
 
 	if (len <= 0 || (flags & ~CLANQ_MSG_DONTWAIT))
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	if ((uint64_t)len > CLANQ_CONN_MSG_MAX)
 		return -EMSGSIZE;
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
@@ -1069,6 +1080,9 @@ clanq_send_slow(struct clanq_conn *c, const void *buf, size_t len, unsigned int 
 int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
 	       unsigned int flags)
 {
+	/* the parent's ring is not this process's to write */
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	if (__builtin_expect(c->state == CLANQ_CONN_OPEN && c->tx.base && len &&
 			     len < c->rdma_threshold && !c->tx_rdma_tail &&
 			     !c->fin_seen && !c->peer_gone &&

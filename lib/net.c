@@ -345,6 +345,8 @@ void clanq_net_progress(struct clanq_net *net)
 {
 	struct clanq_listener *l;
 
+	if (clanq_inherited(net->ep.fd))
+		return;
 	clanq_net_drain_oob(net);
 	clanq_net_take_fired(net);
 	clanq_net_drain_rdma(net);
@@ -540,6 +542,8 @@ int clanq_listen_attr(struct clanq_net *net, struct clanq_listener **lp,
 
 	if (attr && (attr->reserved[0] | attr->reserved[1]))
 		return -EINVAL;
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -915,7 +919,7 @@ static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *
 	w.arms = (uint64_t)(uintptr_t)net->arms;
 	w.nr_arms = net->nr_arms;
 	net->stats.blocks++;
-	err = ioctl(net->evq.fd, CLANQ_IOC_EVQ_WAIT, &w) < 0 ? -errno : 0;
+	err = clanq_ioctl(net->evq.fd, CLANQ_IOC_EVQ_WAIT, &w) < 0 ? -errno : 0;
 	if (err && err != -ETIMEDOUT && err != -EINTR) {
 		/*
 		 * Refused before it armed anything. A driver that does not
@@ -962,6 +966,8 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 
 	if (!max)
 		return -EINVAL;
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	deadline = timeout_ns < 0 ? ~0ull : start + (uint64_t)timeout_ns;
 	for (;;) {
 		n = clanq_net_scan(net, evs, max);
@@ -1007,6 +1013,8 @@ int clanq_conn_want(struct clanq_conn *c, uint32_t what)
 
 	if (what & ~(CLANQ_NET_IN | CLANQ_NET_OUT))
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	more = what & ~c->interest;
 	c->interest = what;
 	/*

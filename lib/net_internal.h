@@ -8,6 +8,8 @@
 
 #include <clanq/net.h>
 
+#include "fork.h"
+
 #include "ring.h"
 
 /*

@@ -11,6 +11,8 @@
 
 #include <clanq.h>
 
+#include "fork.h"
+
 static int clanq_region_create(struct clanq_dev *dev, struct clanq_region *r,
 			       struct clanq_ioc_region_create *c)
 {
@@ -18,7 +20,7 @@ static int clanq_region_create(struct clanq_dev *dev, struct clanq_region *r,
 	void *mem = (void *)(uintptr_t)c->addr;
 	int err;
 
-	if (ioctl(dev->fd, CLANQ_IOC_REGION_CREATE, c) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_REGION_CREATE, c) < 0)
 		return -errno;
 	if (c->mmap_size) {
 		mem = mmap(NULL, c->mmap_size, PROT_READ | PROT_WRITE,
@@ -27,7 +29,7 @@ static int clanq_region_create(struct clanq_dev *dev, struct clanq_region *r,
 			err = -errno;
 			memset(&f, 0, sizeof(f));
 			f.id = c->id;
-			ioctl(dev->fd, CLANQ_IOC_REGION_FREE, &f);
+			clanq_ioctl(dev->fd, CLANQ_IOC_REGION_FREE, &f);
 			return err;
 		}
 	}
@@ -69,7 +71,7 @@ int clanq_region_free(struct clanq_region *r)
 
 	memset(&f, 0, sizeof(f));
 	f.id = r->addr.id;
-	if (ioctl(r->fd, CLANQ_IOC_REGION_FREE, &f) < 0)
+	if (clanq_ioctl(r->fd, CLANQ_IOC_REGION_FREE, &f) < 0)
 		err = -errno;
 	if (r->map_size && r->mem)
 		munmap(r->mem, r->map_size);
@@ -85,7 +87,7 @@ int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key)
 	memset(&e, 0, sizeof(e));
 	e.id = r->addr.id;
 	e.rights = rights;
-	if (ioctl(r->fd, CLANQ_IOC_REGION_EXPORT, &e) < 0)
+	if (clanq_ioctl(r->fd, CLANQ_IOC_REGION_EXPORT, &e) < 0)
 		return -errno;
 	*key = e.key;
 	return 0;
@@ -117,7 +119,7 @@ int clanq_ap_import_attr(struct clanq_dev *dev, struct clanq_ap *ap,
 	im.flags = attr->flags;
 	im.notify_ep = attr->notify_ep;
 	im.notify_cookie = attr->notify_cookie;
-	if (ioctl(dev->fd, CLANQ_IOC_AP_IMPORT, &im) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_AP_IMPORT, &im) < 0)
 		return -errno;
 	memset(ap, 0, sizeof(*ap));
 	ap->fd = dev->fd;
@@ -178,7 +180,7 @@ int clanq_ap_flush_armed(struct clanq_ap *ap, uint64_t off, size_t len)
 	f.ap = ap->id;
 	f.off = off;
 	f.len = len;
-	if (ioctl(ap->fd, CLANQ_IOC_AP_FLUSH, &f) < 0)
+	if (clanq_ioctl(ap->fd, CLANQ_IOC_AP_FLUSH, &f) < 0)
 		return -errno;
 	return 0;
 }
@@ -197,7 +199,7 @@ int clanq_ap_close(struct clanq_ap *ap)
 	ap->armed = NULL;
 	memset(&c, 0, sizeof(c));
 	c.id = ap->id;
-	if (ioctl(ap->fd, CLANQ_IOC_AP_CLOSE, &c) < 0)
+	if (clanq_ioctl(ap->fd, CLANQ_IOC_AP_CLOSE, &c) < 0)
 		err = -errno;
 	return err;
 }

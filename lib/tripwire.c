@@ -9,6 +9,8 @@
 
 #include <clanq.h>
 
+#include "fork.h"
+
 int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
 		    const struct clanq_region *r, uint64_t off, uint64_t len,
 		    uint32_t flags)
@@ -21,7 +23,7 @@ int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
 	c.off = off;
 	c.len = len;
 	c.flags = flags;
-	if (ioctl(ep->fd, CLANQ_IOC_TW_CREATE, &c) < 0)
+	if (clanq_ioctl(ep->fd, CLANQ_IOC_TW_CREATE, &c) < 0)
 		return -errno;
 	if (c.bit / 64 >= ep->tw_words)
 		return -EPROTO;		/* the driver described nonsense */
@@ -43,7 +45,7 @@ static int clanq_tw_ctl(struct clanq_tw *tw, unsigned long cmd)
 
 	memset(&t, 0, sizeof(t));
 	t.id = tw->id;
-	if (ioctl(tw->fd, cmd, &t) < 0)
+	if (clanq_ioctl(tw->fd, cmd, &t) < 0)
 		return -errno;
 	return 0;
 }
@@ -96,7 +98,7 @@ static int clanq_tw_block(struct clanq_tw *tw, uint64_t off, uint64_t old,
 		w.flush_off = fl->off;
 		w.flush_len = fl->len;
 	}
-	if (ioctl(tw->fd, CLANQ_IOC_TW_WAIT, &w) == 0) {
+	if (clanq_ioctl(tw->fd, CLANQ_IOC_TW_WAIT, &w) == 0) {
 		fl->ap = NULL;
 		return 0;
 	}
@@ -124,6 +126,8 @@ static int clanq_tw_wait(struct clanq_tw *tw, const uint64_t *addr, uint64_t old
 	unsigned int spins = 0;
 	int err;
 
+	if (clanq_inherited(tw->fd))
+		return -CLANQ_FORK_ERR;
 	if ((const char *)addr < tw->mem || off < tw->off ||
 	    off + sizeof(*addr) > tw->off + tw->len || off % 8)
 		return -EINVAL;
@@ -202,8 +206,11 @@ int clanq_ap_write_wait(struct clanq_ap *ap, uint64_t off, const void *src,
 			uint64_t old, int64_t timeout_ns)
 {
 	struct clanq_tw_flush fl = { NULL, off, len, NULL };
-	int owed = clanq_ap_store(ap, off, src, len);
+	int owed;
 
+	if (clanq_inherited(ap->fd))
+		return -CLANQ_FORK_ERR;
+	owed = clanq_ap_store(ap, off, src, len);
 	if (owed < 0)
 		return owed;
 	if (owed)

@@ -14,6 +14,8 @@
 
 #include <clanq/admin.h>
 
+#include "fork.h"
+
 int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
 		    unsigned int port)
 {
@@ -29,7 +31,7 @@ int clanq_wire_bind(const struct clanq_dev *dev, const char *rdma_dev,
 		memcpy(a.dev, rdma_dev, len);
 	}
 	a.port = port;
-	if (ioctl(dev->fd, CLANQ_IOC_WIRE_BIND, &a) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_WIRE_BIND, &a) < 0)
 		return -errno;
 	return 0;
 }
@@ -44,7 +46,7 @@ static int peer_ioctl(const struct clanq_dev *dev, unsigned long cmd,
 	a.node = node;
 	a.ipv4 = ipv4_be;
 	a.port = port;
-	if (ioctl(dev->fd, cmd, &a) < 0)
+	if (clanq_ioctl(dev->fd, cmd, &a) < 0)
 		return -errno;
 	return 0;
 }
@@ -68,7 +70,7 @@ int clanq_peer_list(const struct clanq_dev *dev, struct clanq_peer_stat *recs,
 	memset(&a, 0, sizeof(a));
 	a.buf = (uintptr_t)recs;
 	a.count = count;
-	if (ioctl(dev->fd, CLANQ_IOC_PEER_LIST, &a) < 0)
+	if (clanq_ioctl(dev->fd, CLANQ_IOC_PEER_LIST, &a) < 0)
 		return -errno;
 	if (total)
 		*total = a.total;

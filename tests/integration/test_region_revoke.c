@@ -95,8 +95,18 @@ static void pio_writer(void *arg)
 	b = fork();
 	CHILD_CHECK(b >= 0);
 	if (b == 0) {
+		/*
+		 * The library wipes what B inherited (clanq(7) FORK): B maps
+		 * the same aperture of the same context itself, raw, so
+		 * that one revocation zaps both processes.
+		 */
+		char *map = mmap(NULL, ap.map_size, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, ap.fd, (off_t)ap.mmap_offset);
+
+		CHILD_CHECK(map != MAP_FAILED);
 		__atomic_store_n(&sh->pid_b, (uint32_t)getpid(), __ATOMIC_RELEASE);
-		pio_store_loop(sh, (volatile uint64_t *)ap.base + PIO_WORDS, 1);
+		pio_store_loop(sh, (volatile uint64_t *)(map + ap.map_delta) +
+			       PIO_WORDS, 1);
 	}
 	pio_store_loop(sh, (volatile uint64_t *)ap.base, 0);
 }
