@@ -110,6 +110,8 @@ int clanq_conn_send_region(struct clanq_conn *c, const struct clanq_region *r,
 	    (rights & ~CLANQ_RIGHTS_ALL) || !len || off > r->size ||
 	    len > r->size - off || r->addr.node != c->net->ep.addr.node)
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;	/* the parent's connection (lib/fork.c) */
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return -ENOTCONN;
 	if (clanq_ring_max_msg(c->tx_cap) < sizeof(w))
@@ -165,6 +167,8 @@ int clanq_conn_recv_region(struct clanq_conn *c, struct clanq_ap *ap,
 
 	if (!c || !ap || (flags & ~(CLANQ_MSG_DONTWAIT | CLANQ_REGION_NOMAP)))
 		return -EINVAL;
+	if (clanq_inherited(c->net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	saved = c->recv_timeout_ns;
 	if (timeout_ns >= 0)
 		c->recv_timeout_ns = timeout_ns;
@@ -237,6 +241,8 @@ int clanq_conn_tw_create(struct clanq_conn *c, struct clanq_conn_tw **twp,
 	if (!c || !twp || !r || (flags & ~CLANQ_TW_FLAGS))
 		return -EINVAL;
 	net = c->net;
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
 	if (c->state == CLANQ_CONN_CONNECTING || !c->rx_hdr)
 		return -ENOTCONN;
 	if (net->nr_conn_tws >= clanq_net_tw_room(net))
