@@ -13,7 +13,9 @@
 #      exec         vm.sh exec (make vm-run): its arguments checked on the
 #                   host, then one short stock-kernel boot running a
 #                   program linked to libclanq.so.2: its output and its
-#                   exit status must come back (tests/vm/exec-test.sh)
+#                   exit status must come back (tests/vm/exec-test.sh);
+#                   then test_namespace whole on the stock kernel (the
+#                   debug kernel has no user namespaces)
 #   5. pkg-vm       the packages (built and installed on this host by the
 #                   pkg stage) in the stock-kernel VM, used as non-root
 #   6. pair         two debug-kernel VMs wired to each other only, Soft-RoCE

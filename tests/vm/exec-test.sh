@@ -8,7 +8,8 @@
 # at the end (where the guest ends a last line that lacks a newline),
 # nothing of the harness's, nor the kernel line the command has the
 # kernel print; and 3 must be vm.sh's status. Results go to
-# $CLANQ_RESULTS as exec/<check>.
+# $CLANQ_RESULTS as exec/<check>. Then test_namespace whole on the stock
+# kernel (its user-namespace case needs CONFIG_USER_NS).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -67,5 +68,32 @@ if cmp -s "$t/want" "$t/got"; then
 else
 	fail "the command's output comes back, and only it" \
 		"$(diff "$t/want" "$t/got" | head -n 10 | tr '\n' '|')"
+fi
+
+# ---- test_namespace on the stock kernel ----
+# The debug kernel has no CONFIG_USER_NS, so the vm stage skips the
+# user-namespace case of test_namespace (a container's root refused the
+# NIC's administration, charged as its kernel uid); Debian's kernel has
+# it: the whole program runs here, and a skip is a failure.
+prog=build/vm/bin/test_namespace
+if ! [ -x "$prog" ]; then
+	fail "namespace" "$prog is not built (the vm stage builds it)"
+else
+	t0=$(date +%s)
+	tests/vm/vm.sh exec "$prog" -- ./test_namespace > "$t/ns" 2> "$t/ns.log"
+	rc=$?
+	echo "   namespace run: $(( $(date +%s) - t0 )) s, status $rc"
+	cases=0
+	while read -r verdict name; do
+		cases=$((cases + 1))
+		case $verdict in
+		OK) pass "namespace/$name" ;;
+		SKIPPED) fail "namespace/$name" "skipped on the stock kernel: $(grep -m1 -i 'skip' "$t/ns" | head -c 200)" ;;
+		*) fail "namespace/$name" "$(grep -B3 -m1 "$name" "$t/ns" | tr '\n' '|' | head -c 300)" ;;
+		esac
+	done < <(sed -n 's/^\[ *\(OK\|FAILED\|SKIPPED\|ERROR\) *\] \([A-Za-z0-9_]*\)$/\1 \2/p' "$t/ns")
+	if [ $cases = 0 ] || [ $rc != 0 ]; then
+		fail "namespace" "status $rc, $cases cases: $(tail -n 5 "$t/ns.log" "$t/ns" | tr '\n' '|' | head -c 400)"
+	fi
 fi
 [ $failed = 0 ]
