@@ -439,6 +439,28 @@ bool itest_wait_comp(struct clanq_ep *ep,
 	return true;
 }
 
+unsigned long itest_read_ul(const char *path, const char *key)
+{
+	size_t klen = key ? strlen(key) : 0;
+	unsigned long v = ~0ul;
+	char line[256];
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!key) {
+			v = strtoul(line, NULL, 10);
+			break;
+		}
+		if (!strncmp(line, key, klen) && line[klen] == ' ') {
+			v = strtoul(line + klen + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
 unsigned int itest_eps_until_refused(struct clanq_dev *dev, struct clanq_ep *eps,
 				     unsigned int max, int *err)
 {
@@ -541,4 +563,24 @@ long long itest_nic_stat(unsigned int nic, const char *key)
 			found = value;
 	fclose(f);
 	return found;
+}
+
+void itest_echo_drain(struct clanq_conn *c, uint32_t *echoed, uint32_t *errors)
+{
+	static __thread uint8_t buf[64 << 10];
+	ssize_t n;
+
+	for (;;) {
+		n = clanq_recv(c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return;
+		if (n > 0 && !clanq_send(c, buf, (size_t)n, 0)) {
+			__atomic_add_fetch(echoed, 1, __ATOMIC_RELEASE);
+			continue;
+		}
+		if (n != 0)
+			__atomic_add_fetch(errors, 1, __ATOMIC_RELEASE);
+		clanq_conn_close(c);
+		return;
+	}
 }

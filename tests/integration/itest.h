@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include <clanq.h>
+#include <clanq/net.h>
 
 #define ITEST_NS_PER_MS		1000000ll
 #define ITEST_NS_PER_S		1000000000ll
@@ -229,7 +230,22 @@ bool itest_wait_comp(struct clanq_ep *ep,
  * Parent-only helpers: they assert, so they exist only where cmocka.h
  * was included first, and never run in a child.
  */
+/*
+ * An echo server's read of c: every message waiting goes back (up to
+ * 64 KiB each); at end of stream or on an error c is closed. *echoed and
+ * *errors count with atomic adds, so that forked workers can keep them
+ * in shared memory. Never blocks.
+ */
+void itest_echo_drain(struct clanq_conn *c, uint32_t *echoed, uint32_t *errors);
+
 #ifdef cmocka_unit_test
+
+/*
+ * The number in the file at path: its first line's (key NULL) or the
+ * one after "key " at the start of a line (/proc, cgroup files); ~0ul
+ * if there is none.
+ */
+unsigned long itest_read_ul(const char *path, const char *key);
 
 /*
  * Create 2-slot endpoints into eps[0 .. max) until the driver refuses one

@@ -384,26 +384,6 @@ static void client(void *arg)
 	clanq_close(&dev);
 }
 
-static void worker_read(struct srv_sh *sh, unsigned int w, struct clanq_conn *c)
-{
-	static uint8_t buf[MAX_LEN];
-	ssize_t n;
-
-	for (;;) {
-		n = clanq_recv(c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);
-		if (n == -EAGAIN)
-			return;
-		if (n > 0 && !clanq_send(c, buf, (size_t)n, 0)) {
-			__atomic_add_fetch(&sh->echoed[w], 1, __ATOMIC_RELEASE);
-			continue;
-		}
-		if (n != 0)
-			__atomic_add_fetch(&sh->errors[w], 1, __ATOMIC_RELEASE);
-		clanq_conn_close(c);
-		return;
-	}
-}
-
 static struct srv_sh *srv_sh;
 
 static void worker(void *arg)
@@ -450,7 +430,8 @@ static void worker(void *arg)
 				continue;
 			}
 			if (evs[i].what & (CLANQ_NET_IN | CLANQ_NET_HUP))
-				worker_read(sh, w, evs[i].conn);
+				itest_echo_drain(evs[i].conn, &sh->echoed[w],
+						 &sh->errors[w]);
 		}
 	}
 	CHILD_CHECK_INT(clanq_net_close(net), 0);

@@ -395,27 +395,6 @@ static void write_file(const char *path, const char *what)
 	assert_int_equal(close(fd), 0);
 }
 
-static unsigned long read_ul(const char *path, const char *key)
-{
-	char line[256];
-	unsigned long v = ~0ul;
-	FILE *f = fopen(path, "r");
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		if (!key) {
-			v = strtoul(line, NULL, 10);
-			break;
-		}
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ' ') {
-			v = strtoul(line + strlen(key) + 1, NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return v;
-}
-
 static void cgroup_child(void *arg)
 {
 	struct clanq_region r[64];
@@ -463,10 +442,10 @@ static void a_memory_cgroup_bounds_what_clanq_allocates_for_it(void **state)
 	/* refused cleanly, or killed by the cgroup's OOM killer */
 	assert_true((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
 		    (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
-		     read_ul(CG "/memory.events", "oom_kill") > 0));
-	assert_true(read_ul(CG "/memory.peak", NULL) <= CG_MAX);
+		     itest_read_ul(CG "/memory.events", "oom_kill") > 0));
+	assert_true(itest_read_ul(CG "/memory.peak", NULL) <= CG_MAX);
 	/* nothing of clanq's stays charged once the process is gone */
-	assert_true(read_ul(CG "/memory.current", NULL) < (1ul << 20));
+	assert_true(itest_read_ul(CG "/memory.current", NULL) < (1ul << 20));
 	assert_int_equal(rmdir(CG), 0);
 	assert_int_equal(umount(CG_ROOT), 0);
 }

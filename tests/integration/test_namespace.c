@@ -131,26 +131,6 @@ static void fill(uint8_t *p, size_t len, uint32_t conn, uint32_t seq)
 		p[i] = (uint8_t)(conn * 31 + seq * 131 + i * 7);
 }
 
-static void echo_read(struct net_sh *sh, unsigned int who, struct clanq_conn *c)
-{
-	static uint8_t buf[MAX_LEN];
-	ssize_t n;
-
-	for (;;) {
-		n = clanq_recv(c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);
-		if (n == -EAGAIN)
-			return;
-		if (n > 0 && !clanq_send(c, buf, (size_t)n, 0)) {
-			__atomic_add_fetch(&sh->echoed[who], 1, __ATOMIC_RELEASE);
-			continue;
-		}
-		if (n != 0)
-			__atomic_add_fetch(&sh->errors[who], 1, __ATOMIC_RELEASE);
-		clanq_conn_close(c);
-		return;
-	}
-}
-
 /* An echo server on (nic, service) until told to stop. */
 static void echo_server(struct net_sh *sh, unsigned int who, unsigned int nic,
 			unsigned int service)
@@ -175,7 +155,8 @@ static void echo_server(struct net_sh *sh, unsigned int who, unsigned int nic,
 				continue;
 			}
 			if (evs[i].what & (CLANQ_NET_IN | CLANQ_NET_HUP))
-				echo_read(sh, who, evs[i].conn);
+				itest_echo_drain(evs[i].conn, &sh->echoed[who],
+						 &sh->errors[who]);
 		}
 	}
 	CHILD_CHECK_INT(clanq_net_close(net), 0);
@@ -403,29 +384,6 @@ struct cg_sh {
 	char why[CLANQ_ERR_MAX];	/* the driver's note on the refusal */
 };
 
-static unsigned long cg_read(const char *file, const char *key)
-{
-	char path[128], line[256];
-	unsigned long v = ~0ul;
-	FILE *f;
-
-	snprintf(path, sizeof(path), CG "/%s", file);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		if (!key) {
-			v = strtoul(line, NULL, 10);
-			break;
-		}
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ' ') {
-			v = strtoul(line + strlen(key) + 1, NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return v;
-}
-
 static void cg_container(void *arg)
 {
 	static struct clanq_region r[CG_REGIONS];
@@ -500,7 +458,7 @@ static void a_memory_cgroup_pays_and_bounds(void **state)
 		itest_sleep_ns(ITEST_NS_PER_MS);
 
 	if (__atomic_load_n(&sh->holding, __ATOMIC_ACQUIRE)) {
-		current = cg_read("memory.current", NULL);
+		current = itest_read_ul(CG "/memory.current", NULL);
 		printf("container: %u regions of 1 MiB, then %d (\"%s\"); memory.current %lu\n",
 		       sh->got, sh->err, sh->why, current);
 		/* refused at the bound, and what it got is charged here */
@@ -514,11 +472,11 @@ static void a_memory_cgroup_pays_and_bounds(void **state)
 		/* the cgroup's own OOM killer, on the cgroup's own process */
 		status = itest_wait(pid, TIMEOUT);
 		printf("container: killed (status %#x), oom_kill %lu\n", status,
-		       cg_read("memory.events", "oom_kill"));
+		       itest_read_ul(CG "/memory.events", "oom_kill"));
 		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		assert_true(cg_read("memory.events", "oom_kill") > 0);
+		assert_true(itest_read_ul(CG "/memory.events", "oom_kill") > 0);
 	}
-	assert_true(cg_read("memory.peak", NULL) <= CG_MAX);
+	assert_true(itest_read_ul(CG "/memory.peak", NULL) <= CG_MAX);
 	/* nobody outside was touched */
 	assert_true(itest_still_running(by, "bystander"));
 	assert_int_equal(kill(by, SIGKILL), 0);
