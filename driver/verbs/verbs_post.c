@@ -310,10 +310,18 @@ static int clanq_vconn_post(struct clanq_vconn *conn, struct clanq_vbuf *b,
 	struct ib_sge sge;
 	int err;
 
-	clanq_vconn_send_wr(conn, b, len, &send, &sge);
-	if (ahead)
-		ahead->next = &send;
 	mutex_lock(&conn->post);
+	/*
+	 * The PD and the device are the connection's while it is up: the
+	 * teardown frees them after it passed conn->post, and the state
+	 * never comes back up. So the SEND is made here, not before the
+	 * lock; down, clanq_vconn_post_locked() posts nothing and says so.
+	 */
+	if (READ_ONCE(conn->state) == CLANQ_PEER_UP) {
+		clanq_vconn_send_wr(conn, b, len, &send, &sge);
+		if (ahead)
+			ahead->next = &send;
+	}
 	err = clanq_vconn_post_locked(conn, b, ahead ?: &send, &bad);
 	mutex_unlock(&conn->post);
 	return err;

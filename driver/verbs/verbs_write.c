@@ -327,7 +327,9 @@ static int clanq_vwrite_send(struct clanq_vwrite *wr, struct clanq_vbuf *b)
 	struct ib_sge sge;
 	int err;
 
-	if (wr->wrote) {
+	mutex_lock(&conn->post);
+	/* up, or the PD may be gone: as clanq_vconn_post() */
+	if (wr->wrote && READ_ONCE(conn->state) == CLANQ_PEER_UP) {
 		msg.id = imp->region.id;
 		msg.off = wr->off - imp->first;
 		msg.len = wr->len;
@@ -338,7 +340,6 @@ static int clanq_vwrite_send(struct clanq_vwrite *wr, struct clanq_vbuf *b)
 							  &msg),
 				    &send, &sge);
 	}
-	mutex_lock(&conn->post);
 	err = clanq_vwrite_post(conn, imp, wr->ap, wr->waiter, wr, b,
 				wr->wrote ? &send : NULL);
 	mutex_unlock(&conn->post);
