@@ -107,6 +107,7 @@ static void clanq_conn_init(struct clanq_net *net, struct clanq_conn *c,
 	c->interest = CLANQ_NET_IN | CLANQ_NET_OUT;
 	c->send_timeout_ns = -1;
 	c->recv_timeout_ns = -1;
+	c->bulk_want = CLANQ_CONN_BULK_DEFAULT;
 }
 
 /*
@@ -198,6 +199,15 @@ static void clanq_conn_teardown(struct clanq_conn *c)
 		clanq_ap_close(&c->tx);
 	if (c->stage.mem)
 		clanq_region_free(&c->stage);
+	if (c->bulk.mem)
+		clanq_region_free(&c->bulk);
+	if (c->bulk_tx.id)
+		clanq_ap_close(&c->bulk_tx);
+	if (c->bulk_stage.mem)
+		clanq_region_free(&c->bulk_stage);
+	c->bulk.mem = NULL;
+	c->bulk_tx.id = 0;
+	c->bulk_stage.mem = NULL;
 	free(c->hs);
 	c->hs = NULL;
 	c->rx_hdr = NULL;
@@ -650,5 +660,18 @@ int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns, int64_t recv_
 {
 	c->send_timeout_ns = send_ns;
 	c->recv_timeout_ns = recv_ns;
+	return 0;
+}
+
+int clanq_conn_set_bulk(struct clanq_conn *c, size_t bytes)
+{
+	if (!c)
+		return -EINVAL;
+	if (bytes && (bytes < CLANQ_CONN_BULK_MIN || bytes > CLANQ_CONN_BULK_MAX ||
+		      bytes % 4096))
+		return -EINVAL;
+	if (c->bulk.mem || c->bulk_refused)
+		return -EBUSY;		/* offered (or tried) already */
+	c->bulk_want = (uint32_t)bytes;
 	return 0;
 }

@@ -18,7 +18,10 @@
  * A message longer than a record can be is a LARGE record (its length)
  * and FRAG records after it (ring.h), sent and received by the same
  * steps as any record: the same credit, want word and tripwire, so the
- * wake-up rules are those of every message (docs/decisions.md).
+ * wake-up rules are those of every message (docs/decisions.md). Once
+ * the receiver offered its bulk window (ring.h, CLANQ_REC_BULK), the
+ * pieces go into it instead, each named by a BULK record in the ring,
+ * the window's space coming back as hdr.bulk_credit by the same rules.
  */
 #include <errno.h>
 #include <string.h>
@@ -95,14 +98,18 @@ static int clanq_conn_stage(struct clanq_conn *c)
 				  CLANQ_RING_HDR + c->tx_cap);
 }
 
-/* Queue one request; when the queue is full, let the engine catch up. */
-static int clanq_conn_post(struct clanq_conn *c, uint64_t src_off, uint64_t dst_off,
-			   uint64_t len, uint32_t flags, uint64_t cookie)
+/*
+ * Queue one request from a staging region of ours to an aperture onto
+ * the peer; when the queue is full, let the engine catch up.
+ */
+static int clanq_conn_post_to(struct clanq_conn *c, uint32_t src_region, uint32_t dst_ap,
+			      uint64_t src_off, uint64_t dst_off, uint64_t len,
+			      uint32_t flags, uint64_t cookie)
 {
 	struct clanq_ep *ep = &c->net->ep;
 	struct clanq_rdma_req r = {
-		.src_region = c->stage.addr.id,
-		.dst_ap = c->tx.id,
+		.src_region = src_region,
+		.dst_ap = dst_ap,
 		.src_off = src_off,
 		.dst_off = dst_off,
 		.len = len,
@@ -119,6 +126,14 @@ static int clanq_conn_post(struct clanq_conn *c, uint64_t src_off, uint64_t dst_
 		clanq_cpu_relax();
 	}
 	return err;
+}
+
+/* The same, from the ring's staging region to the peer's ring. */
+static int clanq_conn_post(struct clanq_conn *c, uint64_t src_off, uint64_t dst_off,
+			   uint64_t len, uint32_t flags, uint64_t cookie)
+{
+	return clanq_conn_post_to(c, c->stage.addr.id, c->tx.id, src_off, dst_off, len,
+				  flags, cookie);
 }
 
 /*
@@ -149,10 +164,27 @@ static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
 	return err;
 }
 
+/* Hand back what we consumed of our bulk window (ring.h, CLANQ_REC_BULK). */
+static int clanq_conn_return_bulk(struct clanq_conn *c)
+{
+	int err;
+
+	if (c->bulk_head == c->bulk_returned || c->state == CLANQ_CONN_RESET ||
+	    !c->tx.id)
+		return 0;
+	err = clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, bulk_credit),
+				  c->bulk_head);
+	if (!err)
+		c->bulk_returned = c->bulk_head;
+	return err;
+}
+
 int clanq_conn_return_credit(struct clanq_conn *c)
 {
 	int err;
 
+	if (c->bulk_head != c->bulk_returned)
+		(void)clanq_conn_return_bulk(c);
 	if (c->rx_head == c->rx_returned || c->state == CLANQ_CONN_RESET ||
 	    !c->tx.id)
 		return 0;
@@ -167,6 +199,8 @@ int clanq_conn_return_credit_owed(struct clanq_conn *c, struct clanq_evq_arm *fl
 {
 	size_t off = offsetof(struct clanq_ring_hdr, credit);
 
+	if (c->bulk_head != c->bulk_returned)
+		(void)clanq_conn_return_bulk(c);	/* rare: no batching */
 	if (c->rx_head == c->rx_returned || c->state == CLANQ_CONN_RESET ||
 	    !c->tx.id)
 		return 0;
@@ -191,7 +225,8 @@ void clanq_conn_answer_want(struct clanq_conn *c)
 	uint64_t w = __atomic_load_n(&c->rx_hdr->want, __ATOMIC_ACQUIRE);
 
 	/* nothing to hand back yet: answer with the next consume */
-	if (w != c->want_seen && c->rx_head != c->rx_returned &&
+	if (w != c->want_seen && (c->rx_head != c->rx_returned ||
+				  c->bulk_head != c->bulk_returned) &&
 	    !clanq_conn_return_credit(c))
 		c->want_seen = w;
 }
@@ -484,6 +519,69 @@ static int64_t clanq_conn_large_len(struct clanq_conn *c)
 }
 
 /*
+ * A large message of this many bytes or more makes the receiver offer
+ * its bulk window, if it has none yet: below it, the fragments' cost is
+ * not worth a window's memory.
+ */
+#define CLANQ_BULK_OFFER_MIN	(16u << 10)
+
+/*
+ * Offer the peer our bulk window (ring.h, CLANQ_REC_BULK): a region of
+ * c->bulk_want bytes, exported, its key and then its descriptor written
+ * into the peer's ring header (in that order: by PIO, release stores;
+ * by RDMA, one queue). Tried once a connection: a window that cannot be
+ * made (the context's memory limit, say) leaves large messages to
+ * fragments, which is slower, not wrong.
+ */
+static void clanq_conn_bulk_offer(struct clanq_conn *c)
+{
+	uint64_t key;
+
+	if (c->bulk.mem || c->bulk_refused || !c->bulk_want || !c->tx.id)
+		return;
+	c->bulk_refused = true;		/* until it is offered */
+	if (clanq_region_alloc(c->net->dev, &c->bulk, c->bulk_want)) {
+		c->bulk.mem = NULL;
+		return;
+	}
+	if (clanq_region_export(&c->bulk, CLANQ_RIGHTS_ALL, &key) ||
+	    clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, bulk_key), key) ||
+	    clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, bulk_desc),
+				clanq_bulk_desc(c->bulk.addr.id, c->bulk_want))) {
+		clanq_region_free(&c->bulk);
+		c->bulk.mem = NULL;
+		return;
+	}
+	c->bulk_cap = c->bulk_want;
+	c->bulk_refused = false;
+}
+
+/*
+ * The BULK record at our head: its piece of our window into cur, the
+ * window's space handed back every quarter of it. The reference is
+ * copied out of the ring, then checked (the sender writes on): it must
+ * name the next bytes of a window we offered, within the credit we
+ * gave, no more than the message has left (left). *n: its bytes.
+ */
+static int clanq_conn_take_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur,
+				uint64_t left, uint64_t *n)
+{
+	struct clanq_bulk_ref ref;
+
+	memcpy(&ref, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, sizeof(ref));
+	if (!c->bulk.mem ||
+	    !clanq_bulk_ref_ok(&ref, c->bulk_cap, c->bulk_head, c->bulk_returned, left))
+		return -EPROTO;
+	clanq_iov_put(cur, (char *)c->bulk.mem + c->bulk_head % c->bulk_cap, ref.len);
+	c->bulk_head += ref.len;
+	*n = ref.len;
+	clanq_conn_skip(c);
+	if (c->bulk_head - c->bulk_returned >= c->bulk_cap / 4)
+		(void)clanq_conn_return_bulk(c);
+	return 0;
+}
+
+/*
  * The rest of a large message whose LARGE record is at our head, into
  * cur (room bytes). Its fragments follow it; once the first is taken
  * the message is committed, so the rest is waited for even under
@@ -496,7 +594,7 @@ static ssize_t clanq_recv_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
 				uint64_t room)
 {
 	int64_t total = clanq_conn_large_len(c);
-	uint64_t left;
+	uint64_t left, n;
 	struct clanq_rec h;
 	int err;
 
@@ -506,20 +604,28 @@ static ssize_t clanq_recv_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
 		c->peek_size = 0;	/* queued: clanq_recv_done() must not take it */
 		return -EMSGSIZE;
 	}
+	if ((uint64_t)total >= CLANQ_BULK_OFFER_MIN)
+		clanq_conn_bulk_offer(c);
 	clanq_conn_skip(c);
-	for (left = (uint64_t)total; left; left -= h.len) {
+	for (left = (uint64_t)total; left; left -= n) {
 		do {
 			err = clanq_conn_wait_msg(c, &h, 0);
 		} while (err == -EINTR);
-		if (err == 1 && (h.type != CLANQ_REC_FRAG || h.len > left))
+		if (err == 1 && h.type == CLANQ_REC_BULK) {
+			err = clanq_conn_take_bulk(c, cur, left, &n);
+			if (!err)
+				continue;
+		} else if (err == 1 && (h.type != CLANQ_REC_FRAG || h.len > left)) {
 			err = -EPROTO;
-		else if (!err)
+		} else if (!err) {
 			err = -EPIPE;	/* a FIN in the middle */
+		}
 		if (err != 1) {
 			clanq_conn_reset(c, err);
 			return c->error;
 		}
 		clanq_iov_put(cur, c->rx_ring + c->rx_pos + CLANQ_REC_HDR, h.len);
+		n = h.len;
 		clanq_conn_skip(c);
 	}
 	c->msgs_in++;
@@ -680,12 +786,16 @@ void clanq_recv_done(struct clanq_conn *c)
 }
 
 /*
- * Wait for cost bytes of credit: 0; -EAGAIN (CLANQ_MSG_DONTWAIT); the
- * connection's error. Waiting bumps the peer's hdr.want first, so a
- * peer that polls hands back what it consumed at once.
+ * Wait for cost bytes of credit in a window of the peer's of cap bytes
+ * that we wrote tail bytes into, the peer's consumed total being the
+ * word at *word (our ring's hdr.credit, or hdr.bulk_credit): 0 and
+ * *credit; -EAGAIN (CLANQ_MSG_DONTWAIT); the connection's error.
+ * Waiting bumps the peer's hdr.want first, so a peer that polls hands
+ * back what it consumed at once.
  */
-static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
-				  unsigned int flags)
+static int clanq_conn_wait_room(struct clanq_conn *c, const uint64_t *word,
+				uint64_t cap, uint64_t tail, uint64_t cost,
+				unsigned int flags, uint64_t *creditp)
 {
 	uint64_t credit;
 	int64_t space;
@@ -702,13 +812,13 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 			return c->state == CLANQ_CONN_FIN ? -EPIPE : -ENOTCONN;
 		if (c->peer_gone)
 			return -ECONNRESET;
-		credit = __atomic_load_n(&c->rx_hdr->credit, __ATOMIC_ACQUIRE);
-		space = clanq_ring_space(c->tx_cap, c->tx_tail, credit);
+		credit = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		space = clanq_ring_space(cap, tail, credit);
 		if (space < 0) {
 			clanq_conn_reset(c, -EPROTO);
 			return -EPROTO;
 		}
-		c->tx_limit = credit + c->tx_cap;
+		*creditp = credit;
 		if ((uint64_t)space >= cost)
 			return 0;
 		if (!asked)
@@ -733,11 +843,25 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 		}
 		if (!c->send_deadline)
 			c->send_deadline = clanq_conn_deadline(c->send_timeout_ns);
-		err = clanq_conn_block(c, &c->rx_hdr->credit, credit, c->send_deadline);
+		err = clanq_conn_block(c, word, credit, c->send_deadline);
 		if (err)
 			return err;
 		asked = false;
 	}
+}
+
+/* Wait for cost bytes of the peer's ring: as clanq_conn_wait_room(). */
+static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
+				  unsigned int flags)
+{
+	uint64_t credit = 0;
+	int err = clanq_conn_wait_room(c, &c->rx_hdr->credit, c->tx_cap, c->tx_tail,
+				       cost, flags, &credit);
+
+	/* credit only grows: what was checked last is the limit */
+	if (credit + c->tx_cap > c->tx_limit)
+		c->tx_limit = credit + c->tx_cap;
+	return err;
 }
 
 /* Lay out [PAD] record trailer at ring (the peer's, or the stage's). */
@@ -915,7 +1039,7 @@ static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
 	if (err)
 		return err;
 	new_tail = c->tx_tail + cost;
-	if (c->tx.base && len < c->rdma_threshold) {
+	if (c->tx.base && len < c->rdma_threshold && !(flags & CLANQ_MSG_RDMA)) {
 		err = clanq_conn_write_pio(c, pad, type, cur, len, rec,
 					   new_tail);
 	} else {
@@ -936,13 +1060,126 @@ static int clanq_conn_write(struct clanq_conn *c, uint16_t type,
 }
 
 /*
+ * The peer's bulk window, once it offered one (ring.h, CLANQ_REC_BULK):
+ * imported on first sight, with the ring's notice (its loss is the
+ * peer's: closed or dead), and mapped for PIO where the ring is. One
+ * try a connection; true when it can be written.
+ */
+static bool clanq_conn_bulk_ready(struct clanq_conn *c)
+{
+	struct clanq_net *net = c->net;
+	struct clanq_ap_attr attr = {
+		.flags = CLANQ_AP_SINK,
+		.notify_ep = net->ep.addr.id,
+		.notify_cookie = clanq_conn_notice_cookie(net, c->slot),
+	};
+	struct clanq_addr where;
+	uint64_t desc, key, cap;
+	uint32_t region;
+	int err;
+
+	if (c->bulk_tx.id)
+		return true;
+	if (c->bulk_tx_refused)
+		return false;
+	desc = __atomic_load_n(&c->rx_hdr->bulk_desc, __ATOMIC_ACQUIRE);
+	if (!desc)
+		return false;
+	c->bulk_tx_refused = true;	/* until it works */
+	if (!clanq_bulk_desc_ok(desc, &region, &cap))
+		return false;
+	key = __atomic_load_n(&c->rx_hdr->bulk_key, __ATOMIC_RELAXED);
+	/* the peer's node, whatever it wrote: never a third party's region */
+	where.node = c->peer.node;
+	where.id = region;
+	err = clanq_ap_import_attr(net->dev, &c->bulk_tx, where, key, 0, cap,
+				   CLANQ_RIGHTS_ALL, &attr);
+	if (err) {
+		c->bulk_tx.id = 0;
+		return false;
+	}
+	err = c->tx.base ? clanq_ap_map(&c->bulk_tx) : -EOPNOTSUPP;
+	if (err && err != -EOPNOTSUPP) {
+		clanq_ap_close(&c->bulk_tx);
+		c->bulk_tx.id = 0;
+		return false;
+	}
+	c->bulk_tx_cap = cap;
+	c->bulk_tx_refused = false;
+	return true;
+}
+
+/*
+ * One piece of a large message into the peer's bulk window, then the
+ * BULK record naming it: at most a quarter of the window (so that the
+ * receiver copies one out while we write the next), never across its
+ * end, after the window's credit for it is there. By PIO if the window
+ * is mapped and the piece is below the RDMA threshold, else from the
+ * staging mirror by RDMA, its record by RDMA after it (one queue keeps
+ * them in order). Fails before it takes bytes of cur, or (after) with
+ * the connection reset; *n: the bytes taken.
+ */
+static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur,
+				 uint64_t left, uint64_t *n)
+{
+	uint64_t cap = c->bulk_tx_cap, pos = c->bulk_tail % cap, len = cap / 4, credit;
+	struct clanq_bulk_ref ref = { 0 };
+	struct iovec rv = { &ref, sizeof(ref) };
+	struct clanq_iov_cur rc;
+	bool rdma;
+	int err;
+
+	if (len > left)
+		len = left;
+	if (len > cap - pos)
+		len = cap - pos;
+	rdma = !c->bulk_tx.base || len >= c->rdma_threshold;
+	if (rdma && !c->bulk_stage.mem) {
+		err = clanq_region_alloc(c->net->dev, &c->bulk_stage, cap);
+		if (err) {
+			c->bulk_stage.mem = NULL;
+			return err;
+		}
+	}
+	err = clanq_conn_wait_room(c, &c->rx_hdr->bulk_credit, cap, c->bulk_tail, len,
+				   0, &credit);
+	if (err)
+		return err;
+	if (rdma) {
+		clanq_iov_take((char *)c->bulk_stage.mem + pos, cur, len);
+		err = clanq_conn_post_to(c, c->bulk_stage.addr.id, c->bulk_tx.id, pos, pos,
+					 len, 0, clanq_conn_notice_cookie(c->net, c->slot));
+	} else {
+		clanq_iov_take(c->bulk_tx.base + pos, cur, len);
+	}
+	ref.at = c->bulk_tail;
+	ref.len = (uint32_t)len;
+	c->bulk_tail += len;
+	*n = len;
+	while (!err) {
+		rc.iov = &rv;
+		rc.off = 0;
+		err = clanq_conn_write(c, CLANQ_REC_BULK, &rc, sizeof(ref),
+				       rdma ? CLANQ_MSG_RDMA : 0);
+		if (err != -EINTR)
+			break;
+		err = 0;	/* its bytes are taken: the record must follow */
+	}
+	if (err)
+		clanq_conn_reset(c, err);
+	return err;
+}
+
+/*
  * A message longer than a record: its LARGE record (as any send: no
  * credit and CLANQ_MSG_DONTWAIT, -EAGAIN and nothing sent), then its
- * FRAGs, each as long as a record can be, waited for whatever the
- * flags: the receiver takes each out as it comes and hands its space
- * back, so the ring, and nothing else, is the window. An error after
- * the LARGE leaves the peer with half a message: the connection is
- * reset (the peer sees it when we close).
+ * bytes, waited for whatever the flags: as FRAGs, each as long as a
+ * record can be, or, once the peer offered its bulk window, as pieces
+ * of it named by BULK records. The receiver takes each out as it comes
+ * and hands its space back, so the ring (or the window), and nothing
+ * else, holds what is in flight. An error after the LARGE leaves the
+ * peer with half a message: the connection is reset (the peer sees it
+ * when we close).
  */
 static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
 				 uint64_t len, unsigned int flags)
@@ -956,10 +1193,16 @@ static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur
 	if (err)
 		return err;
 	for (left = len; left; left -= n) {
-		n = left < frag_max ? left : frag_max;
-		do {
-			err = clanq_conn_write(c, CLANQ_REC_FRAG, cur, n, 0);
-		} while (err == -EINTR);	/* fails before it takes bytes */
+		if (clanq_conn_bulk_ready(c)) {
+			do {
+				err = clanq_conn_write_bulk(c, cur, left, &n);
+			} while (err == -EINTR);	/* before it takes bytes */
+		} else {
+			n = left < frag_max ? left : frag_max;
+			do {
+				err = clanq_conn_write(c, CLANQ_REC_FRAG, cur, n, 0);
+			} while (err == -EINTR);	/* fails before it takes bytes */
+		}
 		if (err) {
 			clanq_conn_reset(c, err);
 			return c->error;
@@ -1126,3 +1369,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	}
 	return -ETIMEDOUT;
 }
+
+_Static_assert(CLANQ_BULK_MIN == CLANQ_CONN_BULK_MIN && CLANQ_BULK_MAX == CLANQ_CONN_BULK_MAX &&
+	       CLANQ_CONN_BULK_DEFAULT % 4096 == 0,
+	       "ring.h's window limits are net.h's");

@@ -132,6 +132,22 @@ struct clanq_conn {
 	/* lib/onesided.c: its tripwires, and those fired, not yet taken */
 	struct clanq_conn_tw *tws;
 	struct clanq_conn_tw *tw_fired_head, *tw_fired_tail;
+	/*
+	 * lib/msg.c: the bulk window of large messages (ring.h,
+	 * CLANQ_REC_BULK). Receive side: ours, made when the first large
+	 * message comes (bulk_want bytes; 0: none), and what we consumed
+	 * of it and handed back. Send side: the peer's, imported when it
+	 * offers one, by PIO or from a staging mirror by RDMA.
+	 */
+	struct clanq_region bulk;
+	uint64_t bulk_cap, bulk_head, bulk_returned;
+	uint32_t bulk_want;
+	bool bulk_refused;		/**< could not make ours: fragments */
+	bool bulk_tx_refused;		/**< could not use the peer's: fragments */
+	bool bulk_tx_rdma;		/**< the peer's is written by RDMA */
+	struct clanq_ap bulk_tx;
+	struct clanq_region bulk_stage;	/**< RDMA source, mirrors the peer's window */
+	uint64_t bulk_tx_cap, bulk_tail;
 };
 
 
@@ -144,6 +160,13 @@ struct clanq_conn {
  * a PIO store. The FIN of a close, which must not be lost to -EAGAIN.
  */
 #define CLANQ_MSG_SETTLE	0x40000000u
+
+/*
+ * Another: this record goes by RDMA even if it could go by PIO (a BULK
+ * record after the piece it names, which went by RDMA: one queue keeps
+ * them in order).
+ */
+#define CLANQ_MSG_RDMA		0x20000000u
 
 /*
  * How long a PIO send waits for the engine to have written the tail of

@@ -61,6 +61,23 @@
  * exactly a struct clanq_region_wire.
  */
 #define CLANQ_REC_REGION	6u
+/*
+ * The bulk window: a region of the receiver's, offered through the
+ * sender's ring header (bulk_key, bulk_desc below) when its first large
+ * message comes. A large message's bytes may then go into it instead
+ * of the ring; each piece is named by a BULK record in the ring, in the
+ * place of a FRAG, whose payload is exactly a struct clanq_bulk_ref. The
+ * window is a byte ring of its own: pieces back to back, never across
+ * its end, its space handed back through the sender's hdr.bulk_credit.
+ */
+#define CLANQ_REC_BULK		7u
+
+/* A BULK record's payload; every field is the (untrusted) sender's. */
+struct clanq_bulk_ref {
+	uint64_t at;		/* the window's total where the piece starts */
+	uint32_t len;		/* its bytes */
+	uint32_t reserved;	/* zero */
+};
 
 /* The descriptor's payload; every field is the (untrusted) peer's. */
 struct clanq_region_wire {
@@ -82,8 +99,60 @@ struct clanq_ring_hdr {
 	uint64_t tail;	/* bytes the peer wrote into this ring, records and pads */
 	uint64_t credit;	/* bytes of the peer's ring it consumed (our send credit) */
 	uint64_t want;	/* bumped by the peer each time it waits for our credit */
-	uint64_t unused[5];
+	/* the bulk window (CLANQ_REC_BULK): written by its owner, our peer */
+	uint64_t bulk_credit;	/* bytes of the peer's window it consumed */
+	uint64_t bulk_key;	/* its key; set before bulk_desc */
+	uint64_t bulk_desc;	/* 0, or clanq_bulk_desc(): the window is offered */
+	uint64_t unused[2];
 };
+
+/*
+ * The bulk window's size limits, and the descriptor word that offers
+ * it: the region's id in the low half, its bytes in the high half.
+ */
+#define CLANQ_BULK_MIN		(64u << 10)	/* net.h CLANQ_CONN_BULK_MIN */
+#define CLANQ_BULK_MAX		(64u << 20)	/* net.h CLANQ_CONN_BULK_MAX */
+
+static inline uint64_t clanq_bulk_desc(uint32_t region, uint32_t cap)
+{
+	return (uint64_t)cap << 32 | region;
+}
+
+/*
+ * A window offered (untrusted): 1 and its region and bytes, or 0 if it
+ * is no window a peer of ours may offer: a whole number of pages within
+ * the limits, a region id that is not 0.
+ */
+static inline int clanq_bulk_desc_ok(uint64_t desc, uint32_t *region, uint64_t *cap)
+{
+	uint64_t n = desc >> 32;
+
+	if (!(uint32_t)desc || n < CLANQ_BULK_MIN || n > CLANQ_BULK_MAX || n % 4096)
+		return 0;
+	*region = (uint32_t)desc;
+	*cap = n;
+	return 1;
+}
+
+/*
+ * A BULK reference (untrusted) checked against the receiver's window:
+ * its next piece starts where the last one ended (head), is not empty,
+ * no longer than the message has left, does not cross the window's
+ * end, and lies within the credit the receiver gave (returned + cap).
+ */
+static inline int clanq_bulk_ref_ok(const struct clanq_bulk_ref *r, uint64_t cap,
+				    uint64_t head, uint64_t returned, uint64_t left)
+{
+	uint64_t pos;
+
+	if (r->reserved || r->at != head || !r->len || r->len > left || !cap)
+		return 0;
+	pos = head % cap;
+	if (r->len > cap - pos || head - returned > cap ||
+	    r->len > cap - (head - returned))
+		return 0;
+	return 1;
+}
 
 struct clanq_rec {
 	uint32_t len;	/* payload bytes (PAD: bytes after this header) */
@@ -193,14 +262,17 @@ clanq_ring_check_at(uint64_t cap, uint64_t head, uint64_t pos, uint64_t tail,
 	default:
 		/*
 		 * A LARGE says only the length; a FRAG carries bytes; a
-		 * REGION is a descriptor, of its one size. (Here,
+		 * REGION is a descriptor and a BULK a reference, each of
+		 * its one size. (Here,
 		 * not as cases of their own: the small message's path stays
 		 * as it was, instruction for instruction.)
 		 */
 		if ((h.type != CLANQ_REC_LARGE && h.type != CLANQ_REC_FRAG &&
-		     h.type != CLANQ_REC_REGION) ||
+		     h.type != CLANQ_REC_REGION && h.type != CLANQ_REC_BULK) ||
 		    h.len > clanq_ring_max_msg(cap) || !h.len ||
 		    (h.type == CLANQ_REC_LARGE && h.len != sizeof(uint64_t)) ||
+		    (h.type == CLANQ_REC_BULK &&
+		     h.len != sizeof(struct clanq_bulk_ref)) ||
 		    (h.type == CLANQ_REC_REGION &&
 		     h.len != sizeof(struct clanq_region_wire)))
 			return CLANQ_REC_BAD;

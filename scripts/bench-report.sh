@@ -82,7 +82,7 @@ END {
 	    get(cpu, "load/udp/epoll/8/" maxload), 0.333, "le")
 	row("server CPU per message, clanq / UCX (saturated)", cl, get(cpu, "load/ucx/tag-shm/8/1"), 1.0, "le")
 	# bandwidth: the worst ratio over sizes >= 64 KiB, and over every size for UCX
-	wm = wr = wu = -1
+	wm = wr = wu = wl = -1
 	for (s in sizes) {
 		r = get(bw, "bw/clanq/rdma-write/" s "/0"); m = get(bw, "bw/memcpy/1-core/" s "/0")
 		x = get(bw, "bw/rxe/ib_write_bw/" s "/0"); u = get(bw, "bw/ucx/tag-shm/" s "/0")
@@ -91,10 +91,14 @@ END {
 		if (s + 0 >= 65536 && r > 0 && x > 0 && (wr < 0 || r / x < wr)) { wr = r / x; wrs = s }
 		best = (p > q) ? p : q
 		if (best > 0 && u > 0 && (wu < 0 || best / u < wu)) { wu = best / u; wus = s }
+		d = get(bw, "bw/clanq/pio-default/" s "/0")
+		if (s + 0 >= 65536 && d > 0 && r > 0 && (wl < 0 || d / r < wl)) { wl = d / r; wls = s }
 	}
 	row(sprintf("RDMA write bandwidth / memcpy, worst size >= 64 KiB (%s B)", wms), wm, 1, 0.8, "ge")
 	row(sprintf("RDMA bandwidth / Soft-RoCE ib_write_bw, worst >= 64 KiB (%s B)", wrs), wr, 1, 2, "ge")
 	row(sprintf("messaging bandwidth / UCX tag_bw, worst size (%s B)", wus), wu, 1, 1, "ge")
+	row(sprintf("large messages, default rings / the engine, worst >= 64 KiB (%s B)", wls),
+	    wl, 1, 0.8, "ge")
 	if ("x" in maxsys)
 		printf "%-62s %9.3f   %-8s %s\n", "system calls per message, worst clanq PIO polling mode",
 		       maxsys["x"], "0", (maxsys["x"] < 0.05 ? "met" : "NOT met") " (" maxsys_at ")"

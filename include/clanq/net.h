@@ -452,6 +452,34 @@ int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
 			    int64_t recv_ns);
 
 /*
+ * Large messages and the bulk window. A message longer than
+ * clanq_conn_eager_max() goes in pieces: through the ring as
+ * fragments, or, once the receiver offered its bulk window, through
+ * that. A receiver offers one when the first message of at least
+ * 16 KiB comes on the connection: a region of its own
+ * (CLANQ_CONN_BULK_DEFAULT bytes unless clanq_conn_set_bulk() said
+ * otherwise, charged to it like any region), which the sender imports
+ * and writes pieces of up to a quarter of it into (PIO on one host; by
+ * the RDMA engine across hosts), the receiver copying each out while
+ * the next comes. A window that cannot be made (the memory limit) or
+ * used leaves large messages to fragments: slower, never lost. Both
+ * sides need this library (0.4); with an older peer, fragments.
+ */
+#define CLANQ_CONN_BULK_DEFAULT	(1u << 20)	/**< 1 MiB */
+#define CLANQ_CONN_BULK_MIN	(64u << 10)
+#define CLANQ_CONN_BULK_MAX	(64u << 20)
+
+/**
+ * \brief The bulk window c offers its peer for large messages: bytes, a
+ * multiple of 4096 from CLANQ_CONN_BULK_MIN to CLANQ_CONN_BULK_MAX, or
+ * 0 for none (the peer sends fragments through the ring). Before the
+ * first large message arrives.
+ * \return 0; -EINVAL for another size; -EBUSY once the window was
+ *         offered.
+ */
+int clanq_conn_set_bulk(struct clanq_conn *c, size_t bytes);
+
+/*
  * One-sided helpers (lib/onesided.c): a region handed to the peer of a
  * connection in one call each side, and tripwires of a connection's own
  * whose fires clanq_net_wait() reports on it.

@@ -11,10 +11,13 @@
  *  3. the largest message the VM's memory holds, up to the 1 GiB limit;
  *  4. the sender killed halfway through a 64 MiB message: the receiver
  *     gets -ECONNRESET, not a hang and not half a message;
- *  5. a hostile sender writing LARGE and FRAG records by hand through
- *     its aperture: bad lengths, fragments out of place, a FIN or a
- *     message inside a large one; the receiver refuses (-EPROTO, -EPIPE)
- *     and allocates nothing for the length it was told.
+ *  5. a hostile sender writing LARGE, FRAG and BULK records by hand
+ *     through its aperture: bad lengths, fragments out of place, a FIN
+ *     or a message inside a large one, pieces of a window never offered
+ *     or outside the one offered; the receiver refuses (-EPROTO, -EPIPE)
+ *     and allocates nothing for the length it was told (but its window);
+ *  6. the bulk window: none asked for, an offer that cannot be imported,
+ *     its credit scribbled on (test_bulk_window's comment).
  *
  * Runs in the test VM (nr_nics=2).
  */
@@ -296,6 +299,11 @@ static void run_sizes(uint32_t conn_flags)
 	assert_int_equal(clanq_recv(c, in, BIG, 0), 0);	/* end of stream */
 	clanq_conn_stats(c, &st);
 	assert_int_equal(st.msgs_in, n + NR_SCATTER);
+	/* the bulk window was offered and carried (at least) the 64 MiB */
+	assert_non_null(c->bulk.mem);
+	assert_int_equal(c->bulk_cap, CLANQ_CONN_BULK_DEFAULT);
+	if (c->bulk_head < BIG)
+		fail_msg("%llu bytes through the bulk window", (unsigned long long)c->bulk_head);
 	assert_true(itest_status_ok(itest_wait(pid, 120 * ITEST_NS_PER_S), "sender"));
 	assert_int_equal(clanq_conn_close(c), 0);
 	assert_int_equal(clanq_listener_close(l), 0);
@@ -421,18 +429,25 @@ struct killer {
 	uint64_t head_at_kill;
 };
 
-/* Watches the receiver's ring: half the message through, kill -9. */
+/* The bytes the receiver took: of its ring, and of its bulk window. */
+static uint64_t taken(const struct clanq_conn *c)
+{
+	return __atomic_load_n(&c->rx_head, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&c->bulk_head, __ATOMIC_RELAXED);
+}
+
+/* Watches the receiver: half the message through, kill -9. */
 static void *killer_thread(void *p)
 {
 	struct killer *k = p;
 	uint64_t t0 = clanq_now_ns();
 
-	while (__atomic_load_n(&k->c->rx_head, __ATOMIC_RELAXED) < BIG / 2) {
+	while (taken(k->c) < BIG / 2) {
 		if (clanq_now_ns() - t0 > 300 * ITEST_NS_PER_S)
 			break;
 		itest_sleep_ns(100 * 1000);
 	}
-	k->head_at_kill = __atomic_load_n(&k->c->rx_head, __ATOMIC_RELAXED);
+	k->head_at_kill = taken(k->c);
 	kill(k->pid, SIGKILL);
 	return NULL;
 }
@@ -460,7 +475,7 @@ static void run_killed(uint32_t conn_flags)
 	t0 = clanq_now_ns();
 	got = clanq_recv(k.c, in, BIG, 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
-	printf("%s: killed at %llu of %u ring bytes; the receiver: %zd after %.2f s\n",
+	printf("%s: killed at %llu of %u bytes (ring and window); the receiver: %zd after %.2f s\n",
 	       conn_flags ? "RDMA only" : "PIO", (unsigned long long)k.head_at_kill, BIG,
 	       got, (clanq_now_ns() - t0) / 1e9);
 	assert_true(k.head_at_kill >= BIG / 2 && k.head_at_kill < BIG);
@@ -493,6 +508,11 @@ enum hostile_case {
 	H_DATA_INSIDE,	/* a message inside a large one */
 	H_FIN_INSIDE,	/* a FIN inside a large one */
 	H_GIB_THEN_DATA,	/* a 1 GiB announcement, one fragment, then nonsense */
+	H_STRAY_BULK,	/* a BULK piece of a window never offered */
+	H_BULK_AT,	/* a piece that skips window bytes */
+	H_BULK_PAST_END,	/* a piece across the window's end */
+	H_BULK_LONG,	/* a piece longer than the message has left */
+	H_BULK_RESERVED,	/* a reference with its reserved word set */
 	NR_HOSTILE,
 };
 
@@ -520,6 +540,13 @@ static void raw_rec(struct clanq_conn *c, uint16_t type, uint32_t len,
 static void raw_large(struct clanq_conn *c, uint64_t total)
 {
 	raw_rec(c, CLANQ_REC_LARGE, sizeof(total), &total, sizeof(total));
+}
+
+static void raw_bulk(struct clanq_conn *c, uint64_t at, uint32_t len, uint32_t reserved)
+{
+	struct clanq_bulk_ref r = { at, len, reserved };
+
+	raw_rec(c, CLANQ_REC_BULK, sizeof(r), &r, sizeof(r));
 }
 
 static void hostile_sender(void *p)
@@ -575,6 +602,31 @@ static void hostile_sender(void *p)
 			raw_rec(c, CLANQ_REC_FRAG, e, junk, e);
 			raw_rec(c, CLANQ_REC_DATA, 8, junk, 8);
 			break;
+		/*
+		 * A LARGE of 64 KiB and more makes the receiver offer its
+		 * window (1 MiB) before it reads on; 3 e does not.
+		 */
+		case H_STRAY_BULK:
+			raw_large(c, 3 * e);
+			raw_bulk(c, 0, e, 0);
+			break;
+		case H_BULK_AT:
+			raw_large(c, 256u << 10);
+			raw_bulk(c, 0, 4096, 0);
+			raw_bulk(c, 8192, 4096, 0);
+			break;
+		case H_BULK_PAST_END:
+			raw_large(c, 4u << 20);
+			raw_bulk(c, 0, CLANQ_CONN_BULK_DEFAULT + 4096, 0);
+			break;
+		case H_BULK_LONG:
+			raw_large(c, 64u << 10);
+			raw_bulk(c, 0, (64u << 10) + 8, 0);
+			break;
+		case H_BULK_RESERVED:
+			raw_large(c, 64u << 10);
+			raw_bulk(c, 0, 4096, 1);
+			break;
 		}
 		CHILD_CHECK(itest_read_full(a->go[0], &token, 1));
 		CHILD_CHECK_INT(clanq_conn_close(c), 0);
@@ -590,6 +642,9 @@ static void test_hostile_sender(void **state)
 		[H_LONG_REC] = -EPROTO, [H_STRAY_FRAG] = -EPROTO,
 		[H_FRAG_PAST] = -EPROTO, [H_DATA_INSIDE] = -EPROTO,
 		[H_FIN_INSIDE] = -EPIPE, [H_GIB_THEN_DATA] = -EPROTO,
+		[H_STRAY_BULK] = -EPROTO, [H_BULK_AT] = -EPROTO,
+		[H_BULK_PAST_END] = -EPROTO, [H_BULK_LONG] = -EPROTO,
+		[H_BULK_RESERVED] = -EPROTO,
 	};
 	struct hostile_arg a;
 	size_t room = CLANQ_CONN_MSG_MAX;
@@ -643,6 +698,124 @@ static void test_hostile_sender(void **state)
 	close(a.go[1]);
 }
 
+/*
+ * 6. The bulk window's knobs and a receiver that lies about it: no
+ * window (clanq_conn_set_bulk(0)) keeps large messages in fragments; a
+ * window offered that cannot be imported leaves the sender on
+ * fragments, the message whole; credit of the window that makes no
+ * sense resets the sender (-EPROTO), as the ring's does.
+ */
+enum bulk_case { B_NONE, B_BAD_DESC, B_BAD_CREDIT, NR_BULK };
+
+struct bulk_arg {
+	int go[2];	/* parent to child */
+	int done[2];	/* child to parent: what the sender saw */
+};
+
+static void bulk_sender(void *p)
+{
+	const struct bulk_arg *a = p;
+	uint8_t *out = big_alloc(1u << 20);
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	char token;
+	int err;
+
+	CHILD_CHECK(out != NULL);
+	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
+	for (int k = 0; k < NR_BULK; k++) {
+		CHILD_CHECK_INT(connect_retry(net, &c, NULL), 0);
+		CHILD_CHECK(itest_read_full(a->go[0], &token, 1));	/* the receiver is set */
+		fill(out, 1u << 20, 50 + k);
+		CHILD_CHECK_INT(clanq_send(c, out, 1u << 20, 0), 0);
+		if (k == B_BAD_DESC) {
+			/* it tried the window once, and went on in fragments */
+			CHILD_CHECK(c->bulk_tx_refused && !c->bulk_tx.id);
+		} else if (k == B_BAD_CREDIT) {
+			CHILD_CHECK(c->bulk_tx.id != 0);
+			CHILD_CHECK(itest_read_full(a->go[0], &token, 1));	/* scribbled */
+			err = clanq_send(c, out, 1u << 20, 0);
+			CHILD_CHECK_INT(err, -EPROTO);
+		}
+		token = 'd';
+		CHILD_CHECK(itest_write_full(a->done[1], &token, 1));
+		CHILD_CHECK(itest_read_full(a->go[0], &token, 1));
+		CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	}
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void test_bulk_window(void **state)
+{
+	uint8_t *in = big_alloc(1u << 20);
+	struct clanq_listener *l;
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	struct bulk_arg a;
+	uint64_t *word;
+	char token = 'g';
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(in);
+	assert_int_equal(pipe(a.go), 0);
+	assert_int_equal(pipe(a.done), 0);
+	assert_int_equal(clanq_open_nic(&dev, 0), 0);
+	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
+	pid = itest_fork(bulk_sender, &a);
+	for (int k = 0; k < NR_BULK; k++) {
+		assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+		assert_non_null(c->tx.base);
+		/* sizes that are no window */
+		assert_int_equal(clanq_conn_set_bulk(c, 4096), -EINVAL);
+		assert_int_equal(clanq_conn_set_bulk(c, CLANQ_CONN_BULK_MIN + 1), -EINVAL);
+		assert_int_equal(clanq_conn_set_bulk(c, CLANQ_CONN_BULK_MAX + 4096), -EINVAL);
+		assert_int_equal(clanq_conn_set_bulk(NULL, 0), -EINVAL);
+		if (k != B_BAD_CREDIT)
+			assert_int_equal(clanq_conn_set_bulk(c, 0), 0);
+		if (k == B_BAD_DESC) {
+			/* an offer of a region that is not there (not ours: none) */
+			word = (uint64_t *)(c->tx.base + offsetof(struct clanq_ring_hdr, bulk_key));
+			__atomic_store_n(word, 0x1234, __ATOMIC_RELAXED);
+			word = (uint64_t *)(c->tx.base + offsetof(struct clanq_ring_hdr, bulk_desc));
+			__atomic_store_n(word, clanq_bulk_desc(0x7fffff, 1u << 20), __ATOMIC_RELEASE);
+		}
+		assert_true(itest_write_full(a.go[1], &token, 1));
+		memset(in, 0, 1u << 20);
+		assert_int_equal(clanq_recv(c, in, 1u << 20, 0), 1u << 20);
+		assert_int_equal(first_bad(in, 1u << 20, 50 + k, 0), -1);
+		if (k == B_BAD_CREDIT) {
+			assert_non_null(c->bulk.mem);
+			assert_true(c->bulk_head > 0);
+			assert_int_equal(clanq_conn_set_bulk(c, 0), -EBUSY);
+			word = (uint64_t *)(c->tx.base + offsetof(struct clanq_ring_hdr,
+								  bulk_credit));
+			__atomic_store_n(word, 1ull << 40, __ATOMIC_RELEASE);
+			assert_true(itest_write_full(a.go[1], &token, 1));
+		} else {
+			/* fragments only: no window made */
+			assert_null(c->bulk.mem);
+		}
+		assert_true(itest_read_full(a.done[0], &token, 1));
+		assert_true(itest_write_full(a.go[1], &token, 1));
+		assert_int_equal(clanq_conn_close(c), 0);
+	}
+	assert_true(itest_status_ok(itest_wait(pid, 60 * ITEST_NS_PER_S), "bulk sender"));
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+	munmap(in, 1u << 20);
+	for (int i = 0; i < 2; i++) {
+		close(a.go[i]);
+		close(a.done[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -650,6 +823,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_sizes_rdma_only, itest_teardown),
 		cmocka_unit_test_teardown(test_killed_mid_message, itest_teardown),
 		cmocka_unit_test_teardown(test_hostile_sender, itest_teardown),
+		cmocka_unit_test_teardown(test_bulk_window, itest_teardown),
 		cmocka_unit_test_teardown(test_largest, itest_teardown),
 	};
 
