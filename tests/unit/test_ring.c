@@ -152,8 +152,10 @@ static int ref_check(uint64_t cap, uint64_t head, uint64_t tail, struct clanq_re
 			return CLANQ_REC_BAD;
 		break;
 	case CLANQ_REC_REGION:
-		/* a descriptor: exactly its struct */
-		if (h.len != 48 || h.len > ref_max_len(cap))
+	case CLANQ_REC_BULK:
+		/* a descriptor, a window's piece: exactly its struct */
+		if (h.len != (h.type == CLANQ_REC_REGION ? 48 : 16) ||
+		    h.len > ref_max_len(cap))
 			return CLANQ_REC_BAD;
 		n = ref_rec(h.len);
 		if (pos + n > cap)
@@ -443,7 +445,7 @@ static void test_check_against_reference(void **state)
 	static const uint64_t small[] = { 64, 72, 80, 136 };
 	static const uint16_t types[] = {
 		0, CLANQ_REC_DATA, CLANQ_REC_PAD, CLANQ_REC_FIN, CLANQ_REC_LARGE,
-		CLANQ_REC_FRAG, CLANQ_REC_REGION, 7, 0x8001, 0xffff,
+		CLANQ_REC_FRAG, CLANQ_REC_REGION, CLANQ_REC_BULK, 8, 0x8001, 0xffff,
 	};
 	unsigned long checked = 0;
 	unsigned int c, j, n, ty;
@@ -1109,7 +1111,7 @@ static bool try_send(struct model *m, uint64_t len, uint16_t type, bool fresh)
 static void receiver_probes(struct model *m, struct clanq_rec h, uint64_t n,
 			    uint64_t tail)
 {
-	static const uint16_t bad_types[] = { 0, 7, 8, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad_types[] = { 0, 8, 9, 0x100, 0x8001, 0xffff };
 	uint64_t cap = m->cap, head = m->head, pos = head % cap, room = cap - pos;
 	uint64_t size = 0xdeadbeef, max = clanq_ring_max_msg(cap);
 	struct clanq_rec b;
@@ -1394,6 +1396,106 @@ static void test_large_len_from_untrusted_peer(void **state)
 	check(CLANQ_MSG_LARGE_MAX >= 1ull << 30);
 }
 
+/*
+ * The bulk window's words, from an untrusted peer: the descriptor that
+ * offers a window, and each piece's reference, against a reference
+ * model in 128-bit arithmetic over the edges of every field.
+ */
+static int ref_bulk_ok(const struct clanq_bulk_ref *r, uint64_t cap, uint64_t head,
+		       uint64_t returned, uint64_t left)
+{
+	u128 pos;
+
+	if (!cap || r->reserved || r->at != head || !r->len || r->len > left)
+		return 0;
+	pos = head % cap;
+	/* within the window, not across its end, within the credit given */
+	return pos + r->len <= cap && (u128)head + r->len <= (u128)returned + cap;
+}
+
+static void test_bulk_words_from_untrusted_peer(void **state)
+{
+	static const uint64_t caps[] = { 64u << 10, 192u << 10, 1u << 20, 64u << 20 };
+	static const uint64_t descs[] = {
+		0, 1, 1ull << 32, (65536ull << 32), (65536ull << 32) | 5,
+		((65536ull + 1) << 32) | 5, ((65536ull - 4096) << 32) | 5,
+		((64ull << 20) << 32) | 9, (((64ull << 20) + 4096) << 32) | 9,
+		(0xffffffffull << 32) | 9, ((1ull << 20) << 32) | 0xffffffff,
+	};
+	unsigned long checked = 0;
+	uint64_t cap, n;
+	uint32_t region;
+	unsigned int i;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(descs); i++) {
+		uint64_t d = descs[i], want = d >> 32;
+		int ok = (uint32_t)d && want >= CLANQ_BULK_MIN && want <= CLANQ_BULK_MAX &&
+			 want % 4096 == 0;
+
+		region = 0;
+		cap = 0;
+		check(clanq_bulk_desc_ok(d, &region, &cap) == ok);
+		if (ok)
+			check(region == (uint32_t)d && cap == want);
+	}
+	check(clanq_bulk_desc_ok(clanq_bulk_desc(77, 1u << 20), &region, &cap) &&
+	      region == 77 && cap == 1u << 20);
+	for (i = 0; i < ARRAY_SIZE(caps); i++) {
+		const uint64_t c = caps[i];
+		const uint64_t heads[] = { 0, 8, c / 2, c - 8, c, 3 * c + 5, ~0ull - c,
+					   ~0ull - 7 };
+		const uint32_t lens[] = { 0, 1, 8, 4096, (uint32_t)(c / 4),
+					  (uint32_t)(c / 2), (uint32_t)(c - 8),
+					  (uint32_t)c, (uint32_t)c + 1, 0xffffffffu };
+
+		for (unsigned int h = 0; h < ARRAY_SIZE(heads); h++) {
+			uint64_t head = heads[h];
+			const uint64_t behinds[] = { 0, 1, c / 4, c - 1, c, c + 1, head };
+
+			for (unsigned int b = 0; b < ARRAY_SIZE(behinds); b++) {
+				uint64_t returned = head - (behinds[b] > head ? head : behinds[b]);
+
+				for (unsigned int l = 0; l < ARRAY_SIZE(lens); l++) {
+					const uint64_t lefts[] = { 0, lens[l], lens[l] - 1ull,
+								   1ull << 30 };
+
+					for (unsigned int at = 0; at < 4; at++) {
+						struct clanq_bulk_ref r = {
+							.at = at == 0 ? head : at == 1 ? head + 8 :
+							      at == 2 ? head - 1 : 0,
+							.len = lens[l],
+						};
+
+						for (unsigned int k = 0; k < ARRAY_SIZE(lefts); k++) {
+							n = lefts[k];
+							set_ctx("window %llu head %llu returned %llu at %llu len %u left %llu",
+								(unsigned long long)c,
+								(unsigned long long)head,
+								(unsigned long long)returned,
+								(unsigned long long)r.at, r.len,
+								(unsigned long long)n);
+							check(clanq_bulk_ref_ok(&r, c, head, returned, n) ==
+							      ref_bulk_ok(&r, c, head, returned, n));
+							r.reserved = 1;
+							check(!clanq_bulk_ref_ok(&r, c, head, returned, n));
+							r.reserved = 0;
+							checked++;
+						}
+					}
+				}
+			}
+		}
+	}
+	/* a zero window (never offered) takes nothing */
+	{
+		struct clanq_bulk_ref r = { 0, 8, 0 };
+
+		check(!clanq_bulk_ref_ok(&r, 0, 0, 0, 8));
+	}
+	check(checked > 10000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1405,6 +1507,7 @@ int main(void)
 		cmocka_unit_test(test_check_edges_of_every_capacity),
 		cmocka_unit_test(test_check_refuses_hostile_headers),
 		cmocka_unit_test(test_large_len_from_untrusted_peer),
+		cmocka_unit_test(test_bulk_words_from_untrusted_peer),
 		cmocka_unit_test(test_wrapped_totals_are_refused),
 		cmocka_unit_test(test_credit_due_every_quarter_ring),
 		cmocka_unit_test(test_model_sender_and_receiver),
