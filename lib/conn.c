@@ -199,8 +199,10 @@ static void clanq_conn_teardown(struct clanq_conn *c)
 		clanq_ap_close(&c->tx);
 	if (c->stage.mem)
 		clanq_region_free(&c->stage);
-	if (c->bulk.mem)
+	if (c->bulk.mem) {
 		clanq_region_free(&c->bulk);
+		net->bulk_bytes -= c->bulk_cap;
+	}
 	if (c->bulk_tx.id)
 		clanq_ap_close(&c->bulk_tx);
 	if (c->bulk_stage.mem)

@@ -540,6 +540,9 @@ static void clanq_conn_bulk_offer(struct clanq_conn *c)
 	if (c->bulk.mem || c->bulk_refused || !c->bulk_want || !c->tx.id)
 		return;
 	c->bulk_refused = true;		/* until it is offered */
+	/* the net's windows are bounded: peers cannot spend its memory */
+	if (c->net->bulk_bytes + c->bulk_want > CLANQ_NET_BULK_BUDGET)
+		return;
 	if (clanq_region_alloc(c->net->dev, &c->bulk, c->bulk_want)) {
 		c->bulk.mem = NULL;
 		return;
@@ -553,6 +556,7 @@ static void clanq_conn_bulk_offer(struct clanq_conn *c)
 		return;
 	}
 	c->bulk_cap = c->bulk_want;
+	c->net->bulk_bytes += c->bulk_cap;
 	c->bulk_refused = false;
 }
 

@@ -62,6 +62,8 @@ struct clanq_net {
 	uint32_t nr_conn_tws;
 	struct clanq_net_export *exports;
 	uint32_t nr_exports, exports_cap;
+	/* lib/msg.c: bytes of the bulk windows its connections offer */
+	uint64_t bulk_bytes;
 };
 
 /** A listening service: a service number (endpoint id) on a node. */

@@ -461,11 +461,19 @@ int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
  * otherwise, charged to it like any region), which the sender imports
  * and writes pieces of up to a quarter of it into (PIO on one host; by
  * the RDMA engine across hosts), the receiver copying each out while
- * the next comes. A window that cannot be made (the memory limit) or
- * used leaves large messages to fragments: slower, never lost. Both
+ * the next comes. A window that cannot be made (the memory limit, the
+ * net's CLANQ_NET_BULK_BUDGET) or used leaves large messages to
+ * fragments: slower, never lost. Both
  * sides need this library (0.4); with an older peer, fragments.
  */
 #define CLANQ_CONN_BULK_DEFAULT	(1u << 20)	/**< 1 MiB */
+/**
+ * The bulk windows of one net's connections add up to no more than
+ * this: a connection past it keeps its large messages in fragments, so
+ * peers that all send large messages cannot spend the context's memory
+ * (its max_ctx_bytes) that new connections need.
+ */
+#define CLANQ_NET_BULK_BUDGET	(32u << 20)
 #define CLANQ_CONN_BULK_MIN	(64u << 10)
 #define CLANQ_CONN_BULK_MAX	(64u << 20)
 

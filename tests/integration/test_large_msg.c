@@ -17,7 +17,8 @@
  *     or outside the one offered; the receiver refuses (-EPROTO, -EPIPE)
  *     and allocates nothing for the length it was told (but its window);
  *  6. the bulk window: none asked for, an offer that cannot be imported,
- *     its credit scribbled on (test_bulk_window's comment).
+ *     its credit scribbled on (test_bulk_window's comment);
+ *  7. the net's budget of windows (test_bulk_budget).
  *
  * Runs in the test VM (nr_nics=2).
  */
@@ -817,6 +818,94 @@ static void test_bulk_window(void **state)
 	close(a.done[0]);
 }
 
+/*
+ * 7. The net's budget of windows: 36 connections of one net, each
+ * receiving a 64 KiB message; the first CLANQ_NET_BULK_BUDGET / 1 MiB
+ * get a window, the rest stay on fragments, every byte still right;
+ * closing one gives its window's budget back.
+ */
+#define NR_BUDGET	(CLANQ_NET_BULK_BUDGET / CLANQ_CONN_BULK_DEFAULT + 4)
+
+static void budget_sender(void *p)
+{
+	const int *go = p;
+	uint8_t *out = big_alloc(64u << 10);
+	struct clanq_net_attr na = { .max_conns = NR_BUDGET + 8 };
+	struct clanq_conn *c[NR_BUDGET + 1];
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	char token;
+
+	CHILD_CHECK(out != NULL);
+	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(&net, &dev, &na), 0);
+	for (unsigned int i = 0; i <= NR_BUDGET; i++) {
+		CHILD_CHECK_INT(connect_retry(net, &c[i], NULL), 0);
+		if (i == NR_BUDGET)	/* the last after one closed */
+			CHILD_CHECK(itest_read_full(go[0], &token, 1));
+		fill(out, 64u << 10, 200 + i);
+		CHILD_CHECK_INT(clanq_send(c[i], out, 64u << 10, 0), 0);
+	}
+	CHILD_CHECK(itest_read_full(go[0], &token, 1));
+	for (unsigned int i = 0; i <= NR_BUDGET; i++)
+		CHILD_CHECK_INT(clanq_conn_close(c[i]), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void test_bulk_budget(void **state)
+{
+	struct clanq_net_attr na = { .max_conns = NR_BUDGET + 8 };
+	uint8_t *in = big_alloc(64u << 10);
+	struct clanq_conn *c[NR_BUDGET + 1];
+	unsigned int windows = 0, i;
+	struct clanq_listener *l;
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	char token = 'g';
+	int go[2];
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(in);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(clanq_open_nic(&dev, 0), 0);
+	assert_int_equal(clanq_net_open(&net, &dev, &na), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, NR_BUDGET + 8), 0);
+	pid = itest_fork(budget_sender, go);
+	close(go[0]);
+	for (i = 0; i <= NR_BUDGET; i++) {
+		assert_int_equal(clanq_accept(l, &c[i], NULL, 10 * ITEST_NS_PER_S), 0);
+		if (i == NR_BUDGET) {
+			/* one window's budget back: the last one gets it */
+			assert_int_equal(clanq_conn_close(c[0]), 0);
+			c[0] = NULL;
+			assert_true(itest_write_full(go[1], &token, 1));
+		}
+		assert_int_equal(clanq_recv(c[i], in, 64u << 10, 0), 64u << 10);
+		if (first_bad(in, 64u << 10, 200 + i, 0) >= 0)
+			fail_msg("connection %u: byte %lld wrong", i,
+				 (long long)first_bad(in, 64u << 10, 200 + i, 0));
+		if (i < NR_BUDGET)
+			windows += c[i]->bulk.mem != NULL;
+	}
+	printf("bulk budget: %u of %u connections got a window\n", windows,
+	       (unsigned int)NR_BUDGET);
+	assert_int_equal(windows, CLANQ_NET_BULK_BUDGET / CLANQ_CONN_BULK_DEFAULT);
+	assert_non_null(c[NR_BUDGET]->bulk.mem);
+	assert_int_equal(net->bulk_bytes, CLANQ_NET_BULK_BUDGET);
+	assert_true(itest_write_full(go[1], &token, 1));
+	for (i = 1; i <= NR_BUDGET; i++)
+		assert_int_equal(clanq_conn_close(c[i]), 0);
+	assert_int_equal(net->bulk_bytes, 0);
+	assert_true(itest_status_ok(itest_wait(pid, 60 * ITEST_NS_PER_S), "budget sender"));
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+	munmap(in, 64u << 10);
+	close(go[1]);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -825,6 +914,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_killed_mid_message, itest_teardown),
 		cmocka_unit_test_teardown(test_hostile_sender, itest_teardown),
 		cmocka_unit_test_teardown(test_bulk_window, itest_teardown),
+		cmocka_unit_test_teardown(test_bulk_budget, itest_teardown),
 		cmocka_unit_test_teardown(test_largest, itest_teardown),
 	};
 
