@@ -19,11 +19,13 @@
  *  4. non-blocking connect: refused, timed out (retransmitting meanwhile)
  *     and established, each as an event of clanq_net_wait();
  *  5. 1,000 connects from one process, blocking one after another and
- *     non-blocking (64 in flight): both times printed, and only a
- *     collapse asserted. Measured (2 vCPUs, TCG): stock kernel 1.04 s
- *     and 1.98 s blocking, 0.22 s non-blocking (4.7x, 9.2x); debug
- *     kernel 11.1 s against 5.8 s (1.9x: KASAN makes each side's set-up
- *     system calls the cost, and two CPUs overlap two sides at most).
+ *     non-blocking (64 in flight), each run from an idle server: both
+ *     times printed, and only a collapse asserted. Measured (2 vCPUs,
+ *     TCG): stock kernel 0.31-0.38 s blocking, 0.073-0.083 s
+ *     non-blocking (3.8-5.0x; the blocking figure follows the host's
+ *     load); debug kernel 12.0 s against 5.4 s (2.2x: KASAN makes each
+ *     side's set-up system calls the cost, and two CPUs overlap two
+ *     sides at most). docs/decisions.md, "What a connect costs".
  *
  * Runs in the test VM (nr_nics=2): nodes 0 and 1.
  */
