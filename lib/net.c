@@ -52,7 +52,6 @@ int clanq_net_nonce(struct clanq_net *net, uint64_t *v)
 		net->nr_nonces = sizeof(net->nonces) / sizeof(net->nonces[0]);
 	}
 	*v = net->nonces[--net->nr_nonces];
-	net->nonces[net->nr_nonces] = 0;
 	return 0;
 }
 
