@@ -21,9 +21,9 @@
  *  5. 1,000 connects from one process, blocking one after another and
  *     non-blocking (64 in flight), each run from an idle server: both
  *     times printed, and only a collapse asserted. Measured (2 vCPUs,
- *     TCG): stock kernel 0.31-0.38 s blocking, 0.073-0.083 s
- *     non-blocking (3.8-5.0x; the blocking figure follows the host's
- *     load); debug kernel 12.0 s against 5.4 s (2.2x: KASAN makes each
+ *     TCG): stock kernel 0.31-0.44 s blocking, 0.073-0.105 s
+ *     non-blocking (3.2-5.5x; the blocking figure follows the host's
+ *     load); debug kernel 11.8 s against 5.9 s (2.0x: KASAN makes each
  *     side's set-up system calls the cost, and two CPUs overlap two
  *     sides at most). docs/decisions.md, "What a connect costs".
  *
