@@ -315,12 +315,13 @@ struct clanq_ctx {
 /* A shared segment: memory both the driver and one application see. */
 struct clanq_shm {
 	refcount_t ref;
-	void *vaddr;		/* vmap() of pages */
+	void *vaddr;		/* vmap() of pages; one page: its direct map */
 	struct page **pages;
 	unsigned long nr_pages;
 	size_t size;		/* page multiple */
 	struct clanq_budget *budget;	/* charged with size */
 	struct clanq_map map;
+	bool vmapped;		/* vaddr is vmap()'s: vunmap() it */
 };
 
 /*

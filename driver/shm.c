@@ -35,7 +35,7 @@ static void clanq_shm_free_pages(struct clanq_shm *shm)
 {
 	unsigned long i;
 
-	if (shm->vaddr)
+	if (shm->vaddr && shm->vmapped)
 		vunmap(shm->vaddr);
 	for (i = 0; i < shm->nr_pages; i++)
 		__free_page(shm->pages[i]);
@@ -63,9 +63,21 @@ struct clanq_shm *clanq_shm_alloc(struct clanq_ctx *ctx, size_t size)
 		if (!shm->pages[shm->nr_pages])
 			goto err_pages;
 	}
-	shm->vaddr = vmap(shm->pages, nr, VM_MAP, PAGE_KERNEL);
-	if (!shm->vaddr)
-		goto err_pages;
+	/*
+	 * One page is already in the kernel's direct map (these pages are
+	 * never highmem): no vmap(). Each region a connection exports has
+	 * a one-page armed bitmap, and a vmap() costs a vmalloc area and,
+	 * once freed, a lazy purge that flushes every CPU's TLB (and, with
+	 * KASAN, its shadow): most of an export's time.
+	 */
+	if (nr == 1 && !PageHighMem(shm->pages[0])) {
+		shm->vaddr = page_address(shm->pages[0]);
+	} else {
+		shm->vaddr = vmap(shm->pages, nr, VM_MAP, PAGE_KERNEL);
+		if (!shm->vaddr)
+			goto err_pages;
+		shm->vmapped = true;
+	}
 	shm->size = bytes;
 	shm->budget = budget;
 	shm->map.mmap = clanq_shm_map;

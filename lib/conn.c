@@ -395,7 +395,7 @@ static int clanq_conn_connect(struct clanq_net *net, struct clanq_conn *c, uint3
 	}
 	c->hs = hs;
 	c->state = CLANQ_CONN_CONNECTING;
-	err = clanq_net_random(&nonce);
+	err = clanq_net_nonce(net, &nonce);
 	if (err)
 		goto err_teardown;
 	err = clanq_conn_rx_setup(c, opts ? opts->rx_ring : 0, CLANQ_RING_CAP_MAX,
@@ -511,7 +511,7 @@ static int clanq_accept_one(struct clanq_listener *l, struct clanq_conn *c,
 				  opts ? opts->flags : 0);
 	if (err)
 		goto err_teardown;	/* forged, or the client gave up: no ring */
-	err = clanq_net_random(&nonce);
+	err = clanq_net_nonce(net, &nonce);
 	if (!err)
 		err = clanq_conn_rx_setup(c, want, CLANQ_RING_CAP_MAX, &key);
 	if (err)

@@ -25,13 +25,34 @@
 #define CLANQ_NET_MAX_CONNS_DEFAULT	1024
 #define CLANQ_NET_OOB_SLOTS_DEFAULT	256
 
-int clanq_net_random(uint64_t *v)
+static int clanq_net_random_fill(void *buf, size_t len)
 {
-	ssize_t n = getrandom(v, sizeof(*v), 0);
+	ssize_t n = getrandom(buf, len, 0);
 
-	if (n == (ssize_t)sizeof(*v))
+	if (n == (ssize_t)len)
 		return 0;
 	return n < 0 ? -errno : -EIO;
+}
+
+/*
+ * A nonce has to be unguessable to everyone else and new per connection:
+ * 32 from one getrandom() (256 bytes, the most it returns whole and
+ * uninterrupted) are as good as a call each. A forked child never
+ * connects or accepts on its parent's net (clanq_inherited()), so no two
+ * processes draw from one pool.
+ */
+int clanq_net_nonce(struct clanq_net *net, uint64_t *v)
+{
+	int err;
+
+	if (!net->nr_nonces) {
+		err = clanq_net_random_fill(net->nonces, sizeof(net->nonces));
+		if (err)
+			return err;
+		net->nr_nonces = sizeof(net->nonces) / sizeof(net->nonces[0]);
+	}
+	*v = net->nonces[--net->nr_nonces];
+	return 0;
 }
 
 static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,

@@ -57,6 +57,13 @@ struct clanq_net {
 	/* non-blocking connects in progress, and the earliest due tick */
 	struct clanq_conn *connecting;
 	uint64_t connect_due;
+	/*
+	 * Nonces for connects and accepts: one getrandom() fills the pool
+	 * for 32 of them (clanq_net_nonce()), a system call per connection
+	 * less on each side.
+	 */
+	uint64_t nonces[32];
+	uint32_t nr_nonces;		/**< left in nonces[], taken from the top */
 	/* lib/onesided.c: connection tripwires by bit, regions exported */
 	struct clanq_conn_tw **tw_by_bit;	/**< ep.tw_words * 64 of them */
 	uint32_t nr_conn_tws;
@@ -235,7 +242,8 @@ void clanq_net_slot_put(struct clanq_net *net, struct clanq_conn *c);
 struct clanq_conn *clanq_net_conn(struct clanq_net *net, uint32_t slot);
 void clanq_net_hot(struct clanq_net *net, struct clanq_conn *c);
 void clanq_net_unhot(struct clanq_net *net, struct clanq_conn *c);
-int clanq_net_random(uint64_t *v);
+/* A connection's nonce: from the net's pool, refilled when empty. */
+int clanq_net_nonce(struct clanq_net *net, uint64_t *v);
 /* Take one event of net->evq and act on it (or stash the application's). */
 void clanq_net_handle(struct clanq_net *net, const struct clanq_event *ev);
 /* Wait for anything on the net until deadline (absolute, ~0: none). */

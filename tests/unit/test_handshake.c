@@ -11,9 +11,10 @@
  * endpoint a real peer has. Each forged message differs from a genuine
  * one in one field, so an ignored forgery is ignored for that field.
  *
- * The last test is a model: several clients, one listener, a network
- * that loses, duplicates and reorders, forged answers thrown in, and the
- * verdict of every state-machine call predicted by a reference.
+ * Then a model: several clients, one listener, a network that loses,
+ * duplicates and reorders, forged answers thrown in, and the verdict of
+ * every state-machine call predicted by a reference. Last, the nonces'
+ * pool (lib/net.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <cmocka.h>
 
 #include "../../lib/handshake.h"
+#include "../../lib/net_internal.h"
 #include "../../lib/ring.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -1385,6 +1387,30 @@ static void test_model_clients_listener_and_a_bad_network(void **state)
 	check(tot.forged > 1000);
 }
 
+/*
+ * Nonces (lib/net.c): every connect and accept takes one from its net's
+ * pool, 32 to a getrandom(). 100 of them are all different and none is
+ * 0, and they took four fills, not one each.
+ */
+static void test_nonces_are_new_per_connection(void **state)
+{
+	struct clanq_net *net = calloc(1, sizeof(*net));
+	uint64_t v[100];
+	unsigned int i, j;
+
+	(void)state;
+	assert_non_null(net);
+	for (i = 0; i < ARRAY_SIZE(v); i++) {
+		assert_int_equal(clanq_net_nonce(net, &v[i]), 0);
+		assert_true(v[i] != 0);
+		for (j = 0; j < i; j++)
+			assert_true(v[i] != v[j]);
+	}
+	/* fills at the 1st, 33rd, 65th and 97th: 28 left */
+	assert_int_equal(net->nr_nonces, 4 * 32 - ARRAY_SIZE(v));
+	free(net);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1406,6 +1432,7 @@ int main(void)
 		cmocka_unit_test(test_backlog_ignores_malformed),
 		cmocka_unit_test(test_backlog_wraps_around),
 		cmocka_unit_test(test_model_clients_listener_and_a_bad_network),
+		cmocka_unit_test(test_nonces_are_new_per_connection),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
