@@ -463,10 +463,10 @@ int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
  * the RDMA engine across hosts), the receiver copying each out while
  * the next comes. A window that cannot be made (the memory limit, the
  * net's CLANQ_NET_BULK_BUDGET) or used leaves large messages to
- * fragments: slower, never lost. Both
- * sides need this library (0.4); with an older peer, fragments.
+ * fragments: slower, never lost. Both sides need this library (0.4);
+ * with an older peer, fragments.
  */
-#define CLANQ_CONN_BULK_DEFAULT	(1u << 20)	/**< 1 MiB */
+#define CLANQ_CONN_BULK_DEFAULT	(1024u * 1024)	/**< 1 MiB */
 /**
  * The bulk windows of one net's connections add up to no more than
  * this: a connection past it keeps its large messages in fragments, so
