@@ -164,35 +164,37 @@ static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
 	return err;
 }
 
-/* Hand back what we consumed of our bulk window (ring.h, CLANQ_REC_BULK). */
-static int clanq_conn_return_bulk(struct clanq_conn *c)
+/*
+ * Hand back what we consumed of a window of ours (the ring, or the bulk
+ * window): the total, into the peer's header word at off, if it moved
+ * since we last said (*returned).
+ */
+static int clanq_conn_hand_back(struct clanq_conn *c, size_t off, uint64_t consumed,
+				uint64_t *returned)
 {
 	int err;
 
-	if (c->bulk_head == c->bulk_returned || c->state == CLANQ_CONN_RESET ||
-	    !c->tx.id)
+	if (consumed == *returned || c->state == CLANQ_CONN_RESET || !c->tx.id)
 		return 0;
-	err = clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, bulk_credit),
-				  c->bulk_head);
+	err = clanq_conn_put_word(c, off, consumed);
 	if (!err)
-		c->bulk_returned = c->bulk_head;
+		*returned = consumed;
 	return err;
+}
+
+/* Our bulk window's (ring.h, CLANQ_REC_BULK). */
+static int clanq_conn_return_bulk(struct clanq_conn *c)
+{
+	return clanq_conn_hand_back(c, offsetof(struct clanq_ring_hdr, bulk_credit),
+				    c->bulk_head, &c->bulk_returned);
 }
 
 int clanq_conn_return_credit(struct clanq_conn *c)
 {
-	int err;
-
 	if (c->bulk_head != c->bulk_returned)
 		(void)clanq_conn_return_bulk(c);
-	if (c->rx_head == c->rx_returned || c->state == CLANQ_CONN_RESET ||
-	    !c->tx.id)
-		return 0;
-	err = clanq_conn_put_word(c, offsetof(struct clanq_ring_hdr, credit),
-				  c->rx_head);
-	if (!err)
-		c->rx_returned = c->rx_head;
-	return err;
+	return clanq_conn_hand_back(c, offsetof(struct clanq_ring_hdr, credit),
+				    c->rx_head, &c->rx_returned);
 }
 
 int clanq_conn_return_credit_owed(struct clanq_conn *c, struct clanq_evq_arm *fl)
