@@ -59,8 +59,13 @@ static inline void clanq_copy(void *dst, const void *src, size_t len)
 	}
 }
 
-/* RDMA completions carry the connection's cookie; this bit marks a FIN's. */
+/*
+ * RDMA completions carry the connection's cookie; this bit marks a
+ * FIN's, and this the last write of a zero-copy send.
+ */
 #define CLANQ_COOKIE_FIN	(1ull << 31)
+#define CLANQ_COOKIE_ZC		(1ull << 30)
+#define CLANQ_COOKIE_FLAGS	(CLANQ_COOKIE_FIN | CLANQ_COOKIE_ZC)
 
 static struct clanq_ring_hdr *clanq_peer_hdr(struct clanq_conn *c)
 {
@@ -70,11 +75,13 @@ static struct clanq_ring_hdr *clanq_peer_hdr(struct clanq_conn *c)
 /* One RDMA completion of the net's endpoint: an error resets its connection. */
 static void clanq_net_comp(struct clanq_net *net, const struct clanq_rdma_comp *comp)
 {
-	uint32_t slot = (uint32_t)comp->cookie & ~(uint32_t)CLANQ_COOKIE_FIN;
+	uint32_t slot = (uint32_t)comp->cookie & ~(uint32_t)CLANQ_COOKIE_FLAGS;
 	struct clanq_conn *c = clanq_net_conn(net, slot);
 
-	if (!c || clanq_conn_notice_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FIN))
+	if (!c || clanq_conn_notice_cookie(net, slot) != (comp->cookie & ~CLANQ_COOKIE_FLAGS))
 		return;
+	if (comp->cookie & CLANQ_COOKIE_ZC)
+		c->zc_done++;	/* an error resets c below: its waiter sees that */
 	if (comp->status == -ENXIO)
 		clanq_conn_on_revoked(c);
 	else if (comp->status)
@@ -447,7 +454,10 @@ struct clanq_iov_cur {
 	size_t off;		/* into *iov */
 };
 
-/* len bytes between buf and the iovecs at cur: into them, or out (@out). */
+/*
+ * len bytes between buf and the iovecs at cur: into them, or out (@out);
+ * buf NULL: only past them (a zero-copy send's, which the engine reads).
+ */
 static void clanq_iov_copy(struct clanq_iov_cur *cur, char *buf, uint64_t len,
 			   bool out)
 {
@@ -464,9 +474,11 @@ static void clanq_iov_copy(struct clanq_iov_cur *cur, char *buf, uint64_t len,
 		if (n > len)
 			n = len;
 		at = (char *)cur->iov->iov_base + cur->off;
-		memcpy(out ? buf : at, out ? at : buf, n);
+		if (buf) {
+			memcpy(out ? buf : at, out ? at : buf, n);
+			buf += n;
+		}
 		cur->off += n;
-		buf += n;
 		len -= n;
 	}
 }
@@ -1125,8 +1137,14 @@ static bool clanq_conn_bulk_ready(struct clanq_conn *c)
  * them in order). Fails before it takes bytes of cur, or (after) with
  * the connection reset; *n: the bytes taken.
  */
+/* A zero-copy send's registration of the application's bytes. */
+struct clanq_zc {
+	struct clanq_region r;	/* r.mem NULL: none */
+	uint64_t off;		/* its bytes already posted */
+};
+
 static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur,
-				 uint64_t left, uint64_t *n)
+				 uint64_t left, uint64_t *n, struct clanq_zc *zc)
 {
 	uint64_t cap = c->bulk_tx_cap, pos = c->bulk_tail % cap, len = cap / 4, credit;
 	struct clanq_bulk_ref ref = { 0 };
@@ -1140,7 +1158,7 @@ static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur
 	if (len > cap - pos)
 		len = cap - pos;
 	rdma = !c->bulk_tx.base || len >= c->rdma_threshold;
-	if (rdma && !c->bulk_stage.mem) {
+	if (rdma && !zc && !c->bulk_stage.mem) {
 		err = clanq_region_alloc(c->net->dev, &c->bulk_stage, cap);
 		if (err) {
 			c->bulk_stage.mem = NULL;
@@ -1151,7 +1169,15 @@ static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur
 				   0, &credit);
 	if (err)
 		return err;
-	if (rdma) {
+	if (zc) {
+		/* the engine reads the application's pages: the last one signals */
+		clanq_iov_take(NULL, cur, len);
+		err = clanq_conn_post_to(c, zc->r.addr.id, c->bulk_tx.id, zc->off, pos, len,
+					 len == left ? CLANQ_RDMA_SIGNAL : 0,
+					 clanq_conn_notice_cookie(c->net, c->slot) |
+					 (len == left ? CLANQ_COOKIE_ZC : 0));
+		zc->off += len;
+	} else if (rdma) {
 		clanq_iov_take((char *)c->bulk_stage.mem + pos, cur, len);
 		err = clanq_conn_post_to(c, c->bulk_stage.addr.id, c->bulk_tx.id, pos, pos,
 					 len, 0, clanq_conn_notice_cookie(c->net, c->slot));
@@ -1187,12 +1213,70 @@ static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur
  * peer with half a message: the connection is reset (the peer sees it
  * when we close).
  */
+/*
+ * Zero copy. Where the peer's window is written by the engine (another
+ * host, or CLANQ_CONN_RDMA_ONLY), the rest of a message of at least
+ * CLANQ_ZC_MIN bytes in one buffer is registered (pinned) and the engine
+ * reads it from the application's pages: the copy into the staging
+ * mirror goes, for two system calls (register, free) and a wait for the
+ * last write's completion before the send returns (the buffer is the
+ * application's again). Not worth it for less; where registration is
+ * refused (RLIMIT_MEMLOCK), the staging mirror as before.
+ */
+#define CLANQ_ZC_MIN		(1u << 20)
+/* The bound of that wait, as a FIN's (clanq_conn_write_fin()). */
+#define CLANQ_ZC_WAIT_NS	(30 * 1000 * 1000 * 1000ull)
+
+static void clanq_conn_zc_start(struct clanq_conn *c, const struct clanq_iov_cur *cur,
+				uint64_t left, struct clanq_zc *zc)
+{
+	if (cur->iov->iov_len - cur->off < left ||
+	    clanq_region_register(c->net->dev, &zc->r,
+				  (char *)cur->iov->iov_base + cur->off, left))
+		zc->r.mem = NULL;
+	zc->off = 0;
+}
+
+/*
+ * The last write of a zero-copy send completed (c->zc_done reaches
+ * want), or the connection's error. Spins the net's spin time, then
+ * waits for the net's events (a completion is one), bounded as a FIN's
+ * wait: a peer that is gone completes the writes with an error sooner.
+ */
+static int clanq_conn_zc_wait(struct clanq_conn *c, uint64_t want)
+{
+	struct clanq_net *net = c->net;
+	uint64_t start = clanq_now_ns(), now;
+	int err;
+
+	for (;;) {
+		clanq_net_drain_rdma(net);
+		if (c->state == CLANQ_CONN_RESET)
+			return c->error;
+		if (c->zc_done >= want)
+			return 0;
+		now = clanq_now_ns();
+		if (now - start >= CLANQ_ZC_WAIT_NS)
+			return -ETIMEDOUT;
+		if (now - start < net->spin_ns) {
+			clanq_cpu_relax();
+			continue;
+		}
+		/* short: a completion that came before the wait is taken above */
+		err = clanq_net_block(net, now + 1000 * 1000);
+		if (err && err != -ETIMEDOUT && err != -EINTR)
+			return err;
+	}
+}
+
 static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
 				 uint64_t len, unsigned int flags)
 {
 	uint64_t frag_max = clanq_ring_max_msg(c->tx_cap), left, n;
 	struct iovec hv = { &len, sizeof(len) };
 	struct clanq_iov_cur hc = { &hv, 0 };
+	struct clanq_zc zc = { .r.mem = NULL };
+	bool zc_tried = false;
 	int err;
 
 	err = clanq_conn_write(c, CLANQ_REC_LARGE, &hc, sizeof(len), flags);
@@ -1200,8 +1284,13 @@ static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur
 		return err;
 	for (left = len; left; left -= n) {
 		if (clanq_conn_bulk_ready(c)) {
+			if (!zc_tried && !c->bulk_tx.base && left >= CLANQ_ZC_MIN) {
+				clanq_conn_zc_start(c, cur, left, &zc);
+				zc_tried = true;
+			}
 			do {
-				err = clanq_conn_write_bulk(c, cur, left, &n);
+				err = clanq_conn_write_bulk(c, cur, left, &n,
+							    zc.r.mem ? &zc : NULL);
 			} while (err == -EINTR);	/* before it takes bytes */
 		} else {
 			n = left < frag_max ? left : frag_max;
@@ -1209,11 +1298,21 @@ static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur
 				err = clanq_conn_write(c, CLANQ_REC_FRAG, cur, n, 0);
 			} while (err == -EINTR);	/* fails before it takes bytes */
 		}
-		if (err) {
-			clanq_conn_reset(c, err);
-			return c->error;
-		}
+		if (err)
+			break;
 	}
+	if (!err && zc.r.mem) {
+		err = clanq_conn_zc_wait(c, ++c->zc_sends);
+		if (!err && zc.off != (uint64_t)zc.r.size)
+			err = -EIO;	/* cannot be: every byte went from it */
+	}
+	/* on an error, c is reset first: writes still queued fail, not read */
+	if (err)
+		clanq_conn_reset(c, err);
+	if (zc.r.mem)
+		clanq_region_free(&zc.r);
+	if (err)
+		return c->error;
 	c->msgs_out++;
 	c->bytes_out += len;
 	return 0;

@@ -157,6 +157,8 @@ struct clanq_conn {
 	struct clanq_ap bulk_tx;
 	struct clanq_region bulk_stage;	/**< RDMA source, mirrors the peer's window */
 	uint64_t bulk_tx_cap, bulk_tail;
+	uint64_t zc_done;		/**< zero-copy sends whose last write completed */
+	uint64_t zc_sends;		/**< large messages sent from registered memory */
 };
 
 

@@ -229,6 +229,11 @@ static void sizes_sender(void *p)
 		CHILD_CHECK(cnt <= 4096);
 		CHILD_CHECK_INT(clanq_sendv(c, iov, cnt, 0), 0);
 	}
+	/* RDMA only: the messages of 1 MiB and more went from their own pages */
+	if (a->opts.flags & CLANQ_CONN_RDMA_ONLY)
+		CHILD_CHECK(c->zc_sends >= 3 && c->zc_done == c->zc_sends && !c->bulk_tx.base);
+	else
+		CHILD_CHECK(c->zc_sends == 0 && c->bulk_tx.base);
 	wait_ack(c);
 	CHILD_CHECK_INT(clanq_conn_close(c), 0);
 	clanq_net_close(net);
