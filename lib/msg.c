@@ -1272,7 +1272,7 @@ static int clanq_conn_zc_wait(struct clanq_conn *c, uint64_t want)
 static int clanq_conn_send_large(struct clanq_conn *c, struct clanq_iov_cur *cur,
 				 uint64_t len, unsigned int flags)
 {
-	uint64_t frag_max = clanq_ring_max_msg(c->tx_cap), left, n;
+	uint64_t frag_max = clanq_ring_max_msg(c->tx_cap), left, n = 0;
 	struct iovec hv = { &len, sizeof(len) };
 	struct clanq_iov_cur hc = { &hv, 0 };
 	struct clanq_zc zc = { .r.mem = NULL };
