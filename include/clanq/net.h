@@ -460,7 +460,9 @@ int clanq_conn_set_timeouts(struct clanq_conn *c, int64_t send_ns,
  * (CLANQ_CONN_BULK_DEFAULT bytes unless clanq_conn_set_bulk() said
  * otherwise, charged to it like any region), which the sender imports
  * and writes pieces of up to a quarter of it into (PIO on one host; by
- * the RDMA engine across hosts), the receiver copying each out while
+ * the RDMA engine across hosts, from the application's own pages for
+ * the rest of a message of 1 MiB or more in one buffer, registered for
+ * the send), the receiver copying each out while
  * the next comes. A window that cannot be made (the memory limit, the
  * net's CLANQ_NET_BULK_BUDGET) or used leaves large messages to
  * fragments: slower, never lost. Both sides need this library (0.4);
