@@ -47,7 +47,11 @@
  *
  * The exporter: requests to ECHO_SERVICE of the types T_REGION ..
  * T_FREE, a struct xmsg each, answered (type | T_REPLY, the same seq)
- * by the one serve loop, which polls and never blocks for long:
+ * by the one serve loop, which polls and never blocks for long. OOB
+ * messages a connection carried when it ended are lost, so a asks again
+ * (the same seq) every 10 s until the answer comes; b answers a repeat
+ * of the last question (asker, type, seq) from its last answer, and
+ * does not act twice:
  *
  *   T_REGION   allocate (or register) a region, fill it with background
  *              (rdma_fixture.h), export it: its table slot, address, key
@@ -141,6 +145,11 @@ struct xmsg {
 
 _Static_assert(sizeof(struct xmsg) <= CLANQ_OOB_PAYLOAD, "an xmsg is one OOB payload");
 
+static const char *const x_type_name[] = {
+	[T_REGION] = "REGION", [T_CHECK] = "CHECK", [T_ARM] = "ARM",
+	[T_TWSTATE] = "TWSTATE", [T_FREE] = "FREE",
+};
+
 #define X_ALLOC		0u	/* clanq_region_alloc() */
 #define X_REGISTER	1u	/* clanq_region_register() of our own pages */
 #define X_BAD		1	/* T_CHECK: a byte is wrong */
@@ -191,6 +200,19 @@ struct xserve {
 	struct xregion rg[X_SLOTS];
 	struct xtw tw[X_TWS];
 	uint64_t requests, fired, send_errors;
+	/*
+	 * The last question answered, and its answer: a asks again (the
+	 * same seq) when no answer came, and the OOB messages of a
+	 * connection that dies are lost (driver/verbs/verbs_conn.c), the
+	 * question or the answer. Asked again, it is answered again from
+	 * here, not acted on twice (a CHECK resets what it checked, an ARM
+	 * or a REGION would make a second one).
+	 */
+	bool last_live;
+	struct clanq_addr last_src;
+	uint32_t last_type;
+	struct xmsg last;
+	uint64_t repeats;
 };
 
 /*
@@ -438,6 +460,14 @@ static bool x_request(struct xserve *s, const struct clanq_oob_msg *m)
 		return false;
 	memset(&q, 0, sizeof(q));
 	memcpy(&q, m->payload, m->len < sizeof(q) ? m->len : sizeof(q));
+	if (s->last_live && itest_addr_eq(m->src, s->last_src) &&
+	    m->type == s->last_type && q.seq == s->last.seq) {
+		s->repeats++;
+		printf("serve: %s #%u from %u:%u asked again: the same answer\n",
+		       x_type_name[m->type], q.seq, m->src.node, m->src.id);
+		x_send(s, m->src, m->type | T_REPLY, &s->last);
+		return true;
+	}
 	memset(&a, 0, sizeof(a));
 	a.seq = q.seq;
 	a.slot = q.slot;
@@ -459,6 +489,10 @@ static bool x_request(struct xserve *s, const struct clanq_oob_msg *m)
 		break;
 	}
 	s->requests++;
+	s->last_live = true;
+	s->last_src = m->src;
+	s->last_type = m->type;
+	s->last = a;
 	x_send(s, m->src, m->type | T_REPLY, &a);
 	return true;
 }
@@ -602,10 +636,11 @@ static int serve(void)
 		if (m.type == T_BYE || m.type == T_DIE) {
 			uint64_t dropped = clanq_ep_dropped(&s.ep);
 
-			printf("serve: %s from %u:%u after %llu echoes, %llu exporter requests, %llu tripwires fired (%llu send errors, %llu dropped)\n",
+			printf("serve: %s from %u:%u after %llu echoes, %llu exporter requests (%llu asked again), %llu tripwires fired (%llu send errors, %llu dropped)\n",
 			       m.type == T_BYE ? "bye" : "die", m.src.node, m.src.id,
 			       (unsigned long long)echoed,
 			       (unsigned long long)s.requests,
+			       (unsigned long long)s.repeats,
 			       (unsigned long long)s.fired,
 			       (unsigned long long)s.send_errors,
 			       (unsigned long long)dropped);
@@ -855,21 +890,77 @@ struct remote {
 	uint64_t size;
 };
 
-static const char *const x_type_name[] = {
-	[T_REGION] = "REGION", [T_CHECK] = "CHECK", [T_ARM] = "ARM",
-	[T_TWSTATE] = "TWSTATE", [T_FREE] = "FREE",
-};
+/* no answer for this long: ask again (the question or its answer may be lost) */
+#define X_RESEND	(10 * SEC)
 
+/*
+ * Questions are numbered from anywhere (main()): b answers a question
+ * asked again from its last answer, which names the asker's endpoint,
+ * type and seq, and another run of this program, whose endpoint may
+ * have the same id, must not ask with the same seq. Compared in serial
+ * order.
+ */
 static uint32_t x_seq;
+static uint64_t x_resent, x_stale_dropped;
+
+/*
+ * Is @m b's answer to a question asked before @seq? A question asked
+ * again is answered again, so an answer may come twice; the second is
+ * stale, and dropped wherever we wait for b.
+ */
+static bool x_stale(const struct clanq_oob_msg *m, uint32_t seq)
+{
+	struct xmsg a;
+
+	if (!(m->type & T_REPLY) || !itest_addr_eq(m->src, echo_addr()) ||
+	    m->len != sizeof(a))
+		return false;
+	memcpy(&a, m->payload, sizeof(a));
+	if ((int32_t)(a.seq - seq) >= 0)
+		return false;
+	x_stale_dropped++;
+	printf("an answer to #%u (type %#x) came again, after #%u was asked: dropped\n",
+	       a.seq, m->type, seq);
+	return true;
+}
+
+/*
+ * itest_quiet() for an endpoint that asked b questions: nothing but
+ * stale answers (at most 16 of them) comes for ITEST_QUIET_NS.
+ */
+static bool x_quiet(struct clanq_ep *ep)
+{
+	struct clanq_oob_msg m;
+	unsigned int stale = 0;
+
+	while (!itest_recv(ep, &m, ITEST_QUIET_NS)) {
+		if (!x_stale(&m, x_seq + 1) || ++stale > 16) {
+			printf("not quiet: type %#x, %u bytes from %u:%u\n", m.type, m.len,
+			       m.src.node, m.src.id);
+			return false;
+		}
+	}
+	return true;
+}
 
 /*
  * Ask b and take the answer into *a: 0; -errno of the send; -ETIMEDOUT;
  * -EPROTO if another message came first (*m is that message).
+ *
+ * OOB messages are not reliable across hosts: those a connection
+ * carried when it ended are lost, counted in the peer's send errors, as
+ * a NIC would (driver/verbs/verbs_conn.c, "Failures"), and a revocation
+ * that races a write ends the connection on purpose (docs/decisions.md,
+ * "Revocation is deregistration"; on siw the SEND after the refused
+ * write is flushed by b's TERMINATE). So
+ * the question is asked again, under the same seq, every X_RESEND until
+ * the answer comes (b answers a repeat from its last answer), and a
+ * stale answer, to a question before this one, is dropped.
  */
 static int x_ask(struct clanq_ep *ep, uint32_t type, struct xmsg *q,
 		 struct xmsg *a, struct clanq_oob_msg *m)
 {
-	int64_t deadline;
+	int64_t deadline, resend;
 	int err;
 
 	q->seq = ++x_seq;
@@ -877,9 +968,24 @@ static int x_ask(struct clanq_ep *ep, uint32_t type, struct xmsg *q,
 	if (err)
 		return err;
 	deadline = now_ns() + X_TIMEOUT;
-	while (clanq_oob_recv(ep, m)) {
+	resend = now_ns() + X_RESEND;
+	for (;;) {
+		if (!clanq_oob_recv(ep, m)) {
+			if (x_stale(m, q->seq))
+				continue;
+			break;
+		}
 		if (now_ns() > deadline)
 			return -ETIMEDOUT;
+		if (now_ns() > resend) {
+			err = clanq_oob_send(ep, echo_addr(), type, q, sizeof(*q));
+			x_resent++;
+			printf("%s #%u: no answer after %lld s: asked again%s%s\n",
+			       x_type_name[type], q->seq,
+			       (now_ns() - deadline + X_TIMEOUT) / SEC,
+			       err ? ", the send failed: " : "", err ? strerror(-err) : "");
+			resend += X_RESEND;
+		}
 		itest_sleep_ns(20000);
 	}
 	memset(a, 0, sizeof(*a));
@@ -1002,6 +1108,56 @@ static void x_region_free(struct clanq_ep *ep, const struct remote *r)
 		fail_msg("b: FREE of region %u: %s", r->addr.id, strerror(-a.status));
 }
 
+/*
+ * A question asked again (as x_ask() asks when no answer came: the
+ * question or its answer was lost with a connection) is acted on once:
+ * b answers the repeat from its last answer. A REGION acted on twice
+ * would make a second region, in another slot. And an answer that comes
+ * again after the next question was asked is dropped, not taken for
+ * that question's.
+ */
+static void a_question_asked_again_is_answered_once(void **state __attribute__((unused)))
+{
+	struct xmsg q = { .arg = { 64 * KiB, CLANQ_RIGHT_WRITE, X_ALLOC } }, a[2];
+	uint64_t stale = x_stale_dropped;
+	struct clanq_oob_msg m;
+	struct clanq_ep ctl;
+	struct remote r;
+	unsigned int i;
+
+	assert_int_equal(clanq_ep_create(&dev, &ctl, 64), 0);
+	q.seq = ++x_seq;
+	for (i = 0; i < 2; i++)
+		assert_int_equal(clanq_oob_send(&ctl, echo_addr(), T_REGION, &q, sizeof(q)), 0);
+	for (i = 0; i < 2; i++) {
+		if (itest_recv(&ctl, &m, X_TIMEOUT))
+			fail_msg("REGION #%u, asked twice: answer %u not within %lld s", q.seq,
+				 i + 1, X_TIMEOUT / SEC);
+		memset(&a[i], 0, sizeof(a[i]));
+		memcpy(&a[i], m.payload, sizeof(a[i]));
+		assert_int_equal(m.type, T_REGION | T_REPLY);
+		assert_int_equal(m.len, sizeof(a[i]));
+		assert_int_equal(a[i].seq, q.seq);
+		assert_int_equal(a[i].status, 0);
+		/* whatever b made, the teardown frees */
+		if (a[i].slot < X_SLOTS)
+			x_held[a[i].slot] = true;
+	}
+	printf("REGION #%u asked twice: slot %u, then slot %u\n", q.seq, a[0].slot, a[1].slot);
+	assert_int_equal(a[1].slot, a[0].slot);
+	assert_int_equal(a[1].arg[0], a[0].arg[0]);	/* key */
+	assert_int_equal(a[1].arg[1], a[0].arg[1]);	/* address */
+
+	/* a third time: that answer is stale when FREE's comes */
+	assert_int_equal(clanq_oob_send(&ctl, echo_addr(), T_REGION, &q, sizeof(q)), 0);
+	r.slot = a[0].slot;
+	r.addr = itest_addr_unpack(a[0].arg[1]);
+	x_region_free(&ctl, &r);
+	assert_int_equal(x_stale_dropped, stale + 1);
+	assert_true(x_quiet(&ctl));
+	clanq_ep_destroy(&ctl);
+}
+
 /* The next completion of ep, within timeout. */
 static void wait_done(struct clanq_ep *ep, struct clanq_rdma_comp *c,
 		      int64_t timeout)
@@ -1100,7 +1256,7 @@ static void remote_import_errors_and_no_pio(void **state __attribute__((unused))
 	/* a freed region is gone for importers too */
 	err = clanq_ap_import(&tdev, &ap, w.addr, w.key, 0, 4096, CLANQ_RIGHT_WRITE);
 	assert_int_equal(err, -ENOENT);
-	assert_true(itest_quiet(&ep));
+	assert_true(x_quiet(&ep));
 	clanq_ep_destroy(&ep);
 }
 
@@ -1226,7 +1382,7 @@ static void remote_writes_land_byte_for_byte(void **state __attribute__((unused)
 	for (s = 0; s < K_N; s++)
 		assert_int_equal(clanq_region_free(&src[s]), 0);
 	munmap(reg_pages, XF_REGION);
-	assert_true(itest_quiet(&ctl));
+	assert_true(x_quiet(&ctl));
 	clanq_ep_destroy(&ep);
 	clanq_ep_destroy(&ctl);
 }
@@ -1334,7 +1490,7 @@ static void remote_reads_bring_every_byte(void **state __attribute__((unused)))
 		assert_int_equal(clanq_region_free(&dst[d]), 0);
 	munmap(reg_pages, XF_REGION);
 	munmap(want, XF_REGION);
-	assert_true(itest_quiet(&ctl));
+	assert_true(x_quiet(&ctl));
 	clanq_ep_destroy(&ep);
 	clanq_ep_destroy(&ctl);
 }
@@ -1744,7 +1900,7 @@ static void many_endpoints_remote_writes_complete_once_in_order(void **state __a
 	assert_int_equal(clanq_region_free(&src), 0);
 	for (e = 0; e < W_EPS; e++)
 		clanq_ep_destroy(&eps[e]);
-	assert_true(itest_quiet(&ctl));
+	assert_true(x_quiet(&ctl));
 	clanq_ep_destroy(&ctl);
 }
 
@@ -1821,14 +1977,16 @@ static void remote_write_fires_the_tripwire_it_touches_only(void **state __attri
 	assert_int_equal(a.arg[1], 0);		/* no event waiting */
 	assert_int_equal(a.arg[2], 0);		/* none fired on that endpoint */
 	/* and no T_FIRED on its way */
-	assert_true(itest_quiet(&ctl));
+	assert_true(x_quiet(&ctl));
 
 	/* its last byte */
 	t = now_ns();
 	pat_fill(src.mem, ++seed, 0, 1, 0);
 	post(&ep, src.addr.id, ap.id, 0, TWR_OFF + TWR_LEN - 1, 1, ++cookie);
 	expect_done(&ep, cookie, 0, 1);
-	err = itest_recv(&ctl, &m, 30 * SEC);
+	do
+		err = itest_recv(&ctl, &m, 30 * SEC);
+	while (!err && x_stale(&m, x_seq + 1));
 	if (err)
 		fail_msg("b did not report its tripwire fired within 30 s");
 	t = now_ns() - t;
@@ -1854,7 +2012,7 @@ static void remote_write_fires_the_tripwire_it_touches_only(void **state __attri
 	assert_int_equal(a.arg[0], 0);
 	assert_int_equal(a.arg[1], 0);
 	assert_int_equal(a.arg[2], 1);
-	assert_true(itest_quiet(&ctl));
+	assert_true(x_quiet(&ctl));
 
 	assert_int_equal(clanq_ap_close(&ap), 0);
 	x_region_free(&ctl, &r);
@@ -1892,7 +2050,7 @@ static void rv_open(struct rv *v, const char *who)
 static void rv_close(struct rv *v)
 {
 	assert_int_equal(clanq_region_free(&v->src), 0);
-	assert_true(itest_quiet(&v->ctl));
+	assert_true(x_quiet(&v->ctl));
 	clanq_ep_destroy(&v->ep);
 	clanq_ep_destroy(&v->ctl);
 }
@@ -1915,6 +2073,7 @@ static void rv_stream_and_free(struct rv *v, struct clanq_ap *ap, const struct r
 	uint32_t n_after = 0, queued_at_ask = 0, late = 0;
 	bool asked = false, freed = false, failing = false;
 	int64_t t0 = now_ns(), deadline = t0 + 120 * SEC, t_ask = 0, t_freed = 0;
+	int64_t resend = 0;
 	int err;
 
 	memset(after, 0, sizeof(after));
@@ -1979,8 +2138,18 @@ static void rv_stream_and_free(struct rv *v, struct clanq_ap *ap, const struct r
 			asked = true;
 			queued_at_ask = posted - done;
 			t_ask = now_ns();
+			resend = t_ask + X_RESEND;
 		}
-		if (asked && !freed && !clanq_oob_recv(&v->ctl, &m)) {
+		/* as x_ask() does: the question or its answer may be lost */
+		if (asked && !freed && now_ns() > resend) {
+			err = clanq_oob_send(&v->ctl, echo_addr(), T_FREE, &fq, sizeof(fq));
+			x_resent++;
+			printf("FREE #%u: no answer after %lld s: asked again%s%s\n", fq.seq,
+			       (now_ns() - t_ask) / SEC, err ? ", the send failed: " : "",
+			       err ? strerror(-err) : "");
+			resend += X_RESEND;
+		}
+		if (asked && !freed && !clanq_oob_recv(&v->ctl, &m) && !x_stale(&m, fq.seq)) {
 			struct xmsg a;
 
 			memcpy(&a, m.payload, sizeof(a));
@@ -2392,6 +2561,8 @@ static int tell_peer_bye(void **state __attribute__((unused)))
 	struct clanq_ep ep;
 	int err;
 
+	printf("questions to b asked again: %llu; stale answers dropped: %llu\n",
+	       (unsigned long long)x_resent, (unsigned long long)x_stale_dropped);
 	if (clanq_ep_create(&dev, &ep, 64))
 		return -1;
 	err = clanq_oob_send(&ep, echo_addr(), T_BYE, NULL, 0);
@@ -2406,6 +2577,8 @@ static int suite(void)
 		cmocka_unit_test(unknown_endpoint_comes_back_unreachable),
 		cmocka_unit_test(unknown_node_is_unreachable),
 		cmocka_unit_test(remote_echo_raises_an_event),
+		cmocka_unit_test_setup_teardown(a_question_asked_again_is_answered_once,
+						x_setup, x_teardown),
 		cmocka_unit_test_setup_teardown(remote_import_errors_and_no_pio,
 						x_setup, x_teardown),
 		cmocka_unit_test_setup_teardown(remote_writes_land_byte_for_byte,
@@ -3127,6 +3300,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	peer_node = node ? strtoul(node, NULL, 0) : 0;
+	/* questions numbered from anywhere: see x_seq */
+	x_seq = (uint32_t)now_ns() ^ ((uint32_t)getpid() << 16);
 	if (getenv("CLANQ_PAIR_FADDS"))
 		a_fadds = strtoul(getenv("CLANQ_PAIR_FADDS"), NULL, 0) ?: a_fadds;
 	err = clanq_open_nic(&dev, 0);
