@@ -592,7 +592,7 @@ static inline int clanq_rdma_poll(struct clanq_ep *ep,
  * The unified event queue (paper section 3.4).
  */
 
-#define CLANQ_EVQ_SPIN_NS_DEFAULT	15000	/**< as the paper's server */
+#define CLANQ_EVQ_SPIN_NS_DEFAULT	15000	/**< as the paper's server; 0 on one CPU */
 
 /** An event queue: events from many endpoints, dequeued at user level. */
 struct clanq_evq {

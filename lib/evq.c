@@ -13,6 +13,7 @@
 #include <clanq.h>
 
 #include "fork.h"
+#include "spin.h"
 
 int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 		     unsigned int max_regs)
@@ -52,7 +53,7 @@ int clanq_evq_create(struct clanq_dev *dev, struct clanq_evq *evq,
 	evq->seg_size = c.mmap_size;
 	evq->pending = (uint64_t *)((char *)seg + c.pending);
 	evq->nr_words = c.nr_words;
-	evq->spin_ns = CLANQ_EVQ_SPIN_NS_DEFAULT;
+	evq->spin_ns = clanq_spin_default(CLANQ_EVQ_SPIN_NS_DEFAULT);
 	return 0;
 }
 

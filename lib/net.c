@@ -21,6 +21,7 @@
 
 #include "handshake.h"
 #include "net_internal.h"
+#include "spin.h"
 
 #define CLANQ_NET_MAX_CONNS_DEFAULT	1024
 #define CLANQ_NET_OOB_SLOTS_DEFAULT	256
@@ -76,7 +77,7 @@ static int clanq_net_init(struct clanq_net *net, struct clanq_dev *dev,
 	memset(net, 0, sizeof(*net));
 	net->dev = dev;
 	net->max_conns = max;
-	net->spin_ns = CLANQ_NET_SPIN_NS_DEFAULT;
+	net->spin_ns = clanq_spin_default(CLANQ_NET_SPIN_NS_DEFAULT);
 	net->conns = calloc(max, sizeof(*net->conns));
 	net->by_bit = calloc(ea.tw_slots, sizeof(*net->by_bit));
 	net->gen = calloc(max, sizeof(*net->gen));

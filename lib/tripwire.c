@@ -10,6 +10,7 @@
 #include <clanq.h>
 
 #include "fork.h"
+#include "spin.h"
 
 int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
 		    const struct clanq_region *r, uint64_t off, uint64_t len,
@@ -35,7 +36,7 @@ int clanq_tw_create(struct clanq_ep *ep, struct clanq_tw *tw,
 	tw->mem = r->mem;
 	tw->off = off;
 	tw->len = len;
-	tw->spin_ns = CLANQ_EVQ_SPIN_NS_DEFAULT;
+	tw->spin_ns = clanq_spin_default(CLANQ_EVQ_SPIN_NS_DEFAULT);
 	return 0;
 }
 

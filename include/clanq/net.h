@@ -42,7 +42,7 @@ extern "C" {
  * reads its data, then end of stream (0).
  */
 
-#define CLANQ_NET_SPIN_NS_DEFAULT	15000	/**< as the paper's server */
+#define CLANQ_NET_SPIN_NS_DEFAULT	15000	/**< as the paper's server; 0 on one CPU */
 #define CLANQ_CONN_RING_DEFAULT		4032	/**< one page, less the ring's header */
 #define CLANQ_CONN_TIMEOUT_NS_DEFAULT	(5ull * 1000 * 1000 * 1000)
 

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1167,6 +1168,49 @@ static void processes_killed_waiting_or_holding_armed_tripwires_leak_nothing(voi
 	munmap(sh, 2 * sizeof(*sh));
 }
 
+/*
+ * A wait spins by default only where its thread may run on two CPUs: on
+ * one, the spin holds the CPU its writer (or the wire's completion work)
+ * needs, and only adds to the wait.
+ */
+static void waits_spin_by_default_only_on_more_than_one_cpu(void **state)
+{
+	uint64_t evq_spin[2], tw_spin[2];
+	cpu_set_t saved, one;
+	struct tw_owner o;
+	struct clanq_evq evq;
+	struct clanq_tw tw;
+	int cpus, pass;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	cpus = CPU_COUNT(&saved);
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	assert_ok(tw_owner_open(&o, 0, REGION));
+	for (pass = 0; pass < 2; pass++) {
+		/* pass 0 pinned to one CPU, pass 1 as the test started */
+		assert_int_equal(sched_setaffinity(0, sizeof(cpu_set_t),
+						   pass ? &saved : &one), 0);
+		assert_int_equal(clanq_evq_create(&o.dev, &evq, 1), 0);
+		assert_int_equal(clanq_tw_create(&o.ep, &tw, &o.r, TW_OFF,
+						 TW_LEN, 0), 0);
+		evq_spin[pass] = evq.spin_ns;
+		tw_spin[pass] = tw.spin_ns;
+		assert_int_equal(clanq_tw_destroy(&tw), 0);
+		assert_int_equal(clanq_evq_destroy(&evq), 0);
+	}
+	assert_ok(tw_owner_close(&o));
+	assert_int_equal(evq_spin[0], 0);
+	assert_int_equal(tw_spin[0], 0);
+	if (cpus < 2) {
+		print_message("one CPU: the spinning half is not run\n");
+		return;
+	}
+	assert_int_equal(evq_spin[1], CLANQ_EVQ_SPIN_NS_DEFAULT);
+	assert_int_equal(tw_spin[1], CLANQ_EVQ_SPIN_NS_DEFAULT);
+}
+
 #define T(f)	cmocka_unit_test_teardown(f, itest_teardown)
 
 int main(void)
@@ -1182,6 +1226,7 @@ int main(void)
 		T(tripwire_events_arrive_on_a_unified_evq_beside_oob_and_rdma_events),
 		T(every_new_ioctl_refuses_garbage_with_its_exact_errno),
 		T(processes_killed_waiting_or_holding_armed_tripwires_leak_nothing),
+		T(waits_spin_by_default_only_on_more_than_one_cpu),
 	};
 
 	return cmocka_run_group_tests_name("tripwire", tests, NULL, NULL);
