@@ -444,7 +444,7 @@ void cfi_progress(struct cfi_fabric *fab)
 	static __thread unsigned int calls;
 	struct cfi_pep *pep;
 	struct cfi_ep *ep;
-	bool cm = fab->peps != NULL;
+	bool cm = fab->peps;
 
 	for (ep = fab->eps; ep && !cm; ep = ep->next)
 		cm = ep->state == CFI_EP_CONNECTING || ep->state == CFI_EP_WAIT_ACCEPT;

@@ -8,6 +8,7 @@
  * (manual progress); the blocking reads wait on the fabric's net in the
  * driver, a millisecond at a time, between looks.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -245,8 +246,7 @@ static const char *cfi_strerror(int prov_errno, char *buf, size_t len)
 	const char *s = fi_strerror(prov_errno);
 
 	if (buf && len) {
-		strncpy(buf, s, len - 1);
-		buf[len - 1] = '\0';
+		snprintf(buf, len, "%s", s);
 		return buf;
 	}
 	return s;
