@@ -230,7 +230,7 @@ int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
 		   struct fid_pep **pep, void *context);
 int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **ep, void *context);
-void cfi_progress(struct cfi_fabric *fab);
+void cfi_progress(struct cfi_fabric *fab, bool cm);
 void cfi_ep_forget_cq(struct cfi_fabric *fab, struct cfi_cq *cq);
 void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
 

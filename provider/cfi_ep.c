@@ -439,24 +439,25 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 		cfi_ep_lost(ep, (int)n);
 }
 
-void cfi_progress(struct cfi_fabric *fab)
+void cfi_progress(struct cfi_fabric *fab, bool cm)
 {
 	static __thread unsigned int calls;
 	struct cfi_pep *pep;
 	struct cfi_ep *ep;
-	bool cm = fab->peps;
 
 	for (ep = fab->eps; ep && !cm; ep = ep->next)
 		cm = ep->state == CFI_EP_CONNECTING || ep->state == CFI_EP_WAIT_ACCEPT;
 	/*
-	 * The net's own messages (handshakes, notices of a peer's death):
-	 * every time while connections are being made, else every 8th look
-	 * (clanq's receives look at them themselves every 16th empty one).
+	 * The net's own messages (handshakes, new connections, notices of
+	 * a peer's death): on every EQ read and while connections are being
+	 * made, else every 8th look (clanq's receives look at them
+	 * themselves every 16th empty one).
 	 */
-	if (cm || (++calls & 7) == 0)
+	if (cm || (++calls & 7) == 0) {
 		clanq_net_progress(fab->net);
-	for (pep = fab->peps; pep; pep = pep->next)
-		cfi_pep_progress(pep);
+		for (pep = fab->peps; pep; pep = pep->next)
+			cfi_pep_progress(pep);
+	}
 	for (ep = fab->eps; ep; ep = ep->next) {
 		if (ep->state == CFI_EP_CONNECTING ||
 		    ep->state == CFI_EP_WAIT_ACCEPT)

@@ -123,7 +123,7 @@ static ssize_t cfi_eq_read_locked(struct cfi_eq *eq, uint32_t *event,
 	struct cfi_eq_ent *e;
 	size_t need;
 
-	cfi_progress(eq->fab);
+	cfi_progress(eq->fab, true);
 	e = eq->head;
 	if (!e)
 		return -FI_EAGAIN;
@@ -403,7 +403,7 @@ static ssize_t cfi_cq_read_locked(struct cfi_cq *cq, void *buf, size_t count,
 {
 	size_t i;
 
-	cfi_progress(cq->fab);
+	cfi_progress(cq->fab, false);
 	if (cq->en)
 		return -FI_EAVAIL;
 	if (!cq->n)
