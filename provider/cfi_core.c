@@ -104,10 +104,9 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node)
 	fi->domain_attr->max_err_data = CFI_CM_DATA_MAX;
 
 	fi->fabric_attr->name = strdup(name);
-	fi->fabric_attr->prov_name = strdup(CFI_PROV_NAME);
+	/* prov_name: libfabric's core writes it (ours would be doubled) */
 	fi->fabric_attr->prov_version = CFI_PROV_VERSION;
-	if (!fi->domain_attr->name || !fi->fabric_attr->name ||
-	    !fi->fabric_attr->prov_name) {
+	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
 		fi_freeinfo(fi);
 		return NULL;
 	}
