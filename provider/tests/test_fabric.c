@@ -280,9 +280,11 @@ static void side_open(struct side *s, unsigned int nic)
 	assert_int_equal(fi_eq_open(s->fab, &ea, &s->eq, NULL), 0);
 }
 
+static enum fi_cq_format cq_format = FI_CQ_FORMAT_DATA;
+
 static void side_cqs_ep(struct side *s, struct fi_info *info)
 {
-	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+	struct fi_cq_attr ca = { .format = cq_format };
 
 	assert_int_equal(fi_domain(s->fab, info, &s->dom, NULL), 0);
 	assert_int_equal(fi_cq_open(s->dom, &ca, &s->tcq, NULL), 0);
@@ -661,6 +663,82 @@ static void test_iov_trunc_cancel(void **state)
 	side_close(&srv);
 }
 
+/*
+ * The receive CQ in each format: the entries are that format's size
+ * (nothing written past them) with its fields.
+ */
+static void test_cq_formats(void **state)
+{
+	static const enum fi_cq_format fmts[] = {
+		FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+		FI_CQ_FORMAT_DATA,
+	};
+	static const size_t sizes[] = {
+		sizeof(struct fi_cq_entry), sizeof(struct fi_cq_entry),
+		sizeof(struct fi_cq_msg_entry), sizeof(struct fi_cq_data_entry),
+	};
+	uint8_t tx[100], rx[2][128], out[4 * sizeof(struct fi_cq_data_entry)];
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	int64_t end;
+	ssize_t n;
+	size_t f, i;
+
+	(void)state;
+	for (f = 0; f < ARRAY_SIZE(fmts); f++) {
+		cq_format = fmts[f];
+		connect_pair(&srv, &cli);
+		cq_format = FI_CQ_FORMAT_DATA;
+		fill(tx, sizeof(tx), 40);
+		for (i = 0; i < 2; i++) {
+			assert_int_equal(fi_recv(srv.ep, rx[i], sizeof(rx[i]), NULL, 0,
+						 rx[i]), 0);
+			assert_int_equal(fi_senddata(cli.ep, tx, sizeof(tx) - i, NULL,
+						     77 + i, 0, tx), 0);
+			assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		}
+		/* entries laid out one after the other, at the format's size */
+		memset(out, 0xaa, sizeof(out));
+		end = now_ms() + WAIT_MS;
+		for (n = 0; n < 2 && now_ms() < end;) {
+			ssize_t r = fi_cq_read(srv.rcq, out + n * sizes[f], 4 - n);
+
+			if (r > 0)
+				n += r;
+			else
+				assert_int_equal(r, -FI_EAGAIN);
+		}
+		assert_int_equal(n, 2);
+		for (i = 0; i < 2; i++) {
+			uint8_t *e = out + i * sizes[f];
+			void *ctx;
+
+			memcpy(&ctx, e, sizeof(ctx));
+			assert_ptr_equal(ctx, rx[i]);
+			if (sizes[f] >= sizeof(struct fi_cq_msg_entry)) {
+				struct fi_cq_msg_entry m;
+
+				memcpy(&m, e, sizeof(m));
+				assert_int_equal(m.len, sizeof(tx) - i);
+				assert_true(m.flags & FI_RECV);
+				assert_true(m.flags & FI_REMOTE_CQ_DATA);
+			}
+			if (sizes[f] == sizeof(struct fi_cq_data_entry)) {
+				struct fi_cq_data_entry d;
+
+				memcpy(&d, e, sizeof(d));
+				assert_int_equal(d.data, 77 + i);
+				assert_ptr_equal(d.buf, rx[i]);
+			}
+			check(rx[i], sizeof(tx) - i, 40);
+		}
+		for (i = 2 * sizes[f]; i < sizeof(out); i++)
+			assert_int_equal(out[i], 0xaa);
+		side_close(&cli);
+		side_close(&srv);
+	}
+}
+
 /* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
 static void test_shutdown(void **state)
 {
@@ -911,6 +989,7 @@ int main(void)
 		cmocka_unit_test(test_exchange),
 		cmocka_unit_test(test_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
+		cmocka_unit_test(test_cq_formats),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
