@@ -186,6 +186,7 @@ struct cfi_ep {
 	bool enabled;
 	enum cfi_ep_state state;
 	struct clanq_conn *conn;
+	uint32_t want;			/* clanq_conn_want() of conn */
 	struct cfi_connreq *req;	/* from info->handle, until accepted */
 	struct cfi_addr peer;
 	struct cfi_opq sq, rq;
@@ -231,6 +232,7 @@ int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
 int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **ep, void *context);
 void cfi_progress(struct cfi_fabric *fab, bool cm);
+void cfi_before_wait(struct cfi_fabric *fab);
 void cfi_ep_forget_cq(struct cfi_fabric *fab, struct cfi_cq *cq);
 void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
 

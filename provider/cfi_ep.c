@@ -470,6 +470,26 @@ void cfi_progress(struct cfi_fabric *fab, bool cm)
 	}
 }
 
+/*
+ * Before the blocking reads wait on the net: a connection with no
+ * receive posted is muted for input, so that a message waiting for one
+ * does not wake the wait at once, again and again (a reset still does;
+ * the end of stream is seen at the next look, a millisecond later).
+ */
+void cfi_before_wait(struct cfi_fabric *fab)
+{
+	struct cfi_ep *ep;
+	uint32_t want;
+
+	for (ep = fab->eps; ep; ep = ep->next) {
+		if (ep->state != CFI_EP_CONNECTED || !ep->conn)
+			continue;
+		want = CLANQ_NET_OUT | (ep->rq.head ? CLANQ_NET_IN : 0);
+		if (want != ep->want && !clanq_conn_want(ep->conn, want))
+			ep->want = want;
+	}
+}
+
 /* ---- passive endpoint ---------------------------------------------------- */
 
 static int cfi_pep_close(struct fid *fid)
@@ -786,6 +806,7 @@ static int cfi_connect(struct fid_ep *fep, const void *addr, const void *param,
 	memcpy(ep->cm_data, param, paramlen);
 	ep->cm_len = paramlen;
 	ep->peer = a;
+	ep->want = CLANQ_NET_IN | CLANQ_NET_OUT;
 	ep->state = CFI_EP_CONNECTING;
 	cfi_ep_connect_progress(ep);
 out:
@@ -824,6 +845,7 @@ static int cfi_accept(struct fid_ep *fep, const void *param, size_t paramlen)
 		}
 	}
 	ep->conn = r->conn;
+	ep->want = CLANQ_NET_IN | CLANQ_NET_OUT;
 	ep->req = NULL;
 	free(r);
 	pa = clanq_conn_peer(ep->conn);

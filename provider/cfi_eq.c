@@ -40,6 +40,7 @@ static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
 		if ((deadline - now) * 1000 * 1000 < (uint64_t)ns)
 			ns = (int64_t)(deadline - now) * 1000 * 1000;
 	}
+	cfi_before_wait(fab);
 	clanq_net_wait(fab->net, evs, 8, ns);
 	return 0;
 }
