@@ -26,6 +26,7 @@ M = {
  'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);', '\top->iov[0].iov_len = 8;'),
  'm6-any-ep-type': ('cfi_core.c', '\t\tif (a->type != FI_EP_UNSPEC && a->type != FI_EP_MSG)\n\t\t\treturn -FI_ENODATA;\n', ''),
  'm7-connreq-data-lost': ('cfi_ep.c', 'fi, data, len)) {', 'fi, data, 0)) {'),
+ 'm8-no-mute-before-wait': ('cfi_eq.c', '\tcfi_before_wait(fab);\n', ''),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))

@@ -739,6 +739,55 @@ static void test_cq_formats(void **state)
 	}
 }
 
+static int64_t cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The blocking reads wait in the driver, not spinning, even with a
+ * message waiting that no receive was posted for; they time out with
+ * -FI_EAGAIN and return at once when the completion is there.
+ */
+static void test_sread_waits(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256], rx[128], tx[100];
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	int64_t t0, c0, wall, cpu;
+	uint32_t ev;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	fill(tx, sizeof(tx), 3);
+	assert_int_equal(fi_send(cli.ep, tx, sizeof(tx), NULL, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+
+	t0 = now_ms();
+	c0 = cpu_ms();
+	assert_int_equal(fi_cq_sread(srv.rcq, &c, 1, NULL, 400), -FI_EAGAIN);
+	assert_int_equal(fi_eq_sread(srv.eq, &ev, buf, sizeof(buf), 400, 0),
+			 -FI_EAGAIN);
+	wall = now_ms() - t0;
+	cpu = cpu_ms() - c0;
+	print_message("sread: %lld ms waited, %lld ms of CPU\n",
+		      (long long)wall, (long long)cpu);
+	assert_true(wall >= 790);
+	assert_true(cpu < wall / 2);
+
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	t0 = now_ms();
+	assert_int_equal(fi_cq_sread(srv.rcq, &c, 1, NULL, 5000), 1);
+	assert_true(now_ms() - t0 < 1000);
+	assert_ptr_equal(c.op_context, rx);
+	check(rx, sizeof(tx), 3);
+	side_close(&cli);
+	side_close(&srv);
+}
+
 /* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
 static void test_shutdown(void **state)
 {
@@ -990,6 +1039,7 @@ int main(void)
 		cmocka_unit_test(test_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
 		cmocka_unit_test(test_cq_formats),
+		cmocka_unit_test(test_sread_waits),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
