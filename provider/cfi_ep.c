@@ -474,7 +474,7 @@ void cfi_progress(struct cfi_fabric *fab, bool cm)
  * Before the blocking reads wait on the net: a connection with no
  * receive posted is muted for input, so that a message waiting for one
  * does not wake the wait at once, again and again (a reset still does;
- * the end of stream is seen at the next look, a millisecond later).
+ * the end of stream is seen at the next look, CFI_WAIT_SLICE_MS later).
  */
 void cfi_before_wait(struct cfi_fabric *fab)
 {

@@ -6,7 +6,7 @@
  * than its tx and rx sizes, so a CQ holds at most what its endpoints
  * posted): no overrun to report. Reading either moves the fabric on
  * (manual progress); the blocking reads wait on the fabric's net in the
- * driver, a millisecond at a time, between looks.
+ * driver, CFI_WAIT_SLICE_MS at most at a time, between looks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +24,19 @@ static uint64_t cfi_now_ms(void)
 }
 
 /*
- * Wait for something on the fabric's net, at most a millisecond and at
- * most until deadline (ms; UINT64_MAX: none). Under the lock: the net
- * is one thread's at a time. Returns -FI_EAGAIN when the time is up.
+ * Wait for something on the fabric's net, at most CFI_WAIT_SLICE_MS and
+ * at most until deadline (ms; UINT64_MAX: none). Under the lock: the
+ * net is one thread's at a time. The slice bounds what no wake-up
+ * announces: the end of stream of a connection muted for input.
+ * Returns -FI_EAGAIN when the time is up.
  */
+#define CFI_WAIT_SLICE_MS	10
+
 static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
 {
 	struct clanq_net_event evs[8];
 	uint64_t now = cfi_now_ms();
-	int64_t ns = 1000 * 1000;
+	int64_t ns = CFI_WAIT_SLICE_MS * 1000 * 1000;
 
 	if (deadline != UINT64_MAX) {
 		if (now >= deadline)
