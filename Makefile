@@ -69,10 +69,10 @@ MODNAME ?= host
 
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
-.PHONY: all lib examples benches tools bench module module-stock module-debug vm-bins deps \
+.PHONY: all lib examples benches tools provider bench module module-stock module-debug vm-bins deps \
 	check native-smoke bench-native lint test pair-siw run vm-shell vm-run install uninstall clean help fuzz coverage soak
 
-all: lib examples benches tools module
+all: lib examples benches tools provider module
 
 help:
 	@echo 'make            library, examples, benchmarks, module (for KDIR)'
@@ -154,6 +154,28 @@ examples: $(EXAMPLES)
 benches: $(BENCHES)
 tools: $(TOOLS)
 
+# The libfabric provider (provider/): libclanq-fi.so, libclanq's PIC
+# objects linked in (no libclanq.so.2 to find when libfabric dlopens it;
+# it matches the tree's module), only fi_prov_ini exported.
+PROV_SRCS := $(wildcard provider/*.c)
+PROV_HDRS := $(wildcard provider/*.h)
+PROV_SO   := $(B)/provider/libclanq-fi.so
+
+$(B)/provider/%.o: provider/%.c $(HDRS) $(PROV_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(PROV_SO): $(PROV_SRCS:provider/%.c=$(B)/provider/%.o) $(LIB_PICS) provider/libclanq-fi.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=provider/libclanq-fi.map \
+		-Wl,-z,defs -o $@ $(filter %.o,$^) -lfabric -lpthread
+
+# its test program (provider/tests/), run in the debug VM
+$(B)/vm/bin/test_fabric: provider/tests/test_fabric.c $(B)/vm/itest.o $(LIB_A) $(HDRS) $(ITEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) -Itests/integration $< $(B)/vm/itest.o $(LIB_A) -lfabric -lcmocka -lpthread -o $@
+
+provider: $(PROV_SO)
+
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
 ITEST_HDRS := $(wildcard tests/integration/*.h)
@@ -171,7 +193,8 @@ $(B)/vm/bin/clanq-fuzz: tests/fuzz/clanq-fuzz.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) -static $< -o $@
 
-vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES) $(TOOLS) $(B)/vm/bin/clanq-fuzz
+vm-bins: $(VM_TESTS) $(EXAMPLES) $(BENCHES) $(TOOLS) $(B)/vm/bin/clanq-fuzz \
+	$(PROV_SO) $(B)/vm/bin/test_fabric
 
 # Host unit tests: each built twice, ASan+UBSan and TSan.
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

@@ -7,6 +7,8 @@
 # headers (the module must also build for the previous LTS). The newest
 # ABI the archive offers is taken, unless one is already installed.
 #
+# libfabric-dev: the provider's headers (provider/, rdma/providers/fi_prov.h).
+#
 # The baselines clanq-bench runs in the stock VM (tests/vm/peers-pack.sh):
 # UCX's ucx_perftest, libfabric's fi_pingpong, perftest's ib_write_* over
 # Soft-RoCE (librxe is in ibverbs-providers; the kernel side is the stock
@@ -24,7 +26,7 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	libcmocka-dev sparse perl
 	linux-source-6.12
-	ucx-utils libfabric-bin perftest ibverbs-providers iproute2
+	ucx-utils libfabric-bin libfabric-dev perftest ibverbs-providers iproute2
 	gnuplot-nox abi-dumper abi-compliance-checker
 	debhelper dh-dkms dkms lintian fakeroot dpkg-dev adduser groff-base man-db
 )

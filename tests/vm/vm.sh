@@ -220,6 +220,13 @@ if [ $job = exec ]; then
 	cp build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
 elif [ $job != pkg ]; then
 	cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
+	# the libfabric provider and Debian's tools to drive it (fabric.sh;
+	# libfabric and what it links come with the libraries below)
+	mkdir -p "$rootfs/clanq/fabric"
+	cp build/provider/libclanq-fi.so "$rootfs/clanq/fabric/"
+	for p in fi_info fi_pingpong; do
+		command -v $p >/dev/null && cp -L "$(command -v $p)" "$rootfs/clanq/bin/"
+	done
 fi
 # exec: the user's programs, their command and its time limit
 if [ $job = exec ]; then
@@ -235,7 +242,7 @@ fi
 grep -v '^#' "${CLANQ_LIST:-tests/vm/tests.list}" | awk -v re="${CLANQ_ONLY:-.}" '{ n = $1; sub(/@.*/, "", n) } n ~ re' \
 	> "$rootfs/clanq/tests"
 cp tests/vm/demo.sh tests/vm/checks.sh tests/vm/examples.sh tests/vm/bench-smoke.sh \
-	"$rootfs/clanq/"
+	tests/vm/fabric.sh "$rootfs/clanq/"
 cp tests/vm/bench.sh "$rootfs/clanq/bench.sh"
 printf '%s\n' "${CLANQ_BENCH_ARGS:-}" > "$rootfs/clanq/bench-args"
 # the baselines' tools (UCX, libfabric, perftest over Soft-RoCE): make bench

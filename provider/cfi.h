@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * libclanq-fi.so: the clanq provider of libfabric, its internals.
+ *
+ * One fabric per clanq NIC (fabric and domain "clanq<N>"): the fabric
+ * opens the NIC and one clanq_net on it, which its passive endpoints
+ * listen on and its endpoints connect and accept on. A net belongs to
+ * one thread at a time (clanq/net.h), so every call into the provider
+ * takes the fabric's lock: FI_THREAD_SAFE. Progress is manual: reading
+ * a CQ or an EQ moves everything of the fabric on (README.md).
+ *
+ * Every message on a clanq connection starts with a struct cfi_hdr: the
+ * connection manager's records (CONNREQ, ACCEPT, REJECT with their
+ * connection data) and the application's messages (remote CQ data).
+ */
+#ifndef _CLANQ_CFI_H
+#define _CLANQ_CFI_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <clanq.h>
+#include <clanq/net.h>
+
+#define CFI_PROV_NAME	"clanq"
+#define CFI_PROV_VERSION FI_VERSION(0, 4)
+#define CFI_FI_VERSION	FI_VERSION(1, 17)
+
+#define CFI_IOV_MAX	4	/* the application's iovs per message */
+#define CFI_INJECT_MAX	1024	/* tx_attr->inject_size */
+#define CFI_CM_DATA_MAX	256	/* ep_attr->max_cm_data_size ... our own */
+#define CFI_QUEUE_SIZE	1024	/* tx_attr->size, rx_attr->size */
+#define CFI_MSG_MAX	(CLANQ_CONN_MSG_MAX - sizeof(struct cfi_hdr))
+/* each connection's receive ring: 16 pages less the ring's header */
+#define CFI_RING	(16u * 4096 - 64)
+#define CFI_BACKLOG	64
+/* a passive endpoint without a service picks one from here */
+#define CFI_AUTO_SERVICE_MIN	40000u
+#define CFI_AUTO_SERVICE_SPAN	20000u
+
+/* fi_getname()'s and fi_getinfo()'s addresses: FI_FORMAT_UNSPEC */
+struct cfi_addr {
+	uint32_t node;		/* clanq node number */
+	uint32_t service;	/* a listener's service, or a net's id */
+};
+
+enum cfi_hdr_type {
+	CFI_H_DATA = 1,
+	CFI_H_CONNREQ,
+	CFI_H_ACCEPT,
+	CFI_H_REJECT,
+};
+
+#define CFI_HDR_MAGIC	0x6366u	/* "cf" */
+#define CFI_HF_DATA	0x1u	/* data is remote CQ data */
+
+struct cfi_hdr {
+	uint16_t magic;
+	uint8_t type;		/* enum cfi_hdr_type */
+	uint8_t flags;		/* CFI_HF_* */
+	uint32_t len;		/* CM records: bytes of connection data after */
+	uint64_t data;
+};
+
+struct cfi_fabric;
+struct cfi_cq;
+struct cfi_eq;
+
+/* an operation waiting: a send without credit, a posted receive */
+struct cfi_op {
+	struct cfi_op *next;
+	void *context;
+	uint64_t flags;		/* the completion's FI_* flags */
+	uint64_t data;		/* remote CQ data (sends) */
+	struct iovec iov[CFI_IOV_MAX + 1];	/* [0]: the header (sends) */
+	int iovcnt;
+	size_t len;		/* the application's bytes */
+	bool comp;		/* a completion is wanted */
+	void *copy;		/* an injected send's own copy */
+	struct cfi_hdr hdr;
+};
+
+struct cfi_opq {
+	struct cfi_op *head, *tail;
+	size_t n;
+};
+
+struct cfi_comp {
+	void *context;
+	uint64_t flags;
+	size_t len;
+	void *buf;
+	uint64_t data;
+	size_t olen;
+	int err;		/* positive FI_E*; 0: success */
+};
+
+struct cfi_cq {
+	struct fid_cq cq;
+	struct cfi_fabric *fab;
+	enum fi_cq_format format;
+	struct cfi_comp *ring;	/* successes, grows */
+	size_t cap, head, n;
+	struct cfi_comp *errs;	/* error completions, grows */
+	size_t ecap, ehead, en;
+	int refs;
+};
+
+struct cfi_eq_ent {
+	struct cfi_eq_ent *next;
+	uint32_t event;
+	bool err;
+	struct fi_eq_err_entry e;	/* err: as fi_eq_readerr() gives it */
+	fid_t fid;
+	struct fi_info *info;
+	size_t datalen;
+	uint8_t data[CFI_CM_DATA_MAX];	/* connection data; written events */
+	size_t wlen;			/* fi_eq_write()'s bytes, in data */
+};
+
+struct cfi_eq {
+	struct fid_eq eq;
+	struct cfi_fabric *fab;
+	struct cfi_eq_ent *head, *tail;
+	uint8_t errdata[CFI_CM_DATA_MAX];	/* the last readerr's */
+	int refs;
+};
+
+struct cfi_domain {
+	struct fid_domain dom;
+	struct cfi_fabric *fab;
+	int refs;
+};
+
+/* a connection accepted by clanq, not yet by the application */
+struct cfi_connreq {
+	struct fid fid;		/* fi_info->handle */
+	struct cfi_connreq *next;
+	struct cfi_pep *pep;
+	struct clanq_conn *conn;
+	bool announced;		/* FI_CONNREQ reported */
+};
+
+struct cfi_pep {
+	struct fid_pep pep;
+	struct cfi_fabric *fab;
+	struct cfi_pep *next;
+	struct fi_info *info;
+	struct cfi_eq *eq;
+	struct clanq_listener *l;
+	uint32_t service;	/* from src_addr; 0 until listening if auto */
+	struct cfi_connreq *reqs;
+};
+
+enum cfi_ep_state {
+	CFI_EP_IDLE,		/* not enabled, or enabled and unconnected */
+	CFI_EP_CONNECTING,	/* clanq's handshake */
+	CFI_EP_WAIT_ACCEPT,	/* CONNREQ sent, no answer yet */
+	CFI_EP_CONNECTED,
+	CFI_EP_SHUTDOWN,	/* either side shut it down */
+};
+
+struct cfi_ep {
+	struct fid_ep ep;
+	struct cfi_fabric *fab;
+	struct cfi_domain *dom;
+	struct cfi_ep *next;
+	struct fi_info *info;
+	struct cfi_eq *eq;
+	struct cfi_cq *tcq, *rcq;
+	uint64_t tflags, rflags;	/* bind flags: FI_SELECTIVE_COMPLETION */
+	bool enabled;
+	enum cfi_ep_state state;
+	struct clanq_conn *conn;
+	uint32_t want;			/* clanq_conn_want() of conn */
+	struct cfi_connreq *req;	/* from info->handle, until accepted */
+	struct cfi_addr peer;
+	struct cfi_opq sq, rq;
+	struct cfi_op *free_ops;
+	size_t cm_len;			/* fi_connect()'s data */
+	uint8_t cm_data[CFI_CM_DATA_MAX];
+};
+
+struct cfi_fabric {
+	struct fid_fabric fab;
+	pthread_mutex_t lock;
+	unsigned int nic;
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct cfi_ep *eps;
+	struct cfi_pep *peps;
+	int refs;
+};
+
+extern struct fi_provider cfi_prov;
+
+/* cfi_core.c */
+int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		    void *context);
+int cfi_errno(int clanq_err);
+struct fi_info *cfi_info_for(unsigned int nic, uint32_t node);
+int cfi_enosys(void);
+
+/* cfi_eq.c */
+int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **eq, void *context);
+int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq, void *context);
+int cfi_cq_push(struct cfi_cq *cq, const struct cfi_comp *c);
+int cfi_eq_push_cm(struct cfi_eq *eq, uint32_t event, fid_t fid,
+		   struct fi_info *info, const void *data, size_t len);
+int cfi_eq_push_err(struct cfi_eq *eq, fid_t fid, void *context, int err,
+		    const void *data, size_t len);
+
+/* cfi_ep.c */
+int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+		   struct fid_pep **pep, void *context);
+int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
+		 struct fid_ep **ep, void *context);
+void cfi_progress(struct cfi_fabric *fab, bool cm);
+void cfi_before_wait(struct cfi_fabric *fab);
+void cfi_ep_forget_cq(struct cfi_fabric *fab, struct cfi_cq *cq);
+void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
+
+static inline void cfi_lock(struct cfi_fabric *fab)
+{
+	pthread_mutex_lock(&fab->lock);
+}
+
+static inline void cfi_unlock(struct cfi_fabric *fab)
+{
+	pthread_mutex_unlock(&fab->lock);
+}
+
+#define CFI_WARN(subsys, ...)	FI_WARN(&cfi_prov, subsys, __VA_ARGS__)
+
+#endif /* _CLANQ_CFI_H */

@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq-fi.so: fi_prov_ini(), fi_getinfo(), fabric and domain.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfi.h"
+
+#define CFI_CAPS	(FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define CFI_TX_CAPS	(FI_MSG | FI_SEND)
+#define CFI_RX_CAPS	(FI_MSG | FI_RECV)
+#define CFI_ORDER	FI_ORDER_SAS
+
+int cfi_enosys(void)
+{
+	return -FI_ENOSYS;
+}
+
+/* clanq's -errno to libfabric's: its codes are errno's where both have one */
+int cfi_errno(int err)
+{
+	switch (err) {
+	case -EHOSTUNREACH:
+		return -FI_EHOSTUNREACH;
+	case -ENOSPC:
+		return -FI_ENOSPC;
+	case -ECONNRESET:
+	case -EPROTO:
+		return -FI_ECONNRESET;
+	case -EPIPE:
+		return -FI_ESHUTDOWN;	/* the peer shut it down */
+	default:
+		return err < 0 ? err : -FI_EOTHER;
+	}
+}
+
+/* a decimal number in [lo, hi], the whole string */
+static int cfi_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+struct fi_info *cfi_info_for(unsigned int nic, uint32_t node)
+{
+	struct fi_info *fi = fi_allocinfo();
+	char name[32];
+
+	if (!fi)
+		return NULL;
+	snprintf(name, sizeof(name), "clanq%u", nic);
+	fi->caps = CFI_CAPS;
+	fi->mode = 0;
+	fi->addr_format = FI_FORMAT_UNSPEC;
+
+	fi->tx_attr->caps = CFI_TX_CAPS;
+	fi->tx_attr->msg_order = CFI_ORDER;
+	fi->tx_attr->comp_order = FI_ORDER_STRICT;
+	fi->tx_attr->inject_size = CFI_INJECT_MAX;
+	fi->tx_attr->size = CFI_QUEUE_SIZE;
+	fi->tx_attr->iov_limit = CFI_IOV_MAX;
+
+	fi->rx_attr->caps = CFI_RX_CAPS;
+	fi->rx_attr->msg_order = CFI_ORDER;
+	fi->rx_attr->comp_order = FI_ORDER_STRICT;
+	fi->rx_attr->size = CFI_QUEUE_SIZE;
+	fi->rx_attr->iov_limit = CFI_IOV_MAX;
+
+	fi->ep_attr->type = FI_EP_MSG;
+	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
+	fi->ep_attr->protocol_version = 1;
+	fi->ep_attr->max_msg_size = CFI_MSG_MAX;
+	fi->ep_attr->tx_ctx_cnt = 1;
+	fi->ep_attr->rx_ctx_cnt = 1;
+
+	fi->domain_attr->name = strdup(name);
+	fi->domain_attr->threading = FI_THREAD_SAFE;
+	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	fi->domain_attr->av_type = FI_AV_UNSPEC;
+	fi->domain_attr->mr_mode = 0;
+	fi->domain_attr->cq_data_size = sizeof(uint64_t);
+	fi->domain_attr->cq_cnt = 256;
+	fi->domain_attr->ep_cnt = 1024;
+	fi->domain_attr->tx_ctx_cnt = 1024;
+	fi->domain_attr->rx_ctx_cnt = 1024;
+	fi->domain_attr->max_ep_tx_ctx = 1;
+	fi->domain_attr->max_ep_rx_ctx = 1;
+	fi->domain_attr->mr_iov_limit = 1;
+	fi->domain_attr->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+	fi->domain_attr->max_err_data = CFI_CM_DATA_MAX;
+
+	fi->fabric_attr->name = strdup(name);
+	/* prov_name: libfabric's core writes it (ours would be doubled) */
+	fi->fabric_attr->prov_version = CFI_PROV_VERSION;
+	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
+		fi_freeinfo(fi);
+		return NULL;
+	}
+	(void)node;
+	return fi;
+}
+
+/* What the hints ask that no info of ours gives: -FI_ENODATA. */
+static int cfi_check_hints(const struct fi_info *h)
+{
+	if (h->caps & ~CFI_CAPS)
+		return -FI_ENODATA;
+	if (h->addr_format != FI_FORMAT_UNSPEC)
+		return -FI_ENODATA;
+	if (h->ep_attr) {
+		const struct fi_ep_attr *a = h->ep_attr;
+
+		if (a->type != FI_EP_UNSPEC && a->type != FI_EP_MSG)
+			return -FI_ENODATA;
+		if (a->protocol != FI_PROTO_UNSPEC)
+			return -FI_ENODATA;
+		if (a->max_msg_size > CFI_MSG_MAX)
+			return -FI_ENODATA;
+		if (a->tx_ctx_cnt > 1 || a->rx_ctx_cnt > 1)
+			return -FI_ENODATA;
+		if (a->auth_key_size)
+			return -FI_ENODATA;
+	}
+	if (h->tx_attr) {
+		const struct fi_tx_attr *t = h->tx_attr;
+
+		if ((t->caps & ~CFI_CAPS) || (t->msg_order & ~CFI_ORDER) ||
+		    t->inject_size > CFI_INJECT_MAX ||
+		    t->size > CFI_QUEUE_SIZE || t->iov_limit > CFI_IOV_MAX ||
+		    t->rma_iov_limit)
+			return -FI_ENODATA;
+	}
+	if (h->rx_attr) {
+		const struct fi_rx_attr *r = h->rx_attr;
+
+		if ((r->caps & ~CFI_CAPS) || (r->msg_order & ~CFI_ORDER) ||
+		    r->size > CFI_QUEUE_SIZE || r->iov_limit > CFI_IOV_MAX ||
+		    r->total_buffered_recv)
+			return -FI_ENODATA;
+	}
+	if (h->domain_attr) {
+		const struct fi_domain_attr *d = h->domain_attr;
+
+		if (d->control_progress == FI_PROGRESS_AUTO ||
+		    d->data_progress == FI_PROGRESS_AUTO)
+			return -FI_ENODATA;
+		if (d->cq_data_size > sizeof(uint64_t))
+			return -FI_ENODATA;
+		/* mr_mode: nothing registered, nothing to refuse */
+		if (d->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
+			return -FI_ENODATA;
+	}
+	if (h->src_addr && h->src_addrlen != sizeof(struct cfi_addr))
+		return -FI_ENODATA;
+	if (h->dest_addr && h->dest_addrlen != sizeof(struct cfi_addr))
+		return -FI_ENODATA;
+	return 0;
+}
+
+static int cfi_set_addr(void **p, size_t *len, const struct cfi_addr *a)
+{
+	free(*p);
+	*p = malloc(sizeof(*a));
+	if (!*p)
+		return -FI_ENOMEM;
+	memcpy(*p, a, sizeof(*a));
+	*len = sizeof(*a);
+	return 0;
+}
+
+static int cfi_getinfo(uint32_t version, const char *node, const char *service,
+		       uint64_t flags, const struct fi_info *hints,
+		       struct fi_info **info)
+{
+	struct cfi_addr src = { 0 }, dst = { 0 };
+	bool has_src = false, has_dst = false, src_any_node = true;
+	struct fi_info *head = NULL, **tail = &head;
+	struct clanq_dev dev;
+	unsigned int nic, nr;
+	uint32_t v;
+	int ret;
+
+	if (!info)
+		return -FI_EINVAL;
+	*info = NULL;
+	/* addresses: node a clanq node number, service a clanq service */
+	if (node || service) {
+		uint32_t n = 0, s = 0;
+
+		if (node && cfi_parse_u32(node, 0, UINT32_MAX - 1, &n))
+			return -FI_ENODATA;
+		if (service && cfi_parse_u32(service, 1, CLANQ_SERVICE_MAX, &s))
+			return -FI_ENODATA;
+		if ((flags & FI_SOURCE) || !node) {
+			src.node = n;
+			src.service = s;
+			has_src = true;
+			src_any_node = !node;
+		} else {
+			dst.node = n;
+			dst.service = s;
+			has_dst = true;
+			if (!service)
+				return -FI_ENODATA;	/* whom to connect to? */
+		}
+	}
+	if (hints) {
+		ret = cfi_check_hints(hints);
+		if (ret)
+			return ret;
+		if (hints->src_addr && !has_src) {
+			memcpy(&src, hints->src_addr, sizeof(src));
+			has_src = true;
+			src_any_node = false;
+		}
+		if (hints->dest_addr && !has_dst) {
+			memcpy(&dst, hints->dest_addr, sizeof(dst));
+			has_dst = true;
+		}
+	}
+
+	ret = clanq_open_nic(&dev, 0);
+	if (ret)
+		return -FI_ENODATA;	/* no clanq here: nothing to offer */
+	nr = dev.nr_nics;
+	clanq_close(&dev);
+	for (nic = 0; nic < nr; nic++) {
+		struct fi_info *fi;
+		char name[32];
+
+		if (clanq_open_nic(&dev, nic))
+			continue;
+		v = dev.node;
+		clanq_close(&dev);
+		snprintf(name, sizeof(name), "clanq%u", nic);
+		if (has_src && !src_any_node && src.node != v)
+			continue;
+		if (hints && hints->domain_attr && hints->domain_attr->name &&
+		    strcmp(hints->domain_attr->name, name))
+			continue;
+		if (hints && hints->fabric_attr && hints->fabric_attr->name &&
+		    strcmp(hints->fabric_attr->name, name))
+			continue;
+		fi = cfi_info_for(nic, v);
+		if (!fi)
+			goto nomem;
+		fi->fabric_attr->api_version = version;
+		if (has_src) {
+			struct cfi_addr a = { v, src.service };
+
+			if (cfi_set_addr(&fi->src_addr, &fi->src_addrlen, &a))
+				goto nomem_fi;
+		}
+		if (has_dst && cfi_set_addr(&fi->dest_addr, &fi->dest_addrlen, &dst))
+			goto nomem_fi;
+		*tail = fi;
+		tail = &fi->next;
+		continue;
+nomem_fi:
+		fi_freeinfo(fi);
+		goto nomem;
+	}
+	if (!head)
+		return -FI_ENODATA;
+	*info = head;
+	return 0;
+nomem:
+	fi_freeinfo(head);
+	return -FI_ENOMEM;
+}
+
+/* ---- domain ------------------------------------------------------------- */
+
+static int cfi_domain_close(struct fid *fid)
+{
+	struct cfi_domain *d = container_of(fid, struct cfi_domain, dom.fid);
+	struct cfi_fabric *fab = d->fab;
+
+	cfi_lock(fab);
+	if (d->refs) {
+		cfi_unlock(fab);
+		return -FI_EBUSY;
+	}
+	fab->refs--;
+	cfi_unlock(fab);
+	free(d);
+	return 0;
+}
+
+static struct fi_ops cfi_domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cfi_domain_close,
+	.bind = (void *)cfi_enosys,
+	.control = (void *)cfi_enosys,
+	.ops_open = (void *)cfi_enosys,
+	.tostr = (void *)cfi_enosys,
+	.ops_set = (void *)cfi_enosys,
+};
+
+static ssize_t cfi_nosys_ssize(void)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_domain cfi_domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = (void *)cfi_enosys,
+	.cq_open = cfi_cq_open,
+	.endpoint = cfi_endpoint,
+	.scalable_ep = (void *)cfi_enosys,
+	.cntr_open = (void *)cfi_enosys,
+	.poll_open = (void *)cfi_enosys,
+	.stx_ctx = (void *)cfi_enosys,
+	.srx_ctx = (void *)cfi_enosys,
+	.query_atomic = (void *)cfi_enosys,
+	.query_collective = (void *)cfi_enosys,
+	.endpoint2 = (void *)cfi_enosys,
+};
+
+/* no memory registration in this slice: fi_mr_reg() says -FI_ENOSYS */
+static struct fi_ops_mr cfi_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = (void *)cfi_enosys,
+	.regv = (void *)cfi_enosys,
+	.regattr = (void *)cfi_enosys,
+};
+
+static int cfi_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+			   struct fid_domain **dom, void *context)
+{
+	struct cfi_fabric *fab = container_of(fabric, struct cfi_fabric, fab);
+	struct cfi_domain *d;
+	char name[32];
+
+	if (!info || !dom)
+		return -FI_EINVAL;
+	snprintf(name, sizeof(name), "clanq%u", fab->nic);
+	if (info->domain_attr && info->domain_attr->name &&
+	    strcmp(info->domain_attr->name, name))
+		return -FI_EINVAL;
+	if (info->domain_attr &&
+	    (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+	     info->domain_attr->control_progress == FI_PROGRESS_AUTO))
+		return -FI_EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -FI_ENOMEM;
+	d->fab = fab;
+	d->dom.fid.fclass = FI_CLASS_DOMAIN;
+	d->dom.fid.context = context;
+	d->dom.fid.ops = &cfi_domain_fi_ops;
+	d->dom.ops = &cfi_domain_ops;
+	d->dom.mr = &cfi_mr_ops;
+	cfi_lock(fab);
+	fab->refs++;
+	cfi_unlock(fab);
+	*dom = &d->dom;
+	return 0;
+}
+
+/* ---- fabric ------------------------------------------------------------- */
+
+static int cfi_fabric_close(struct fid *fid)
+{
+	struct cfi_fabric *fab = container_of(fid, struct cfi_fabric, fab.fid);
+
+	cfi_lock(fab);
+	if (fab->refs) {
+		cfi_unlock(fab);
+		return -FI_EBUSY;
+	}
+	cfi_unlock(fab);
+	clanq_net_close(fab->net);
+	clanq_close(&fab->dev);
+	pthread_mutex_destroy(&fab->lock);
+	free(fab);
+	return 0;
+}
+
+static struct fi_ops cfi_fabric_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cfi_fabric_close,
+	.bind = (void *)cfi_enosys,
+	.control = (void *)cfi_enosys,
+	.ops_open = (void *)cfi_enosys,
+	.tostr = (void *)cfi_enosys,
+	.ops_set = (void *)cfi_enosys,
+};
+
+static struct fi_ops_fabric cfi_fabric_ops = {
+	.size = sizeof(struct fi_ops_fabric),
+	.domain = cfi_domain_open,
+	.passive_ep = cfi_passive_ep,
+	.eq_open = cfi_eq_open,
+	.wait_open = (void *)cfi_enosys,
+	.trywait = (void *)cfi_enosys,
+	.domain2 = (void *)cfi_enosys,
+};
+
+int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		    void *context)
+{
+	struct cfi_fabric *fab;
+	uint32_t nic;
+	int ret;
+
+	if (!attr || !fabric || !attr->name ||
+	    strncmp(attr->name, "clanq", 5) ||
+	    cfi_parse_u32(attr->name + 5, 0, 1023, &nic))
+		return -FI_EINVAL;
+	fab = calloc(1, sizeof(*fab));
+	if (!fab)
+		return -FI_ENOMEM;
+	ret = clanq_open_nic(&fab->dev, nic);
+	if (ret) {
+		free(fab);
+		return ret == -ENOENT || ret == -ENODEV ? -FI_ENODEV : cfi_errno(ret);
+	}
+	ret = clanq_net_open(&fab->net, &fab->dev, NULL);
+	if (ret) {
+		clanq_close(&fab->dev);
+		free(fab);
+		return cfi_errno(ret);
+	}
+	pthread_mutex_init(&fab->lock, NULL);
+	fab->nic = nic;
+	fab->fab.fid.fclass = FI_CLASS_FABRIC;
+	fab->fab.fid.context = context;
+	fab->fab.fid.ops = &cfi_fabric_fi_ops;
+	fab->fab.ops = &cfi_fabric_ops;
+	fab->fab.api_version = attr->api_version;
+	*fabric = &fab->fab;
+	return 0;
+}
+
+static void cfi_cleanup(void)
+{
+}
+
+struct fi_provider cfi_prov = {
+	.version = CFI_PROV_VERSION,
+	.fi_version = CFI_FI_VERSION,
+	.name = CFI_PROV_NAME,
+	.getinfo = cfi_getinfo,
+	.fabric = cfi_fabric_open,
+	.cleanup = cfi_cleanup,
+};
+
+FI_EXT_INI
+{
+	(void)cfi_nosys_ssize;
+	return &cfi_prov;
+}

@@ -1,0 +1,595 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * libclanq-fi.so: event queues and completion queues.
+ *
+ * Both grow as entries come (an endpoint never has more operations out
+ * than its tx and rx sizes, so a CQ holds at most what its endpoints
+ * posted): no overrun to report. Reading either moves the fabric on
+ * (manual progress); the blocking reads wait on the fabric's net in the
+ * driver, CFI_WAIT_SLICE_MS at most at a time, between looks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cfi.h"
+
+static uint64_t cfi_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait for something on the fabric's net, at most CFI_WAIT_SLICE_MS and
+ * at most until deadline (ms; UINT64_MAX: none). Under the lock: the
+ * net is one thread's at a time. The slice bounds what no wake-up
+ * announces: the end of stream of a connection muted for input.
+ * Returns -FI_EAGAIN when the time is up.
+ */
+#define CFI_WAIT_SLICE_MS	10
+
+static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
+{
+	struct clanq_net_event evs[8];
+	uint64_t now = cfi_now_ms();
+	int64_t ns = CFI_WAIT_SLICE_MS * 1000 * 1000;
+
+	if (deadline != UINT64_MAX) {
+		if (now >= deadline)
+			return -FI_EAGAIN;
+		if ((deadline - now) * 1000 * 1000 < (uint64_t)ns)
+			ns = (int64_t)(deadline - now) * 1000 * 1000;
+	}
+	cfi_before_wait(fab);
+	clanq_net_wait(fab->net, evs, 8, ns);
+	return 0;
+}
+
+static uint64_t cfi_deadline(int timeout)
+{
+	return timeout < 0 ? UINT64_MAX : cfi_now_ms() + (uint64_t)timeout;
+}
+
+/* ---- event queue -------------------------------------------------------- */
+
+static void cfi_eq_append(struct cfi_eq *eq, struct cfi_eq_ent *e)
+{
+	e->next = NULL;
+	if (eq->tail)
+		eq->tail->next = e;
+	else
+		eq->head = e;
+	eq->tail = e;
+}
+
+static struct cfi_eq_ent *cfi_eq_pop(struct cfi_eq *eq)
+{
+	struct cfi_eq_ent *e = eq->head;
+
+	eq->head = e->next;
+	if (!eq->head)
+		eq->tail = NULL;
+	return e;
+}
+
+int cfi_eq_push_cm(struct cfi_eq *eq, uint32_t event, fid_t fid,
+		   struct fi_info *info, const void *data, size_t len)
+{
+	struct cfi_eq_ent *e;
+
+	if (!eq)
+		return -FI_ENOEQ;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -FI_ENOMEM;
+	if (len > CFI_CM_DATA_MAX)
+		len = CFI_CM_DATA_MAX;
+	e->event = event;
+	e->fid = fid;
+	e->info = info;
+	e->datalen = len;
+	if (len)
+		memcpy(e->data, data, len);
+	cfi_eq_append(eq, e);
+	return 0;
+}
+
+int cfi_eq_push_err(struct cfi_eq *eq, fid_t fid, void *context, int err,
+		    const void *data, size_t len)
+{
+	struct cfi_eq_ent *e;
+
+	if (!eq)
+		return -FI_ENOEQ;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -FI_ENOMEM;
+	if (len > CFI_CM_DATA_MAX)
+		len = CFI_CM_DATA_MAX;
+	e->err = true;
+	e->e.fid = fid;
+	e->e.context = context;
+	e->e.err = err;
+	e->e.prov_errno = err;
+	e->datalen = len;
+	if (len)
+		memcpy(e->data, data, len);
+	cfi_eq_append(eq, e);
+	return 0;
+}
+
+static ssize_t cfi_eq_read_locked(struct cfi_eq *eq, uint32_t *event,
+				  void *buf, size_t len, uint64_t flags)
+{
+	struct cfi_eq_ent *e;
+	size_t need;
+
+	cfi_progress(eq->fab, true);
+	e = eq->head;
+	if (!e)
+		return -FI_EAGAIN;
+	if (e->err)
+		return -FI_EAVAIL;
+	need = e->wlen ? e->wlen : sizeof(struct fi_eq_cm_entry) + e->datalen;
+	if (len < need)
+		return -FI_ETOOSMALL;
+	*event = e->event;
+	if (e->wlen) {
+		memcpy(buf, e->data, e->wlen);
+	} else {
+		struct fi_eq_cm_entry *cm = buf;
+
+		cm->fid = e->fid;
+		cm->info = e->info;
+		memcpy(cm->data, e->data, e->datalen);
+	}
+	if (!(flags & FI_PEEK))
+		free(cfi_eq_pop(eq));
+	return (ssize_t)need;
+}
+
+static ssize_t cfi_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
+			   size_t len, uint64_t flags)
+{
+	struct cfi_eq *eq = container_of(feq, struct cfi_eq, eq);
+	ssize_t ret;
+
+	if (!event || (!buf && len))
+		return -FI_EINVAL;
+	cfi_lock(eq->fab);
+	ret = cfi_eq_read_locked(eq, event, buf, len, flags);
+	cfi_unlock(eq->fab);
+	return ret;
+}
+
+static ssize_t cfi_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
+			    size_t len, int timeout, uint64_t flags)
+{
+	struct cfi_eq *eq = container_of(feq, struct cfi_eq, eq);
+	uint64_t deadline = cfi_deadline(timeout);
+	ssize_t ret;
+
+	if (!event || (!buf && len))
+		return -FI_EINVAL;
+	cfi_lock(eq->fab);
+	for (;;) {
+		ret = cfi_eq_read_locked(eq, event, buf, len, flags);
+		if (ret != -FI_EAGAIN)
+			break;
+		if (cfi_wait_some(eq->fab, deadline))
+			break;
+	}
+	cfi_unlock(eq->fab);
+	return ret;
+}
+
+static ssize_t cfi_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
+			      uint64_t flags)
+{
+	struct cfi_eq *eq = container_of(feq, struct cfi_eq, eq);
+	struct cfi_eq_ent *e;
+	void *user_data;
+	size_t user_size;
+	ssize_t ret;
+
+	if (!buf)
+		return -FI_EINVAL;
+	cfi_lock(eq->fab);
+	e = eq->head;
+	if (!e || !e->err) {
+		cfi_unlock(eq->fab);
+		return -FI_EAGAIN;
+	}
+	/* 1.5 and later: the caller may give err_data room of its own */
+	user_data = buf->err_data;
+	user_size = FI_VERSION_GE(eq->fab->fab.api_version, FI_VERSION(1, 5)) ?
+		    buf->err_data_size : 0;
+	*buf = e->e;
+	if (user_size && user_data) {
+		buf->err_data = user_data;
+		buf->err_data_size = e->datalen < user_size ? e->datalen : user_size;
+		memcpy(user_data, e->data, buf->err_data_size);
+	} else {
+		memcpy(eq->errdata, e->data, e->datalen);
+		buf->err_data = e->datalen ? eq->errdata : NULL;
+		buf->err_data_size = e->datalen;
+	}
+	if (!(flags & FI_PEEK))
+		free(cfi_eq_pop(eq));
+	ret = sizeof(*buf);
+	cfi_unlock(eq->fab);
+	return ret;
+}
+
+static ssize_t cfi_eq_write(struct fid_eq *feq, uint32_t event,
+			    const void *buf, size_t len, uint64_t flags)
+{
+	struct cfi_eq *eq = container_of(feq, struct cfi_eq, eq);
+	struct cfi_eq_ent *e;
+
+	(void)flags;
+	if (!buf || !len || len > CFI_CM_DATA_MAX)
+		return -FI_EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -FI_ENOMEM;
+	e->event = event;
+	e->wlen = len;
+	memcpy(e->data, buf, len);
+	cfi_lock(eq->fab);
+	cfi_eq_append(eq, e);
+	cfi_unlock(eq->fab);
+	return (ssize_t)len;
+}
+
+static const char *cfi_strerror(int prov_errno, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno);
+
+	if (buf && len) {
+		snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	return s;
+}
+
+static const char *cfi_eq_strerror(struct fid_eq *feq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	(void)feq;
+	(void)err_data;
+	return cfi_strerror(prov_errno, buf, len);
+}
+
+static int cfi_eq_close(struct fid *fid)
+{
+	struct cfi_eq *eq = container_of(fid, struct cfi_eq, eq.fid);
+	struct cfi_fabric *fab = eq->fab;
+
+	cfi_lock(fab);
+	if (eq->refs) {
+		cfi_unlock(fab);
+		return -FI_EBUSY;
+	}
+	while (eq->head) {
+		struct cfi_eq_ent *e = cfi_eq_pop(eq);
+
+		if (e->info)
+			fi_freeinfo(e->info);
+		free(e);
+	}
+	fab->refs--;
+	cfi_unlock(fab);
+	free(eq);
+	return 0;
+}
+
+static struct fi_ops cfi_eq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cfi_eq_close,
+	.bind = (void *)cfi_enosys,
+	.control = (void *)cfi_enosys,
+	.ops_open = (void *)cfi_enosys,
+	.tostr = (void *)cfi_enosys,
+	.ops_set = (void *)cfi_enosys,
+};
+
+static struct fi_ops_eq cfi_eq_ops = {
+	.size = sizeof(struct fi_ops_eq),
+	.read = cfi_eq_read,
+	.readerr = cfi_eq_readerr,
+	.write = cfi_eq_write,
+	.sread = cfi_eq_sread,
+	.strerror = cfi_eq_strerror,
+};
+
+int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **feq, void *context)
+{
+	struct cfi_fabric *fab = container_of(fabric, struct cfi_fabric, fab);
+	struct cfi_eq *eq;
+
+	if (!attr || !feq)
+		return -FI_EINVAL;
+	/* FI_WAIT_FD and wait sets: a later slice */
+	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+		return -FI_ENOSYS;
+	if (attr->flags & ~(uint64_t)FI_WRITE)
+		return -FI_EINVAL;
+	eq = calloc(1, sizeof(*eq));
+	if (!eq)
+		return -FI_ENOMEM;
+	eq->fab = fab;
+	eq->eq.fid.fclass = FI_CLASS_EQ;
+	eq->eq.fid.context = context;
+	eq->eq.fid.ops = &cfi_eq_fi_ops;
+	eq->eq.ops = &cfi_eq_ops;
+	cfi_lock(fab);
+	fab->refs++;
+	cfi_unlock(fab);
+	*feq = &eq->eq;
+	return 0;
+}
+
+/* ---- completion queue --------------------------------------------------- */
+
+static int cfi_grow(struct cfi_comp **ring, size_t *cap, size_t head, size_t n)
+{
+	size_t ncap = *cap ? *cap * 2 : 64, i;
+	struct cfi_comp *r = malloc(ncap * sizeof(*r));
+
+	if (!r)
+		return -FI_ENOMEM;
+	for (i = 0; i < n; i++)
+		r[i] = (*ring)[(head + i) % *cap];
+	free(*ring);
+	*ring = r;
+	*cap = ncap;
+	return 0;
+}
+
+int cfi_cq_push(struct cfi_cq *cq, const struct cfi_comp *c)
+{
+	if (c->err) {
+		if (cq->en == cq->ecap) {
+			if (cfi_grow(&cq->errs, &cq->ecap, cq->ehead, cq->en))
+				return -FI_ENOMEM;
+			cq->ehead = 0;
+		}
+		cq->errs[(cq->ehead + cq->en++) % cq->ecap] = *c;
+		return 0;
+	}
+	if (cq->n == cq->cap) {
+		if (cfi_grow(&cq->ring, &cq->cap, cq->head, cq->n))
+			return -FI_ENOMEM;
+		cq->head = 0;
+	}
+	cq->ring[(cq->head + cq->n++) % cq->cap] = *c;
+	return 0;
+}
+
+static void cfi_cq_fill(const struct cfi_cq *cq, void *buf, size_t i,
+			const struct cfi_comp *c)
+{
+	switch (cq->format) {
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry *m = (struct fi_cq_msg_entry *)buf + i;
+
+		m->op_context = c->context;
+		m->flags = c->flags;
+		m->len = c->len;
+		break;
+	}
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry *d = (struct fi_cq_data_entry *)buf + i;
+
+		d->op_context = c->context;
+		d->flags = c->flags;
+		d->len = c->len;
+		d->buf = c->buf;
+		d->data = c->data;
+		break;
+	}
+	default: {
+		struct fi_cq_entry *e = (struct fi_cq_entry *)buf + i;
+
+		e->op_context = c->context;
+		break;
+	}
+	}
+}
+
+static ssize_t cfi_cq_read_locked(struct cfi_cq *cq, void *buf, size_t count,
+				  fi_addr_t *src)
+{
+	size_t i;
+
+	cfi_progress(cq->fab, false);
+	if (cq->en)
+		return -FI_EAVAIL;
+	if (!cq->n)
+		return -FI_EAGAIN;
+	for (i = 0; i < count && cq->n; i++) {
+		cfi_cq_fill(cq, buf, i, &cq->ring[cq->head]);
+		if (src)
+			src[i] = FI_ADDR_NOTAVAIL;
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->n--;
+	}
+	return (ssize_t)i;
+}
+
+static ssize_t cfi_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
+			       fi_addr_t *src)
+{
+	struct cfi_cq *cq = container_of(fcq, struct cfi_cq, cq);
+	ssize_t ret;
+
+	if (!buf && count)
+		return -FI_EINVAL;
+	cfi_lock(cq->fab);
+	ret = cfi_cq_read_locked(cq, buf, count, src);
+	cfi_unlock(cq->fab);
+	return ret;
+}
+
+static ssize_t cfi_cq_read(struct fid_cq *fcq, void *buf, size_t count)
+{
+	return cfi_cq_readfrom(fcq, buf, count, NULL);
+}
+
+static ssize_t cfi_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
+				fi_addr_t *src, const void *cond, int timeout)
+{
+	struct cfi_cq *cq = container_of(fcq, struct cfi_cq, cq);
+	uint64_t deadline = cfi_deadline(timeout);
+	ssize_t ret;
+
+	(void)cond;
+	if (!buf && count)
+		return -FI_EINVAL;
+	cfi_lock(cq->fab);
+	for (;;) {
+		ret = cfi_cq_read_locked(cq, buf, count, src);
+		if (ret != -FI_EAGAIN)
+			break;
+		if (cfi_wait_some(cq->fab, deadline))
+			break;
+	}
+	cfi_unlock(cq->fab);
+	return ret;
+}
+
+static ssize_t cfi_cq_sread(struct fid_cq *fcq, void *buf, size_t count,
+			    const void *cond, int timeout)
+{
+	return cfi_cq_sreadfrom(fcq, buf, count, NULL, cond, timeout);
+}
+
+static ssize_t cfi_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
+			      uint64_t flags)
+{
+	struct cfi_cq *cq = container_of(fcq, struct cfi_cq, cq);
+	struct cfi_comp *c;
+
+	if (!buf)
+		return -FI_EINVAL;
+	cfi_lock(cq->fab);
+	if (!cq->en) {
+		cfi_unlock(cq->fab);
+		return -FI_EAGAIN;
+	}
+	c = &cq->errs[cq->ehead];
+	buf->op_context = c->context;
+	buf->flags = c->flags;
+	buf->len = c->len;
+	buf->buf = c->buf;
+	buf->data = c->data;
+	buf->tag = 0;
+	buf->olen = c->olen;
+	buf->err = c->err;
+	buf->prov_errno = c->err;
+	/* no provider data: nothing goes into a caller's err_data */
+	if (FI_VERSION_GE(cq->fab->fab.api_version, FI_VERSION(1, 5)))
+		buf->err_data_size = 0;
+	else
+		buf->err_data = NULL;
+	if (!(flags & FI_PEEK)) {
+		cq->ehead = (cq->ehead + 1) % cq->ecap;
+		cq->en--;
+	}
+	cfi_unlock(cq->fab);
+	return 1;
+}
+
+static const char *cfi_cq_strerror(struct fid_cq *fcq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	(void)fcq;
+	(void)err_data;
+	return cfi_strerror(prov_errno, buf, len);
+}
+
+static int cfi_cq_close(struct fid *fid)
+{
+	struct cfi_cq *cq = container_of(fid, struct cfi_cq, cq.fid);
+	struct cfi_fabric *fab = cq->fab;
+
+	cfi_lock(fab);
+	if (cq->refs) {
+		cfi_unlock(fab);
+		return -FI_EBUSY;
+	}
+	fab->refs--;
+	cfi_unlock(fab);
+	free(cq->ring);
+	free(cq->errs);
+	free(cq);
+	return 0;
+}
+
+static struct fi_ops cfi_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cfi_cq_close,
+	.bind = (void *)cfi_enosys,
+	.control = (void *)cfi_enosys,
+	.ops_open = (void *)cfi_enosys,
+	.tostr = (void *)cfi_enosys,
+	.ops_set = (void *)cfi_enosys,
+};
+
+static struct fi_ops_cq cfi_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = cfi_cq_read,
+	.readfrom = cfi_cq_readfrom,
+	.readerr = cfi_cq_readerr,
+	.sread = cfi_cq_sread,
+	.sreadfrom = cfi_cq_sreadfrom,
+	.signal = (void *)cfi_enosys,
+	.strerror = cfi_cq_strerror,
+};
+
+int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **fcq, void *context)
+{
+	struct cfi_domain *d = container_of(domain, struct cfi_domain, dom);
+	struct cfi_cq *cq;
+
+	if (!attr || !fcq)
+		return -FI_EINVAL;
+	switch (attr->format) {
+	case FI_CQ_FORMAT_UNSPEC:
+	case FI_CQ_FORMAT_CONTEXT:
+	case FI_CQ_FORMAT_MSG:
+	case FI_CQ_FORMAT_DATA:
+		break;
+	case FI_CQ_FORMAT_TAGGED:
+		return -FI_ENOSYS;	/* no FI_TAGGED */
+	default:
+		return -FI_EINVAL;
+	}
+	/* FI_WAIT_FD, wait sets, conditions: a later slice */
+	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+		return -FI_ENOSYS;
+	if (attr->wait_cond != FI_CQ_COND_NONE)
+		return -FI_ENOSYS;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->fab = d->fab;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ?
+		     FI_CQ_FORMAT_CONTEXT : attr->format;
+	cq->cq.fid.fclass = FI_CLASS_CQ;
+	cq->cq.fid.context = context;
+	cq->cq.fid.ops = &cfi_cq_fi_ops;
+	cq->cq.ops = &cfi_cq_ops;
+	cfi_lock(d->fab);
+	d->fab->refs++;
+	cfi_unlock(d->fab);
+	*fcq = &cq->cq;
+	return 0;
+}

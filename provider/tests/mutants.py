@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+#
+# Mutants of the provider, to watch its tests fail: each a copy of
+# provider/ with one change, built as build/mutants/<name>.so (after
+# `make provider`: it links libclanq's PIC objects from build/pic). Then,
+# in the debug VM:
+#   cp build/provider/libclanq-fi.so build/mutants/m0-real.so
+#   CLANQ_VM_KERNEL=debug CLANQ_EXEC_TIMEOUT=1500 flock /tmp/clanq-vm.lock \
+#     tests/vm/vm.sh exec build/vm/bin/test_fabric /usr/bin/fi_pingpong \
+#     /usr/bin/fi_info build/mutants/*.so provider/tests/run-mutants.sh \
+#     -- 'sh /clanq/exec/run-mutants.sh'
+# Usage: provider/tests/mutants.py .
+import os, subprocess, sys, shutil, glob
+root = sys.argv[1]
+out = os.path.join(root, 'build/mutants')
+os.makedirs(out, exist_ok=True)
+M = {
+ 'm1-recv-lifo': ('cfi_ep.c', '\tcfi_opq_push(&ep->rq, op);\n\tif (ep->state == CFI_EP_CONNECTED',
+   '\top->next = ep->rq.head;\n\tep->rq.head = op;\n\tif (!ep->rq.tail)\n\t\tep->rq.tail = op;\n\tep->rq.n++;\n\tif (ep->state == CFI_EP_CONNECTED'),
+ 'm2-no-cq-data-flag': ('cfi_ep.c', '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n\t\t\top->flags |= FI_REMOTE_CQ_DATA;\n',
+   '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n'),
+ 'm3-trunc-as-success': ('cfi_ep.c', 'cfi_complete(ep->rcq, op, op->len, FI_ETRUNC, left);',
+   'cfi_complete(ep->rcq, op, op->len, 0, left);'),
+ 'm4-no-shutdown-event': ('cfi_ep.c', '\tcfi_eq_push_cm(ep->eq, FI_SHUTDOWN, &ep->ep.fid, NULL, NULL, 0);\n', ''),
+ 'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);', '\top->iov[0].iov_len = 8;'),
+ 'm6-any-ep-type': ('cfi_core.c', '\t\tif (a->type != FI_EP_UNSPEC && a->type != FI_EP_MSG)\n\t\t\treturn -FI_ENODATA;\n', ''),
+ 'm7-connreq-data-lost': ('cfi_ep.c', 'fi, data, len)) {', 'fi, data, 0)) {'),
+ 'm8-no-mute-before-wait': ('cfi_eq.c', '\tcfi_before_wait(fab);\n', ''),
+}
+cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
+pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))
+for name, (f, old, new) in M.items():
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(root, 'provider'), d, ignore=shutil.ignore_patterns('tests'))
+    p = os.path.join(d, f)
+    s = open(p).read()
+    assert s.count(old) == 1, (name, s.count(old))
+    open(p, 'w').write(s.replace(old, new))
+    objs = []
+    for c in glob.glob(os.path.join(d, '*.c')):
+        o = c[:-2] + '.o'
+        subprocess.check_call(['cc'] + cflags + ['-I' + os.path.join(root, 'include'), '-c', c, '-o', o])
+        objs.append(o)
+    so = os.path.join(out, name + '.so')
+    subprocess.check_call(['cc', '-shared', '-Wl,--version-script=' + os.path.join(root, 'provider/libclanq-fi.map'),
+                           '-o', so] + objs + pics + ['-lfabric', '-lpthread'])
+    print('built', so)

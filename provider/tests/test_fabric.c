@@ -1,0 +1,1051 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The clanq libfabric provider through libfabric itself (debug VM, two
+ * soft NICs): fi_getinfo()'s hints and addresses, bad arguments and
+ * their error codes, connection management with connection data
+ * (accept, reject, nobody listening), messages of every kind with every
+ * byte checked, truncation, cancel, shutdown and a killed peer.
+ *
+ * FI_PROVIDER_PATH must name the directory of libclanq-fi.so
+ * (tests/vm/fabric.sh sets it).
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <pthread.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#define VER		FI_VERSION(1, 17)
+#define WAIT_MS		10000
+
+/* the provider's address (provider/cfi.h: struct cfi_addr) */
+struct caddr {
+	uint32_t node, service;
+};
+
+static uint32_t node_of(unsigned int nic)
+{
+	struct clanq_dev d;
+	uint32_t n;
+
+	assert_int_equal(clanq_open_nic(&d, nic), 0);
+	n = d.node;
+	clanq_close(&d);
+	return n;
+}
+
+static struct fi_info *hints_new(void)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	assert_non_null(h);
+	h->fabric_attr->prov_name = strdup("clanq");
+	h->ep_attr->type = FI_EP_MSG;
+	h->caps = FI_MSG;
+	return h;
+}
+
+static int count_infos(struct fi_info *fi)
+{
+	int n = 0;
+
+	for (; fi; fi = fi->next)
+		n++;
+	return n;
+}
+
+static int getinfo(const char *node, const char *service, uint64_t flags,
+		   struct fi_info *hints, struct fi_info **out)
+{
+	*out = NULL;
+	return fi_getinfo(VER, node, service, flags, hints, out);
+}
+
+/* ---- fi_getinfo ---------------------------------------------------------- */
+
+static void test_getinfo_defaults(void **state)
+{
+	struct fi_info *h = hints_new(), *fi, *f;
+	int i = 0;
+
+	(void)state;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);	/* one per soft NIC */
+	for (f = fi; f; f = f->next, i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "clanq%d", i);
+		assert_string_equal(f->fabric_attr->prov_name, "clanq");
+		assert_string_equal(f->fabric_attr->name, name);
+		assert_string_equal(f->domain_attr->name, name);
+		assert_int_equal(f->ep_attr->type, FI_EP_MSG);
+		assert_true((f->caps & (FI_MSG | FI_SEND | FI_RECV)) ==
+			    (FI_MSG | FI_SEND | FI_RECV));
+		assert_false(f->caps & (FI_RMA | FI_TAGGED | FI_ATOMIC));
+		assert_int_equal(f->mode, 0);
+		assert_int_equal(f->addr_format, FI_FORMAT_UNSPEC);
+		assert_int_equal(f->domain_attr->threading, FI_THREAD_SAFE);
+		assert_int_equal(f->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+		assert_int_equal(f->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+		assert_int_equal(f->domain_attr->cq_data_size, 8);
+		assert_int_equal(f->domain_attr->mr_mode, 0);
+		assert_int_equal(f->tx_attr->inject_size, 1024);
+		assert_int_equal(f->tx_attr->iov_limit, 4);
+		assert_int_equal(f->rx_attr->iov_limit, 4);
+		assert_true(f->ep_attr->max_msg_size >= (1u << 30) - 64);
+		assert_true(f->tx_attr->msg_order & FI_ORDER_SAS);
+		assert_null(f->src_addr);
+		assert_null(f->dest_addr);
+	}
+	fi_freeinfo(fi);
+
+	/* no hints at all: ours among the rest */
+	assert_int_equal(getinfo(NULL, NULL, 0, NULL, &fi), 0);
+	for (i = 0, f = fi; f; f = f->next)
+		i += !strcmp(f->fabric_attr->prov_name, "clanq");
+	assert_int_equal(i, 2);
+	fi_freeinfo(fi);
+
+	/* a domain by name */
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("clanq1");
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 1);
+	assert_string_equal(fi->domain_attr->name, "clanq1");
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
+/* what the provider cannot give: -FI_ENODATA, each alone */
+static void test_getinfo_refused(void **state)
+{
+	struct fi_info *h, *fi;
+	int k;
+
+	(void)state;
+	for (k = 0; k < 12; k++) {
+		h = hints_new();
+		switch (k) {
+		case 0:
+			h->ep_attr->type = FI_EP_RDM;
+			break;
+		case 1:
+			h->ep_attr->type = FI_EP_DGRAM;
+			break;
+		case 2:
+			h->caps |= FI_RMA;
+			break;
+		case 3:
+			h->caps |= FI_TAGGED;
+			break;
+		case 4:
+			h->caps |= FI_ATOMIC;
+			break;
+		case 5:
+			h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+			break;
+		case 6:
+			h->tx_attr->inject_size = 4096;
+			break;
+		case 7:
+			h->addr_format = FI_SOCKADDR_IN;
+			break;
+		case 8:
+			h->domain_attr->name = strdup("clanq7");
+			break;
+		case 9:
+			h->tx_attr->iov_limit = 5;
+			break;
+		case 10:
+			h->ep_attr->max_msg_size = 1ull << 31;
+			break;
+		case 11:
+			h->domain_attr->cq_data_size = 16;
+			break;
+		}
+		assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+		assert_null(fi);
+		fi_freeinfo(h);
+	}
+}
+
+static void test_getinfo_addresses(void **state)
+{
+	uint32_t n0 = node_of(0), n1 = node_of(1);
+	struct fi_info *h = hints_new(), *fi;
+	struct caddr a;
+	char node[16];
+
+	(void)state;
+	/* FI_SOURCE: our own node and a service; only that NIC */
+	snprintf(node, sizeof(node), "%u", n1);
+	assert_int_equal(getinfo(node, "77", FI_SOURCE, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 1);
+	assert_string_equal(fi->domain_attr->name, "clanq1");
+	assert_int_equal(fi->src_addrlen, sizeof(a));
+	memcpy(&a, fi->src_addr, sizeof(a));
+	assert_int_equal(a.node, n1);
+	assert_int_equal(a.service, 77);
+	assert_null(fi->dest_addr);
+	fi_freeinfo(fi);
+
+	/* a service alone: a source on each NIC */
+	assert_int_equal(getinfo(NULL, "78", 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);
+	memcpy(&a, fi->next->src_addr, sizeof(a));
+	assert_int_equal(a.node, n1);
+	assert_int_equal(a.service, 78);
+	fi_freeinfo(fi);
+
+	/* node and service: where to connect, from any NIC */
+	snprintf(node, sizeof(node), "%u", n0);
+	assert_int_equal(getinfo(node, "79", 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);
+	assert_int_equal(fi->dest_addrlen, sizeof(a));
+	memcpy(&a, fi->dest_addr, sizeof(a));
+	assert_int_equal(a.node, n0);
+	assert_int_equal(a.service, 79);
+	fi_freeinfo(fi);
+
+	/* hints' dest_addr, as fi_pingpong passes fi_getname()'s */
+	a.node = n1;
+	a.service = 4242;
+	h->dest_addr = malloc(sizeof(a));
+	memcpy(h->dest_addr, &a, sizeof(a));
+	h->dest_addrlen = sizeof(a);
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	memcpy(&a, fi->dest_addr, sizeof(a));
+	assert_int_equal(a.node, n1);
+	assert_int_equal(a.service, 4242);
+	fi_freeinfo(fi);
+	h->dest_addrlen = 3;	/* not ours */
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	fi_freeinfo(h);
+
+	/* not clanq addresses */
+	h = hints_new();
+	assert_int_equal(getinfo("10.0.0.1", "79", 0, h, &fi), -FI_ENODATA);
+	assert_int_equal(getinfo(node, "0", 0, h, &fi), -FI_ENODATA);
+	assert_int_equal(getinfo(node, "65536", 0, h, &fi), -FI_ENODATA);
+	assert_int_equal(getinfo(node, "x", 0, h, &fi), -FI_ENODATA);
+	assert_int_equal(getinfo(node, NULL, 0, h, &fi), -FI_ENODATA);
+	snprintf(node, sizeof(node), "%u", n0 + n1 + 1000);	/* no such NIC here */
+	assert_int_equal(getinfo(node, "79", FI_SOURCE, h, &fi), -FI_ENODATA);
+	fi_freeinfo(h);
+}
+
+/* ---- a side: fabric, domain, EQ, CQs, endpoint ---------------------------- */
+
+struct side {
+	struct fi_info *info;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_eq *eq;
+	struct fid_cq *tcq, *rcq;
+	struct fid_pep *pep;
+	struct fid_ep *ep;
+	struct side *peer;	/* poked while we wait: one thread, two sides */
+};
+
+static struct fi_info *info_for(unsigned int nic)
+{
+	struct fi_info *h = hints_new(), *fi;
+	char name[16];
+
+	snprintf(name, sizeof(name), "clanq%u", nic);
+	h->domain_attr->name = strdup(name);
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	return fi;
+}
+
+static void side_open(struct side *s, unsigned int nic)
+{
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_UNSPEC };
+
+	memset(s, 0, sizeof(*s));
+	s->info = info_for(nic);
+	assert_int_equal(fi_fabric(s->info->fabric_attr, &s->fab, NULL), 0);
+	assert_int_equal(fi_eq_open(s->fab, &ea, &s->eq, NULL), 0);
+}
+
+static enum fi_cq_format cq_format = FI_CQ_FORMAT_DATA;
+
+static void side_cqs_ep(struct side *s, struct fi_info *info)
+{
+	struct fi_cq_attr ca = { .format = cq_format };
+
+	assert_int_equal(fi_domain(s->fab, info, &s->dom, NULL), 0);
+	assert_int_equal(fi_cq_open(s->dom, &ca, &s->tcq, NULL), 0);
+	assert_int_equal(fi_cq_open(s->dom, &ca, &s->rcq, NULL), 0);
+	assert_int_equal(fi_endpoint(s->dom, info, &s->ep, s), 0);
+	assert_int_equal(fi_ep_bind(s->ep, &s->eq->fid, 0), 0);
+	assert_int_equal(fi_ep_bind(s->ep, &s->tcq->fid, FI_TRANSMIT), 0);
+	assert_int_equal(fi_ep_bind(s->ep, &s->rcq->fid, FI_RECV), 0);
+	assert_int_equal(fi_enable(s->ep), 0);
+}
+
+static void side_close(struct side *s)
+{
+	if (s->ep)
+		assert_int_equal(fi_close(&s->ep->fid), 0);
+	if (s->pep)
+		assert_int_equal(fi_close(&s->pep->fid), 0);
+	if (s->tcq)
+		assert_int_equal(fi_close(&s->tcq->fid), 0);
+	if (s->rcq)
+		assert_int_equal(fi_close(&s->rcq->fid), 0);
+	if (s->eq)
+		assert_int_equal(fi_close(&s->eq->fid), 0);
+	if (s->dom)
+		assert_int_equal(fi_close(&s->dom->fid), 0);
+	if (s->fab)
+		assert_int_equal(fi_close(&s->fab->fid), 0);
+	fi_freeinfo(s->info);
+	memset(s, 0, sizeof(*s));
+}
+
+/* manual progress of the other side: an EQ read that takes nothing */
+static void poke(struct side *s)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
+	uint32_t ev;
+
+	if (s && s->eq)
+		(void)fi_eq_read(s->eq, &ev, buf, sizeof(buf), FI_PEEK);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* the next EQ event of s: its number, the entry in *e (data: *len) */
+static ssize_t wait_eq(struct side *s, uint32_t *ev, struct fi_eq_cm_entry *e,
+		       size_t size)
+{
+	int64_t end = now_ms() + WAIT_MS;
+	ssize_t n;
+
+	do {
+		n = fi_eq_read(s->eq, ev, e, size, 0);
+		if (n != -FI_EAGAIN)
+			return n;
+		poke(s->peer);
+	} while (now_ms() < end);
+	return -FI_ETIMEDOUT;
+}
+
+/* one completion of cq (s's), or its error (-FI_EAVAIL) */
+static ssize_t wait_cq(struct side *s, struct fid_cq *cq,
+		       struct fi_cq_data_entry *c)
+{
+	int64_t end = now_ms() + WAIT_MS;
+	ssize_t n;
+
+	do {
+		n = fi_cq_read(cq, c, 1);
+		if (n != -FI_EAGAIN)
+			return n;
+		poke(s->peer);
+	} while (now_ms() < end);
+	return -FI_ETIMEDOUT;
+}
+
+static void wait_cq_err(struct side *s, struct fid_cq *cq,
+			struct fi_cq_err_entry *e)
+{
+	struct fi_cq_data_entry c;
+
+	assert_int_equal(wait_cq(s, cq, &c), -FI_EAVAIL);
+	memset(e, 0, sizeof(*e));
+	assert_int_equal(fi_cq_readerr(cq, e, 0), 1);
+}
+
+/*
+ * Server on NIC 0 listening (service 0: the provider picks), client on
+ * NIC 1 connected with connection data both ways.
+ */
+static void connect_pair(struct side *srv, struct side *cli)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct caddr a;
+	size_t alen = sizeof(a);
+	struct fi_info *ci;
+	uint32_t ev;
+	ssize_t n;
+
+	side_open(srv, 0);
+	side_open(cli, 1);
+	srv->peer = cli;
+	cli->peer = srv;
+	assert_int_equal(fi_passive_ep(srv->fab, srv->info, &srv->pep, NULL), 0);
+	assert_int_equal(fi_listen(srv->pep), -FI_ENOEQ);
+	assert_int_equal(fi_pep_bind(srv->pep, &srv->eq->fid, 0), 0);
+	assert_int_equal(fi_listen(srv->pep), 0);
+	assert_int_equal(fi_listen(srv->pep), -FI_EOPBADSTATE);
+	assert_int_equal(fi_getname(&srv->pep->fid, &a, &alen), 0);
+	assert_int_equal(alen, sizeof(a));
+	assert_int_equal(a.node, node_of(0));
+	assert_true(a.service >= 1 && a.service <= 65535);
+
+	side_cqs_ep(cli, cli->info);
+	assert_int_equal(fi_connect(cli->ep, &a, "hello-connreq", 14), 0);
+
+	n = wait_eq(srv, &ev, e, sizeof(buf));
+	assert_int_equal(n, sizeof(*e) + 14);
+	assert_int_equal(ev, FI_CONNREQ);
+	assert_ptr_equal(e->fid, &srv->pep->fid);
+	assert_string_equal((char *)e->data, "hello-connreq");
+	ci = e->info;
+	assert_non_null(ci->handle);
+	assert_int_equal(ci->dest_addrlen, sizeof(a));
+	memcpy(&a, ci->dest_addr, sizeof(a));
+	assert_int_equal(a.node, node_of(1));
+
+	side_cqs_ep(srv, ci);
+	fi_freeinfo(ci);
+	assert_int_equal(fi_accept(srv->ep, "accept-data", 12), 0);
+	n = wait_eq(srv, &ev, e, sizeof(buf));
+	assert_int_equal(n, sizeof(*e));
+	assert_int_equal(ev, FI_CONNECTED);
+	assert_ptr_equal(e->fid, &srv->ep->fid);
+
+	n = wait_eq(cli, &ev, e, sizeof(buf));
+	assert_int_equal(n, sizeof(*e) + 12);
+	assert_int_equal(ev, FI_CONNECTED);
+	assert_ptr_equal(e->fid, &cli->ep->fid);
+	assert_string_equal((char *)e->data, "accept-data");
+	alen = sizeof(a);
+	assert_int_equal(fi_getpeer(cli->ep, &a, &alen), 0);
+	assert_int_equal(a.node, node_of(0));
+}
+
+static uint8_t pat(uint32_t seq, size_t i)
+{
+	return (uint8_t)(seq * 131 + i * 7 + (i >> 8));
+}
+
+static void fill(uint8_t *p, size_t len, uint32_t seq)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = pat(seq, i);
+}
+
+static void check(const uint8_t *p, size_t len, uint32_t seq)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] != pat(seq, i))
+			fail_msg("message %u: byte %zu of %zu is %#x, not %#x",
+				 seq, i, len, p[i], pat(seq, i));
+	}
+}
+
+struct rx_wait {
+	struct side *s;
+	struct fi_cq_data_entry c;
+	ssize_t n;
+};
+
+static void *rx_waiter(void *arg)
+{
+	struct rx_wait *w = arg;
+
+	w->n = wait_cq(w->s, w->s->rcq, &w->c);
+	return NULL;
+}
+
+/*
+ * One message from a to b, len bytes, every byte checked. b waits for it
+ * in a thread of its own: a send longer than clanq's eager size returns
+ * only once the receiver took the rest (FI_THREAD_SAFE: a lock per
+ * fabric).
+ */
+static void one_way(struct side *a, struct side *b, size_t len, uint32_t seq,
+		    int how)
+{
+	uint8_t *tx = malloc(len + 1), *rx = malloc(len + 64);
+	struct rx_wait w = { .s = b };
+	struct fi_cq_data_entry c;
+	void *rctx = (void *)(uintptr_t)(0x1000 + seq);
+	void *tctx = (void *)(uintptr_t)(0x2000 + seq);
+	pthread_t t;
+
+	fill(tx, len, seq);
+	memset(rx, 0xee, len + 64);
+	assert_int_equal(fi_recv(b->ep, rx, len + 64, NULL, 0, rctx), 0);
+	assert_int_equal(pthread_create(&t, NULL, rx_waiter, &w), 0);
+	switch (how) {
+	case 0:
+		assert_int_equal(fi_send(a->ep, tx, len, NULL, 0, tctx), 0);
+		break;
+	case 1:
+		assert_int_equal(fi_senddata(a->ep, tx, len, NULL,
+					     0xfeed0000ull + seq, 0, tctx), 0);
+		break;
+	case 2:
+		assert_int_equal(fi_inject(a->ep, tx, len, 0), 0);
+		memset(tx, 0, len);	/* inject: the buffer is ours again */
+		break;
+	}
+	if (how != 2) {
+		assert_int_equal(wait_cq(a, a->tcq, &c), 1);
+		assert_ptr_equal(c.op_context, tctx);
+		assert_true(c.flags & FI_SEND);
+		assert_true(c.flags & FI_MSG);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.n, 1);
+	c = w.c;
+	assert_ptr_equal(c.op_context, rctx);
+	assert_int_equal(c.len, len);
+	assert_true(c.flags & FI_RECV);
+	if (how == 1) {
+		assert_true(c.flags & FI_REMOTE_CQ_DATA);
+		assert_int_equal(c.data, 0xfeed0000ull + seq);
+	} else {
+		assert_false(c.flags & FI_REMOTE_CQ_DATA);
+	}
+	check(rx, len, seq);
+	assert_int_equal(rx[len], 0xee);	/* nothing past the message */
+	free(tx);
+	free(rx);
+}
+
+static void test_exchange(void **state)
+{
+	static const size_t sizes[] = {
+		1, 7, 64, 1000, 1024, 1025, 2000, 4096, 32720, 32721,
+		65536, 100000, 1 << 20,
+	};
+	struct side srv, cli;
+	uint32_t seq = 0;
+	size_t i;
+	int how;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		for (how = 0; how < 3; how++) {
+			if (how == 2 && sizes[i] > 1024)
+				continue;
+			one_way(&cli, &srv, sizes[i], seq++, how);
+			one_way(&srv, &cli, sizes[i], seq++, how);
+		}
+	}
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* many sends before any receive: queued, in order, none lost */
+static void test_queued_in_order(void **state)
+{
+	enum { N = 64, LEN = 3000 };
+	struct side srv, cli;
+	static uint8_t tx[N][LEN], rx[N][LEN + 8];
+	struct fi_cq_data_entry c;
+	int i, sent = 0;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	for (i = 0; i < N; i++) {
+		fill(tx[i], LEN, 500 + i);
+		assert_int_equal(fi_send(cli.ep, tx[i], LEN, NULL, 0,
+					 (void *)(uintptr_t)(i + 1)), 0);
+	}
+	/* 192,000 bytes, a 64 KiB ring: most wait in the endpoint's queue */
+	for (i = 0; i < N; i++)
+		assert_int_equal(fi_recv(srv.ep, rx[i], sizeof(rx[i]), NULL, 0,
+					 (void *)(uintptr_t)(i + 1)), 0);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)(uintptr_t)(i + 1));
+		assert_int_equal(c.len, LEN);
+		check(rx[i], LEN, 500 + i);
+	}
+	while (sent < N) {
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)(uintptr_t)(++sent));
+	}
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* sendmsg with three iovs into recvmsg with two; a truncated one; cancel */
+static void test_iov_trunc_cancel(void **state)
+{
+	struct side srv, cli;
+	uint8_t tx[3000], a[1000], b[2500], small[50], big[200];
+	struct iovec tiov[3] = {
+		{ tx, 100 }, { tx + 100, 1900 }, { tx + 2000, 1000 },
+	};
+	struct iovec riov[2] = { { a, sizeof(a) }, { b, sizeof(b) } };
+	struct fi_msg m = { .msg_iov = tiov, .iov_count = 3, .context = tx };
+	struct fi_msg r = { .msg_iov = riov, .iov_count = 2, .context = a };
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry e;
+	struct iovec five[5] = { { tx, 1 }, { tx, 1 }, { tx, 1 }, { tx, 1 }, { tx, 1 } };
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	fill(tx, sizeof(tx), 9);
+	m.data = 0xabcdef;
+	assert_int_equal(fi_recvmsg(srv.ep, &r, 0), 0);
+	assert_int_equal(fi_sendmsg(cli.ep, &m, FI_REMOTE_CQ_DATA), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_ptr_equal(c.op_context, a);
+	assert_int_equal(c.len, 3000);
+	assert_int_equal(c.data, 0xabcdef);
+	check(a, sizeof(a), 9);
+	for (size_t i = 0; i < 2000; i++)
+		assert_int_equal(b[i], pat(9, 1000 + i));
+
+	/* sendmsg FI_INJECT: the buffer may change at once */
+	m.iov_count = 1;
+	tiov[0].iov_len = 200;
+	assert_int_equal(fi_recv(srv.ep, big, sizeof(big), NULL, 0, big), 0);
+	assert_int_equal(fi_sendmsg(cli.ep, &m, FI_INJECT | FI_TRANSMIT_COMPLETE), 0);
+	memset(tx, 0, 200);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	check(big, 200, 9);
+	fill(tx, sizeof(tx), 9);
+
+	/* too many iovs, too big an inject, bad flags */
+	assert_int_equal(fi_sendv(cli.ep, five, NULL, 5, 0, NULL), -FI_EINVAL);
+	assert_int_equal(fi_recvv(srv.ep, five, NULL, 5, 0, NULL), -FI_EINVAL);
+	assert_int_equal(fi_inject(cli.ep, tx, 1025, 0), -FI_EINVAL);
+	assert_int_equal(fi_sendmsg(cli.ep, &m, FI_TAGGED), -FI_EBADFLAGS);
+
+	/* 200 bytes into 50: FI_ETRUNC, the 50 delivered, olen 150 */
+	assert_int_equal(fi_recv(srv.ep, small, sizeof(small), NULL, 0, small), 0);
+	assert_int_equal(fi_send(cli.ep, tx, 200, NULL, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	assert_ptr_equal(c.op_context, tx);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	assert_ptr_equal(e.op_context, small);
+	assert_int_equal(e.len, 50);
+	assert_int_equal(e.olen, 150);
+	check(small, 50, 9);
+	/* the next message is whole: the truncated one is gone */
+	one_way(&cli, &srv, 77, 10, 0);
+
+	/* cancel a posted receive */
+	assert_int_equal(fi_recv(srv.ep, big, sizeof(big), NULL, 0, big), 0);
+	assert_int_equal(fi_cancel(&srv.ep->fid, big), 0);
+	assert_int_equal(fi_cancel(&srv.ep->fid, big), -FI_ENOENT);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ECANCELED);
+	assert_ptr_equal(e.op_context, big);
+	one_way(&srv, &cli, 5, 11, 0);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/*
+ * The receive CQ in each format: the entries are that format's size
+ * (nothing written past them) with its fields.
+ */
+static void test_cq_formats(void **state)
+{
+	static const enum fi_cq_format fmts[] = {
+		FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+		FI_CQ_FORMAT_DATA,
+	};
+	static const size_t sizes[] = {
+		sizeof(struct fi_cq_entry), sizeof(struct fi_cq_entry),
+		sizeof(struct fi_cq_msg_entry), sizeof(struct fi_cq_data_entry),
+	};
+	uint8_t tx[100], rx[2][128], out[4 * sizeof(struct fi_cq_data_entry)];
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	int64_t end;
+	ssize_t n;
+	size_t f, i;
+
+	(void)state;
+	for (f = 0; f < ARRAY_SIZE(fmts); f++) {
+		cq_format = fmts[f];
+		connect_pair(&srv, &cli);
+		cq_format = FI_CQ_FORMAT_DATA;
+		fill(tx, sizeof(tx), 40);
+		for (i = 0; i < 2; i++) {
+			assert_int_equal(fi_recv(srv.ep, rx[i], sizeof(rx[i]), NULL, 0,
+						 rx[i]), 0);
+			assert_int_equal(fi_senddata(cli.ep, tx, sizeof(tx) - i, NULL,
+						     77 + i, 0, tx), 0);
+			assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		}
+		/* entries laid out one after the other, at the format's size */
+		memset(out, 0xaa, sizeof(out));
+		end = now_ms() + WAIT_MS;
+		for (n = 0; n < 2 && now_ms() < end;) {
+			ssize_t r = fi_cq_read(srv.rcq, out + n * sizes[f], 4 - n);
+
+			if (r > 0)
+				n += r;
+			else
+				assert_int_equal(r, -FI_EAGAIN);
+		}
+		assert_int_equal(n, 2);
+		for (i = 0; i < 2; i++) {
+			uint8_t *e = out + i * sizes[f];
+			void *ctx;
+
+			memcpy(&ctx, e, sizeof(ctx));
+			assert_ptr_equal(ctx, rx[i]);
+			if (sizes[f] >= sizeof(struct fi_cq_msg_entry)) {
+				struct fi_cq_msg_entry m;
+
+				memcpy(&m, e, sizeof(m));
+				assert_int_equal(m.len, sizeof(tx) - i);
+				assert_true(m.flags & FI_RECV);
+				assert_true(m.flags & FI_REMOTE_CQ_DATA);
+			}
+			if (sizes[f] == sizeof(struct fi_cq_data_entry)) {
+				struct fi_cq_data_entry d;
+
+				memcpy(&d, e, sizeof(d));
+				assert_int_equal(d.data, 77 + i);
+				assert_ptr_equal(d.buf, rx[i]);
+			}
+			check(rx[i], sizeof(tx) - i, 40);
+		}
+		for (i = 2 * sizes[f]; i < sizeof(out); i++)
+			assert_int_equal(out[i], 0xaa);
+		side_close(&cli);
+		side_close(&srv);
+	}
+}
+
+static int64_t cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The blocking reads wait in the driver, not spinning, even with a
+ * message waiting that no receive was posted for; they time out with
+ * -FI_EAGAIN and return at once when the completion is there.
+ */
+static void test_sread_waits(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256], rx[128], tx[100];
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	int64_t t0, c0, wall, cpu;
+	uint32_t ev;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	fill(tx, sizeof(tx), 3);
+	assert_int_equal(fi_send(cli.ep, tx, sizeof(tx), NULL, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+
+	t0 = now_ms();
+	c0 = cpu_ms();
+	assert_int_equal(fi_cq_sread(srv.rcq, &c, 1, NULL, 400), -FI_EAGAIN);
+	assert_int_equal(fi_eq_sread(srv.eq, &ev, buf, sizeof(buf), 400, 0),
+			 -FI_EAGAIN);
+	wall = now_ms() - t0;
+	cpu = cpu_ms() - c0;
+	print_message("sread: %lld ms waited, %lld ms of CPU\n",
+		      (long long)wall, (long long)cpu);
+	assert_true(wall >= 790);
+	assert_true(cpu < wall / 4);
+
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	t0 = now_ms();
+	assert_int_equal(fi_cq_sread(srv.rcq, &c, 1, NULL, 5000), 1);
+	assert_true(now_ms() - t0 < 1000);
+	assert_ptr_equal(c.op_context, rx);
+	check(rx, sizeof(tx), 3);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
+static void test_shutdown(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256], rx[64];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_cq_err_entry ce;
+	struct side srv, cli;
+	uint32_t ev;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	one_way(&cli, &srv, 10, 1, 0);
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	assert_int_equal(fi_shutdown(cli.ep, 0), 0);
+	assert_int_equal(fi_send(cli.ep, rx, 1, NULL, 0, NULL), -FI_ESHUTDOWN);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_SHUTDOWN);
+	assert_ptr_equal(e->fid, &srv.ep->fid);
+	wait_cq_err(&srv, srv.rcq, &ce);
+	assert_int_equal(ce.err, FI_ECANCELED);
+	assert_int_equal(fi_send(srv.ep, rx, 1, NULL, 0, NULL), -FI_ESHUTDOWN);
+	assert_int_equal(fi_shutdown(srv.ep, 0), 0);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+static void test_reject_and_refused(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_eq_err_entry ee;
+	struct side srv, cli;
+	struct caddr a;
+	size_t alen = sizeof(a);
+	uint32_t ev;
+
+	(void)state;
+	side_open(&srv, 0);
+	side_open(&cli, 1);
+	srv.peer = &cli;
+	cli.peer = &srv;
+	assert_int_equal(fi_passive_ep(srv.fab, srv.info, &srv.pep, NULL), 0);
+	assert_int_equal(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+	assert_int_equal(fi_listen(srv.pep), 0);
+	assert_int_equal(fi_getname(&srv.pep->fid, &a, &alen), 0);
+	side_cqs_ep(&cli, cli.info);
+	assert_int_equal(fi_connect(cli.ep, &a, NULL, 0), 0);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNREQ);
+	assert_int_equal(fi_reject(srv.pep, e->info->handle, "go away", 8), 0);
+	/* not a connection request */
+	assert_int_equal(fi_reject(srv.pep, &srv.eq->fid, NULL, 0), -FI_EINVAL);
+	fi_freeinfo(e->info);
+	assert_int_equal(wait_eq(&cli, &ev, e, sizeof(buf)), -FI_EAVAIL);
+	memset(&ee, 0, sizeof(ee));
+	assert_int_equal(fi_eq_readerr(cli.eq, &ee, 0), sizeof(ee));
+	assert_int_equal(ee.err, FI_ECONNREFUSED);
+	assert_ptr_equal(ee.fid, &cli.ep->fid);
+	assert_int_equal(ee.err_data_size, 8);
+	assert_string_equal((char *)ee.err_data, "go away");
+	assert_int_equal(fi_close(&cli.ep->fid), 0);
+	cli.ep = NULL;
+
+	/* nobody on that service */
+	assert_int_equal(fi_close(&srv.pep->fid), 0);
+	srv.pep = NULL;
+	assert_int_equal(fi_endpoint(cli.dom, cli.info, &cli.ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0);
+	assert_int_equal(fi_ep_bind(cli.ep, &cli.tcq->fid, FI_TRANSMIT), 0);
+	assert_int_equal(fi_ep_bind(cli.ep, &cli.rcq->fid, FI_RECV), 0);
+	assert_int_equal(fi_enable(cli.ep), 0);
+	assert_int_equal(fi_connect(cli.ep, &a, NULL, 0), 0);
+	assert_int_equal(wait_eq(&cli, &ev, e, sizeof(buf)), -FI_EAVAIL);
+	assert_int_equal(fi_eq_readerr(cli.eq, &ee, 0), sizeof(ee));
+	assert_int_equal(ee.err, FI_ECONNREFUSED);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* what the calls refuse, and with which code */
+static void test_bad_arguments(void **state)
+{
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT };
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_FD };
+	struct fi_fabric_attr fa = { 0 };
+	struct fi_cq_data_entry c;
+	struct side s;
+	struct fid_cq *cq;
+	struct fid_eq *eq;
+	struct fid_fabric *f;
+	struct fid_mr *mr;
+	struct fid_ep *ep;
+	uint8_t buf[64];
+	struct caddr a;
+	size_t alen = 2;
+	uint32_t ev;
+
+	(void)state;
+	side_open(&s, 0);
+	fa.name = "notclanq";
+	fa.prov_name = "clanq";
+	assert_int_equal(fi_fabric(&fa, &f, NULL), -FI_EINVAL);
+	fa.name = "clanq99";
+	assert_int_equal(fi_fabric(&fa, &f, NULL), -FI_ENODEV);
+	assert_int_equal(fi_eq_open(s.fab, &ea, &eq, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_domain(s.fab, s.info, &s.dom, NULL), 0);
+	ca.format = FI_CQ_FORMAT_TAGGED;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
+	ca.format = 99;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_EINVAL);
+	ca.format = FI_CQ_FORMAT_MSG;
+	ca.wait_obj = FI_WAIT_FD;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
+	ca.wait_obj = FI_WAIT_NONE;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &s.tcq, NULL), 0);
+	s.rcq = s.tcq;
+	assert_int_equal(fi_cq_read(s.tcq, &c, 1), -FI_EAGAIN);
+	assert_int_equal(fi_eq_read(s.eq, &ev, buf, sizeof(buf), 0), -FI_EAGAIN);
+	assert_int_equal(fi_mr_reg(s.dom, buf, sizeof(buf), FI_SEND, 0, 0, 0,
+				   &mr, NULL), -FI_ENOSYS);
+
+	assert_int_equal(fi_endpoint(s.dom, s.info, &ep, NULL), 0);
+	assert_int_equal(fi_getname(&ep->fid, &a, &alen), -FI_ETOOSMALL);
+	assert_int_equal(alen, sizeof(a));
+	assert_int_equal(fi_recv(ep, buf, 8, NULL, 0, NULL), -FI_EOPBADSTATE);
+	assert_int_equal(fi_enable(ep), -FI_ENOEQ);
+	assert_int_equal(fi_ep_bind(ep, &s.eq->fid, 0), 0);
+	assert_int_equal(fi_enable(ep), -FI_ENOCQ);
+	assert_int_equal(fi_ep_bind(ep, &s.tcq->fid, 0), -FI_EINVAL);
+	assert_int_equal(fi_ep_bind(ep, &s.tcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_enable(ep), 0);
+	assert_int_equal(fi_ep_bind(ep, &s.tcq->fid, FI_TRANSMIT), -FI_EOPBADSTATE);
+	assert_int_equal(fi_send(ep, buf, 8, NULL, 0, NULL), -FI_ENOTCONN);
+	assert_int_equal(fi_inject(ep, buf, 8, 0), -FI_ENOTCONN);
+	assert_int_equal(fi_getpeer(ep, &a, &alen), -FI_ENOTCONN);
+	assert_int_equal(fi_write(ep, buf, 8, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
+	a.node = node_of(1);
+	a.service = 0;
+	assert_int_equal(fi_connect(ep, &a, NULL, 0), -FI_EINVAL);
+	a.service = 5;
+	assert_int_equal(fi_connect(ep, &a, buf, 257), -FI_EINVAL);
+	assert_int_equal(fi_accept(ep, NULL, 0), -FI_EOPBADSTATE);
+	/* busy: what is bound cannot close first */
+	assert_int_equal(fi_close(&s.tcq->fid), -FI_EBUSY);
+	assert_int_equal(fi_close(&s.eq->fid), -FI_EBUSY);
+	assert_int_equal(fi_close(&s.fab->fid), -FI_EBUSY);
+	assert_int_equal(fi_close(&ep->fid), 0);
+	s.rcq = NULL;
+	side_close(&s);
+}
+
+/*
+ * A peer killed mid-transfer: the server sees FI_SHUTDOWN and its
+ * receive cancelled, not a hang. The client sends 100 bytes, then 1 MiB
+ * the server does not take at first: the client is inside that send,
+ * part of it in the server's ring, when the server kills it.
+ */
+static void killed_client(void *arg)
+{
+	struct caddr *a = arg;
+	struct fi_cq_data_entry c;
+	struct side cli;
+	static uint8_t big[1 << 20];
+
+	side_open(&cli, 1);
+	side_cqs_ep(&cli, cli.info);
+	CHILD_CHECK_INT(fi_connect(cli.ep, a, NULL, 0), 0);
+	for (;;) {
+		uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+		uint32_t ev;
+		ssize_t n = fi_eq_read(cli.eq, &ev, buf, sizeof(buf), 0);
+
+		if (n > 0) {
+			CHILD_CHECK_INT(ev, FI_CONNECTED);
+			break;
+		}
+		CHILD_CHECK_INT(n, -FI_EAGAIN);
+	}
+	fill(big, 100, 1);
+	CHILD_CHECK_INT(fi_send(cli.ep, big, 100, NULL, 0, NULL), 0);
+	while (fi_cq_read(cli.tcq, &c, 1) == -FI_EAGAIN)
+		;
+	fi_send(cli.ep, big, sizeof(big), NULL, 0, NULL);
+	for (;;)
+		(void)fi_cq_read(cli.tcq, &c, 1);
+}
+
+static void test_peer_killed(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	static uint8_t rx[1 << 20];
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry ce;
+	struct side srv;
+	struct caddr a;
+	size_t alen = sizeof(a);
+	uint32_t ev;
+	int64_t end;
+	pid_t pid;
+	ssize_t n;
+	int status;
+
+	(void)state;
+	side_open(&srv, 0);
+	assert_int_equal(fi_passive_ep(srv.fab, srv.info, &srv.pep, NULL), 0);
+	assert_int_equal(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+	assert_int_equal(fi_listen(srv.pep), 0);
+	assert_int_equal(fi_getname(&srv.pep->fid, &a, &alen), 0);
+	pid = itest_fork(killed_client, &a);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNREQ);
+	side_cqs_ep(&srv, e->info);
+	fi_freeinfo(e->info);
+	assert_int_equal(fi_recv(srv.ep, rx, 100, NULL, 0, rx), 0);
+	assert_int_equal(fi_accept(srv.ep, NULL, 0), 0);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNECTED);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	check(rx, 100, 1);
+	itest_sleep_ns(300 * ITEST_NS_PER_MS);	/* into its 1 MiB send */
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	status = itest_wait(pid, 10 * ITEST_NS_PER_S);
+	assert_true(status != -1 && WIFSIGNALED(status));
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	end = now_ms() + WAIT_MS;
+	do {
+		n = fi_eq_read(srv.eq, &ev, e, sizeof(buf), 0);
+		if (n == -FI_EAGAIN)
+			(void)fi_cq_read(srv.rcq, &c, 1);
+	} while (n == -FI_EAGAIN && now_ms() < end);
+	assert_int_equal(n, sizeof(*e));
+	assert_int_equal(ev, FI_SHUTDOWN);
+	assert_ptr_equal(e->fid, &srv.ep->fid);
+	wait_cq_err(&srv, srv.rcq, &ce);
+	assert_int_equal(ce.err, FI_ECANCELED);
+	assert_ptr_equal(ce.op_context, rx);
+	side_close(&srv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_getinfo_defaults),
+		cmocka_unit_test(test_getinfo_refused),
+		cmocka_unit_test(test_getinfo_addresses),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_exchange),
+		cmocka_unit_test(test_queued_in_order),
+		cmocka_unit_test(test_iov_trunc_cancel),
+		cmocka_unit_test(test_cq_formats),
+		cmocka_unit_test(test_sread_waits),
+		cmocka_unit_test(test_shutdown),
+		cmocka_unit_test(test_reject_and_refused),
+		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
+	};
+
+	if (!getenv("FI_PROVIDER_PATH"))
+		fprintf(stderr, "test_fabric: FI_PROVIDER_PATH is not set\n");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
