@@ -204,6 +204,8 @@ struct cfi_fabric {
 	struct cfi_ep *eps;
 	struct cfi_pep *peps;
 	int refs;
+	/* threads blocked in cfi_lock(): a blocking read lets them in */
+	unsigned int wanting;
 };
 
 extern struct fi_provider cfi_prov;
@@ -238,7 +240,11 @@ void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
 
 static inline void cfi_lock(struct cfi_fabric *fab)
 {
+	if (!pthread_mutex_trylock(&fab->lock))
+		return;
+	__atomic_add_fetch(&fab->wanting, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fab->lock);
+	__atomic_sub_fetch(&fab->wanting, 1, __ATOMIC_RELAXED);
 }
 
 static inline void cfi_unlock(struct cfi_fabric *fab)

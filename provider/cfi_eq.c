@@ -8,6 +8,7 @@
  * (manual progress); the blocking reads wait on the fabric's net in the
  * driver, CFI_WAIT_SLICE_MS at most at a time, between looks.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static uint64_t cfi_now_ms(void)
 /*
  * Wait for something on the fabric's net, at most CFI_WAIT_SLICE_MS and
  * at most until deadline (ms; UINT64_MAX: none). Under the lock: the
- * net is one thread's at a time. The slice bounds what no wake-up
+ * net is one thread's at a time; another thread's call waits for the
+ * slice's end, not the read's. The slice bounds what no wake-up
  * announces: the end of stream of a connection muted for input.
  * Returns -FI_EAGAIN when the time is up.
  */
@@ -46,6 +48,19 @@ static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
 	}
 	cfi_before_wait(fab);
 	clanq_net_wait(fab->net, evs, 8, ns);
+	/*
+	 * FI_THREAD_SAFE: another thread's post or read must not wait for
+	 * the whole of this one's blocking read (that may be waiting for
+	 * the answer to that very post). Between slices, the threads
+	 * blocked on the lock go first: each takes it, does its call and
+	 * lets go, and the read goes on once none is left waiting.
+	 */
+	if (__atomic_load_n(&fab->wanting, __ATOMIC_RELAXED)) {
+		cfi_unlock(fab);
+		while (__atomic_load_n(&fab->wanting, __ATOMIC_RELAXED))
+			sched_yield();
+		cfi_lock(fab);
+	}
 	return 0;
 }
 

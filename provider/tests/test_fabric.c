@@ -788,6 +788,94 @@ static void test_sread_waits(void **state)
 	side_close(&srv);
 }
 
+/*
+ * FI_THREAD_SAFE: a thread blocked in fi_cq_sread() on a fabric does not
+ * hold off another thread's post on it. The read waits for the answer to
+ * that very post: were the post held until the read timed out, neither
+ * would happen in time.
+ */
+struct late_post {
+	struct side *s;
+	uint8_t msg[64];
+	int64_t ms;		/* how long the post took */
+	ssize_t rc;
+};
+
+static void *late_poster(void *arg)
+{
+	struct late_post *p = arg;
+	int64_t t0;
+
+	usleep(200 * 1000);	/* the read is waiting by now */
+	t0 = now_ms();
+	p->rc = fi_send(p->s->ep, p->msg, sizeof(p->msg), NULL, 0, p);
+	p->ms = now_ms() - t0;
+	return NULL;
+}
+
+struct echo_back {
+	struct side *s;
+	uint8_t buf[64];
+	ssize_t rc;
+};
+
+/* cli's side, a thread: take the message, send it back */
+static void *echo_back(void *arg)
+{
+	struct echo_back *e = arg;
+	struct fi_cq_data_entry c;
+
+	e->rc = wait_cq(e->s, e->s->rcq, &c);
+	if (e->rc == 1)
+		e->rc = fi_send(e->s->ep, e->buf, sizeof(e->buf), NULL, 0, e);
+	if (e->rc == 0)
+		e->rc = wait_cq(e->s, e->s->tcq, &c);
+	return NULL;
+}
+
+static void test_sread_lets_other_threads_in(void **state)
+{
+	struct late_post p = { 0 };
+	struct echo_back e = { 0 };
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	uint8_t rx[64];
+	pthread_t tp, te;
+	int64_t t0, wall;
+	ssize_t n;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	cli.peer = NULL;	/* each side's own thread drives it */
+	srv.peer = NULL;
+	p.s = &srv;
+	e.s = &cli;
+	fill(p.msg, sizeof(p.msg), 9);
+	assert_int_equal(fi_recv(cli.ep, e.buf, sizeof(e.buf), NULL, 0, e.buf), 0);
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	assert_int_equal(pthread_create(&te, NULL, echo_back, &e), 0);
+	assert_int_equal(pthread_create(&tp, NULL, late_poster, &p), 0);
+	t0 = now_ms();
+	n = fi_cq_sread(srv.rcq, &c, 1, NULL, 5000);
+	wall = now_ms() - t0;
+	/* the threads use this frame: joined before any assert can leave it */
+	assert_int_equal(pthread_join(tp, NULL), 0);
+	assert_int_equal(pthread_join(te, NULL), 0);
+	print_message("sread with another thread's post: the post took %lld ms,"
+		      " the answer came after %lld ms\n",
+		      (long long)p.ms, (long long)wall);
+	assert_int_equal(n, 1);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(e.rc, 1);
+	assert_ptr_equal(c.op_context, rx);
+	check(rx, sizeof(rx), 9);
+	assert_true(p.ms < 1000);
+	assert_true(wall < 3000);
+	assert_int_equal(wait_cq(&srv, srv.tcq, &c), 1);	/* the post's */
+	side_close(&cli);
+	side_close(&srv);
+}
+
 /* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
 static void test_shutdown(void **state)
 {
@@ -1040,6 +1128,7 @@ int main(void)
 		cmocka_unit_test(test_iov_trunc_cancel),
 		cmocka_unit_test(test_cq_formats),
 		cmocka_unit_test(test_sread_waits),
+		cmocka_unit_test(test_sread_lets_other_threads_in),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
