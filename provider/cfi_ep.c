@@ -1060,6 +1060,28 @@ static int cfi_fill_iov(struct cfi_op *op, const struct iovec *iov,
 	return 0;
 }
 
+/* An operation for queue q over the application's iov, or why not. */
+static ssize_t cfi_op_new(struct cfi_ep *ep, const struct cfi_opq *q,
+			  const struct iovec *iov, size_t count,
+			  struct cfi_op **opp)
+{
+	struct cfi_op *op;
+	int ret;
+
+	if (q->n >= CFI_QUEUE_SIZE)
+		return -FI_EAGAIN;
+	op = cfi_op_get(ep);
+	if (!op)
+		return -FI_ENOMEM;
+	ret = cfi_fill_iov(op, iov, count);
+	if (ret) {
+		cfi_op_put(ep, op);
+		return ret;
+	}
+	*opp = op;
+	return 0;
+}
+
 /*
  * Post a send: at once if nothing is queued ahead of it and the peer's
  * ring has room, else queued (an injected one copied first).
@@ -1078,18 +1100,9 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 		ret = ep->state == CFI_EP_SHUTDOWN ? -FI_ESHUTDOWN : -FI_ENOTCONN;
 		goto out;
 	}
-	if (ep->sq.n >= CFI_QUEUE_SIZE) {
-		ret = -FI_EAGAIN;
-		goto out;
-	}
-	op = cfi_op_get(ep);
-	if (!op) {
-		ret = -FI_ENOMEM;
-		goto out;
-	}
-	ret = cfi_fill_iov(op, iov, count);
+	ret = cfi_op_new(ep, &ep->sq, iov, count, &op);
 	if (ret)
-		goto put;
+		goto out;
 	if (op->len > CFI_MSG_MAX) {
 		ret = -FI_EMSGSIZE;
 		goto put;
@@ -1170,20 +1183,9 @@ static ssize_t cfi_post_recv(struct cfi_ep *ep, const struct iovec *iov,
 		ret = -FI_ESHUTDOWN;
 		goto out;
 	}
-	if (ep->rq.n >= CFI_QUEUE_SIZE) {
-		ret = -FI_EAGAIN;
+	ret = cfi_op_new(ep, &ep->rq, iov, count, &op);
+	if (ret)
 		goto out;
-	}
-	op = cfi_op_get(ep);
-	if (!op) {
-		ret = -FI_ENOMEM;
-		goto out;
-	}
-	ret = cfi_fill_iov(op, iov, count);
-	if (ret) {
-		cfi_op_put(ep, op);
-		goto out;
-	}
 	op->context = context;
 	op->flags = FI_RECV | FI_MSG;
 	op->comp = !(ep->rflags & FI_SELECTIVE_COMPLETION) ||
