@@ -7,6 +7,7 @@
 #                        NIC 0 and NIC 1, 8 B .. 1 MiB
 set -u
 export FI_PROVIDER_PATH=/clanq/fabric
+export PATH=/clanq/fabric:$PATH		# fi_info, fi_pingpong (vm.sh)
 case "${1:-}" in
 unit)	exec test_fabric ;;
 pingpong) ;;

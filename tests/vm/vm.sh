@@ -221,11 +221,13 @@ if [ $job = exec ]; then
 elif [ $job != pkg ]; then
 	cp build/vm/bin/* build/examples/* build/bench/* build/tools/* "$rootfs/clanq/bin/" 2>/dev/null || true
 	# the libfabric provider and Debian's tools to drive it (fabric.sh;
-	# libfabric and what it links come with the libraries below)
+	# libfabric and what it links come with the libraries below), off
+	# the PATH: clanq-bench's smoke run takes an fi_pingpong it finds
+	# for its libfabric baseline, whose shm provider fails here
 	mkdir -p "$rootfs/clanq/fabric"
 	cp build/provider/libclanq-fi.so "$rootfs/clanq/fabric/"
 	for p in fi_info fi_pingpong; do
-		command -v $p >/dev/null && cp -L "$(command -v $p)" "$rootfs/clanq/bin/"
+		command -v $p >/dev/null && cp -L "$(command -v $p)" "$rootfs/clanq/fabric/"
 	done
 fi
 # exec: the user's programs, their command and its time limit
@@ -292,8 +294,9 @@ corpus=${CLANQ_CACHE:-$HOME/.cache/clanq}/fuzz-corpus
 corpus_max=${CLANQ_CORPUS_MAX:-3000}	# entries kept (about 2.5 KiB each at most)
 [ -f "$corpus" ] && cp "$corpus" "$rootfs/clanq/corpus"
 
-# Shared libraries (libc, libcmocka) of the dynamically linked programs.
-for elf in "$rootfs"/clanq/bin/*; do
+# Shared libraries (libc, libcmocka, libfabric) of the dynamically linked
+# programs and of the provider.
+for elf in "$rootfs"/clanq/bin/* "$rootfs"/clanq/fabric/*; do
 	ldd "$elf" 2>/dev/null | grep -oE '/[^ ]+' || true
 done | sort -u | while read -r lib; do
 	mkdir -p "$rootfs$(dirname "$lib")"
