@@ -311,11 +311,6 @@ static struct fi_ops cfi_domain_fi_ops = {
 	.ops_set = (void *)cfi_enosys,
 };
 
-static ssize_t cfi_nosys_ssize(void)
-{
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_domain cfi_domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
 	.av_open = (void *)cfi_enosys,
@@ -462,6 +457,5 @@ struct fi_provider cfi_prov = {
 
 FI_EXT_INI
 {
-	(void)cfi_nosys_ssize;
 	return &cfi_prov;
 }
