@@ -26,6 +26,9 @@ MANDIR  ?= $(DATADIR)/man
 # udev reads /usr/lib/udev/rules.d (and /etc/udev/rules.d), never under
 # /usr/local, so the rule goes there whatever PREFIX is.
 UDEVDIR ?= /usr/lib/udev/rules.d
+# libfabric's provider directory: Debian's libfabric1 looks for
+# lib*-fi.so in $(LIBDIR)/libfabric with no FI_PROVIDER_PATH
+FABRICDIR ?= $(LIBDIR)/libfabric
 # the module's source for DKMS (make install-dkms)
 DKMSDIR ?= /usr/src/clanq-$(VERSION)
 DESTDIR ?=
@@ -96,10 +99,12 @@ help:
 	@echo 'make fuzz       the coverage-guided fuzzer in the debug VM (FUZZ_SECONDS=600)'
 	@echo 'make soak       the soaks in full (tests/vm/soak.list), debug VM: hours'
 	@echo 'make coverage   line/function coverage of driver/**/*.c by the VM tests (gcov)'
-	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule'
-	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR)'
+	@echo 'make install    library, headers, pkg-config, programs, man pages, udev rule,'
+	@echo '                the libfabric provider in FABRICDIR ($$(LIBDIR)/libfabric)'
+	@echo '                (PREFIX, DESTDIR, LIBDIR, BINDIR, MANDIR, UDEVDIR, FABRICDIR)'
 	@echo 'make install-dkms  the module source and dkms.conf in DKMSDIR (/usr/src/clanq-$(VERSION))'
-	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq2, libclanq-dev, clanq-tools)'
+	@echo 'make deb        Debian packages in build/deb/ (clanq-dkms, libclanq2, libclanq-dev,'
+	@echo '                clanq-tools, libfabric-clanq)'
 
 # ---- user space ------------------------------------------------------------
 
@@ -324,9 +329,10 @@ INST_HDRS := include/clanq.h $(wildcard include/clanq/*.h)
 # what the module's source needs of include/ (DKMS)
 KERNEL_HDRS := include/clanq/queue.h include/clanq/uapi.h
 
-install: lib tools $(PROGRAMS)
+install: lib tools $(PROGRAMS) $(PROV_SO)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/clanq \
-		$(DESTDIR)$(BINDIR) $(DESTDIR)$(UDEVDIR) $(DESTDIR)$(DATADIR)/clanq
+		$(DESTDIR)$(BINDIR) $(DESTDIR)$(UDEVDIR) $(DESTDIR)$(DATADIR)/clanq \
+		$(DESTDIR)$(FABRICDIR) $(DESTDIR)$(MANDIR)/man7
 	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libclanq.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libclanq.so
@@ -343,6 +349,8 @@ install: lib tools $(PROGRAMS)
 	done
 	install -m 644 udev/60-clanq.rules $(DESTDIR)$(UDEVDIR)/
 	install -m 644 udev/61-clanq-group.rules $(DESTDIR)$(DATADIR)/clanq/
+	install -m 644 $(PROV_SO) $(DESTDIR)$(FABRICDIR)/
+	install -m 644 provider/fi_clanq.7 $(DESTDIR)$(MANDIR)/man7/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libclanq.{a,so,so.$(SOVERSION)} $(DESTDIR)$(LIBDIR)/pkgconfig/libclanq.pc
@@ -350,6 +358,8 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
 	rm -f $(foreach f,$(MANPAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(f)))/$(notdir $(f)))
 	rm -f $(DESTDIR)$(UDEVDIR)/60-clanq.rules $(DESTDIR)$(DATADIR)/clanq/61-clanq-group.rules
+	rm -f $(DESTDIR)$(FABRICDIR)/libclanq-fi.so $(DESTDIR)$(MANDIR)/man7/fi_clanq.7
+	rmdir $(DESTDIR)$(FABRICDIR) 2>/dev/null || true
 	rmdir $(DESTDIR)$(INCDIR)/clanq $(DESTDIR)$(DATADIR)/clanq 2>/dev/null || true
 
 # The module's source as DKMS wants it: driver/ and include/ beside

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/pkg: the Debian packages as an administrator gets them, each check
 # one result in $CLANQ_RESULTS (or just printed when run alone).
-#   deb            make deb builds the four packages
+#   deb            make deb builds the five packages
 #   lintian        no error (warnings and notes are printed)
 #   install        apt-get installs them (purged first: a second run
 #                  starts clean)
@@ -18,6 +18,10 @@
 #                  NEEDED libclanq.so.2, its symbols versioned (one of the
 #                  first release, LIBCLANQ_0.2; one of this one's,
 #                  LIBCLANQ_<ver>)
+#   fabric/provider  libfabric-clanq put libclanq-fi.so in libfabric's
+#                  provider directory: Debian's fi_info lists provider
+#                  clanq at this version with no FI_PROVIDER_PATH, the
+#                  .so exports fi_prov_ini only
 #   man            the installed man pages are found and render
 #                  (SKIP while docs/man/ has none)
 # The packages stay installed: a later stage boots the 6.12 module DKMS
@@ -56,7 +60,7 @@ finish() {
 scripts/deps.sh || { result FAIL deps "scripts/deps.sh failed"; finish; }
 
 version=$(make --no-print-directory -s print-version)
-pkgs=(clanq-dkms libclanq2 libclanq-dev clanq-tools)
+pkgs=(clanq-dkms libclanq2 libclanq-dev clanq-tools libfabric-clanq)
 src=/usr/src/clanq-$version
 
 # -- (a) the packages --
@@ -299,8 +303,33 @@ else
 fi
 rm -rf "$tmp"
 
-# -- (f) man pages --
-pages=$(ls docs/man/*.[1-8] 2>/dev/null)
+# -- (f) the libfabric provider, found where libfabric looks --
+prov=$(ls /usr/lib/*/libfabric/libclanq-fi.so 2>/dev/null | head -n 1)
+why=
+if [ -z "$prov" ]; then
+	why="no /usr/lib/*/libfabric/libclanq-fi.so"
+elif ! command -v fi_info >/dev/null; then
+	why="no fi_info (libfabric-bin: scripts/deps.sh)"
+else
+	# fi_info -l: every provider libfabric loaded, with its version
+	list=$(env -u FI_PROVIDER_PATH -u FI_PROVIDER fi_info -l 2>&1)
+	got=$(echo "$list" | awk '$1 == "clanq:" { getline; print $2 }')
+	exports=$(nm -D --defined-only "$prov" | awk '$2 != "A" { print $3 }' | tr '\n' ' ')
+	if [ "$got" != "$version" ]; then
+		why="fi_info -l (no FI_PROVIDER_PATH) lists clanq at '${got:-nothing}', not $version"
+	elif [ "$exports" != "fi_prov_ini " ]; then
+		why="$prov exports: $exports"
+	fi
+fi
+if [ -z "$why" ]; then
+	result PASS fabric/provider
+	echo "      $prov: fi_info -l lists clanq $version"
+else
+	result FAIL fabric/provider "$why"
+fi
+
+# -- (g) man pages --
+pages=$(ls docs/man/*.[1-8] provider/fi_clanq.7 2>/dev/null)
 if [ -z "$pages" ]; then
 	result SKIP man "no docs/man/*.[1-8] in this tree"
 else
@@ -324,7 +353,7 @@ else
 	fi
 fi
 
-# -- (g) what later stages use --
+# -- (h) what later stages use --
 for k in "${kernels[@]}"; do
 	for ko in /lib/modules/"$k"/updates/dkms/clanq.ko*; do
 		[ -e "$ko" ] && echo "      module for $k: $ko"

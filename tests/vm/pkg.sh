@@ -5,6 +5,8 @@
 # switch on (udev/61-clanq-group.rules: group clanq, mode 0660, applied
 # here by hand, there is no udev in this VM) a member's echo ping-pong
 # runs and a non-member is refused with a message that names the group.
+# libfabric-clanq: Debian's fi_info and fi_pingpong (copied in by vm.sh)
+# find the provider where the package put it, with no FI_PROVIDER_PATH.
 # Each check prints a cmocka-style line (tests/results.awk counts them).
 set -u
 t=/tmp/pkg
@@ -29,11 +31,12 @@ as() { u=$1; shift; su -s /bin/sh -c "$*" "$u"; }
 # ---- install ----
 mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates
 touch /var/lib/dpkg/status
-for deb in /clanq/deb/libclanq2_*.deb /clanq/deb/clanq-tools_*.deb; do
+for deb in /clanq/deb/libclanq2_*.deb /clanq/deb/clanq-tools_*.deb \
+	/clanq/deb/libfabric-clanq_*.deb; do
 	# busybox's dpkg does not know the host's libc6 package: --force-depends
 	succeeds "dpkg -i ${deb##*/}" dpkg -i --force-depends "$deb"
 done
-for p in libclanq2 clanq-tools; do
+for p in libclanq2 clanq-tools libfabric-clanq; do
 	if dpkg -l 2>/dev/null | grep -q "^ii  $p "; then ok "$p is installed"
 	else bad "$p is installed" "$(dpkg -l 2>&1 | head -c 400)"; fi
 done
@@ -81,6 +84,17 @@ expect "alice (group clanq) echoes, polling" 0 "^1024 " \
 expect "alice (group clanq) echoes, blocking" 0 "^1024 " \
 	as alice "clanq-echo-client -n 0 -s 2022 -m 100 -S 8,1k -B"
 wait $server || bad "alice's echo server" "$(cat $t/server-alice)"
+# the provider as libfabric-clanq installed it: no FI_PROVIDER_PATH
+unset FI_PROVIDER_PATH FI_PROVIDER
+expect "alice: fi_info -p clanq lists clanq0 (no FI_PROVIDER_PATH)" 0 "domain: clanq0" \
+	as alice "fi_info -p clanq"
+expect "alice: fi_info -p clanq lists clanq1" 0 "domain: clanq1" as alice "fi_info -p clanq"
+as alice "fi_pingpong -p clanq -e msg -c -d clanq0 -S 4096 -I 200 -B 47700" > $t/fi-server 2>&1 &
+server=$!
+sleep 1
+expect "alice: fi_pingpong -p clanq -e msg -c, 4 KiB, NIC 1 to NIC 0" 0 "^4k  *200 " \
+	as alice "fi_pingpong -p clanq -e msg -c -d clanq1 -S 4096 -I 200 -P 47700 127.0.0.1"
+wait $server || bad "alice's fi_pingpong server" "$(head -c 400 $t/fi-server)"
 expect "bob (no group) is refused, and told the group" 1 "add this user to group 'clanq'" \
 	as bob "clanq-echo-client -n 1 -s 2022 -m 10"
 expect "bob's refusal names the mode" 1 "mode 0660, group clanq" \

@@ -110,7 +110,7 @@ run)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-1200}
 bench)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-2400}
 		mem=${CLANQ_VM_MEM:-2G} ;;	# idle: 10,000 connections, both ends
 pkg)		flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
-pair)		flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
+pair)		flavor=debug; timeout=${CLANQ_VM_TIMEOUT:-900} ;;
 pair-run)	flavor=stock; timeout=${CLANQ_VM_TIMEOUT:-600} ;;
 # the command's own limit is kept in the guest; the VM's covers boot,
 # module load and unload, kmemleak's scans (debug) besides
@@ -153,7 +153,8 @@ elif [ $job = pkg ]; then
 	release=$(basename "$image" | sed 's/vmlinuz-//')
 	pkg_ko=$(ls /lib/modules/$release/updates/dkms/clanq.ko* 2>/dev/null | head -n 1)
 	[ -n "$pkg_ko" ] || die "no clanq.ko from DKMS for $release (tests/pkg/run.sh installs clanq-dkms)"
-	ls build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb >/dev/null 2>&1 ||
+	ls build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb \
+		build/deb/libfabric-clanq_*.deb >/dev/null 2>&1 ||
 		die "no packages in build/deb (make deb)"
 else
 	image=$(tests/vm/kernel.sh stock-image)
@@ -185,7 +186,9 @@ if [ $job = pkg ]; then
 	# the packages' files, where they would be on a host: the module as
 	# DKMS installed it (uncompressed: busybox's insmod reads plain ELF),
 	# the .debs for dpkg, and the shared libraries their programs need
-	# (found in a scratch unpacking; libclanq itself comes from dpkg)
+	# (found in a scratch unpacking; libclanq itself comes from dpkg);
+	# Debian's fi_info and fi_pingpong where libfabric-bin puts them, to
+	# drive the provider libfabric-clanq installs
 	kmod=$rootfs/lib/modules/$release/updates/dkms
 	mkdir -p "$kmod" "$rootfs/clanq/deb"
 	case $pkg_ko in
@@ -194,7 +197,13 @@ if [ $job = pkg ]; then
 	*.gz)	gzip -dc "$pkg_ko" > "$kmod/clanq.ko" ;;
 	*)	cp "$pkg_ko" "$kmod/clanq.ko" ;;
 	esac
-	cp build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb "$rootfs/clanq/deb/"
+	cp build/deb/libclanq2_*.deb build/deb/clanq-tools_*.deb build/deb/libfabric-clanq_*.deb \
+		"$rootfs/clanq/deb/"
+	mkdir -p "$rootfs/usr/bin"
+	for p in fi_info fi_pingpong; do
+		cp -L "$(command -v $p)" "$rootfs/usr/bin/" ||
+			die "no $p (libfabric-bin: scripts/deps.sh)"
+	done
 	# busybox's modinfo wants a modules.dep: pkg.sh gets the host's answer
 	modinfo -F parm "$pkg_ko" > "$rootfs/clanq/modinfo-parm"
 	unpacked=$vmdir/unpacked
@@ -202,7 +211,8 @@ if [ $job = pkg ]; then
 	for deb in "$rootfs"/clanq/deb/*.deb; do dpkg-deb -x "$deb" "$unpacked"; done
 	cp tests/vm/pkg.sh tests/vm/checks.sh "$rootfs/clanq/"
 	libdirs=$(find "$unpacked" -name 'libclanq.so*' -printf '%h\n' | sort -u | tr '\n' :)
-	for elf in "$unpacked"/usr/bin/*; do
+	for elf in "$unpacked"/usr/bin/* "$unpacked"/usr/lib/*/libfabric/*.so \
+		"$rootfs"/usr/bin/fi_*; do
 		LD_LIBRARY_PATH=$libdirs ldd "$elf" 2>/dev/null | grep -oE '/[^ ]+' || true
 	done | grep -v libclanq | sort -u | while read -r lib; do
 		mkdir -p "$rootfs$(dirname "$lib")"
