@@ -361,7 +361,7 @@ cpu=${CLANQ_VM_CPU:-max}
 qemu=(qemu-system-x86_64 -M q35 -cpu "$cpu" -accel tcg,thread=multi -smp 2 -m ${mem:-${CLANQ_VM_MEM:-512M}}
 	-nic none -no-reboot -display none
 	-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append"
-	-device isa-debug-exit,iobase=0xf4,iosize=0x04)
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -pidfile "$vmdir/qemu.pid")
 log=$vmdir/console.log
 
 if [ $job = shell ]; then
@@ -423,11 +423,18 @@ boot() {
 	local view=live_view
 	[ $job = exec ] && view=exec_view
 	step "booting $flavor kernel (2 vCPUs, TCG)"
+	rm -f "$vmdir/qemu.pid"
+	local watch=
+	if [ $flavor = debug ]; then
+		splat_watch "$log" "$vmdir/qemu.pid" &
+		watch=$!
+	fi
 	set +e
 	# The live view: frames and splats for a test run, the demo for a run.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
 		tee "$log" | $view
 	rc=${PIPESTATUS[0]}
+	[ -z "$watch" ] || { kill $watch 2>/dev/null; wait $watch 2>/dev/null; }
 	set -e
 	case $rc in
 	124|137)	status="killed after ${timeout} s" ;;
@@ -449,6 +456,26 @@ splat_before_insmod() {
 		/CLANQ-BEGIN insmod/ { loaded = 1 }
 		!loaded && /(BUG:|WARNING:|Oops|Call Trace|Kernel panic|UBSAN:|KASAN:)/ { splat = 1 }
 		END { exit !splat }'
+}
+
+# splat_watch LOG PIDFILE, in the background while a debug VM boots: the
+# moment LOG shows a splat before clanq.ko is loaded, stop the VM (its
+# qemu's pid in PIDFILE), so the boot is repeated at once, not after a
+# test run that took 47 minutes on a slow host and would have taken as
+# long again. Ends when the module's load begins or the VM is gone.
+splat_watch() {
+	local log=$1 pidfile=$2 pid i
+	for ((i = 0; i < 900; i++)); do
+		sleep 2
+		pid=$(cat "$pidfile" 2>/dev/null) || continue
+		kill -0 "$pid" 2>/dev/null || return 0
+		grep -q "CLANQ-BEGIN insmod" "$log" 2>/dev/null && return 0
+		if splat_before_insmod "$log"; then
+			echo "vm.sh: $log: a splat before clanq.ko was loaded; stopping this boot" >&2
+			kill "$pid" 2>/dev/null
+			return 0
+		fi
+	done
 }
 
 # ---- pair, pair-run: two VMs wired to each other only ----
@@ -479,10 +506,16 @@ run_vm() {
 		-device "virtio-net-pci,netdev=n0,mac=$mac"
 		-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append clanq.role=$r"
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 -pidfile "$vmdir/$r.pid")
+	local watch=
+	if [ $flavor = debug ]; then
+		splat_watch "$vmdir/$r.console.log" "$vmdir/$r.pid" &
+		watch=$!
+	fi
 	set +e
 	timeout -k 10 "$timeout" "${q[@]}" -serial stdio -monitor none </dev/null 2>&1 |
 		tee "$vmdir/$r.console.log" | live_view "$r| "
 	echo "${PIPESTATUS[0]}" > "$vmdir/$r.rc"
+	[ -z "$watch" ] || { kill $watch 2>/dev/null; wait $watch 2>/dev/null; }
 }
 
 # Both VMs; sets rc_a, rc_b, status_a, status_b.
