@@ -554,17 +554,23 @@ static void x_close(struct xserve *s)
 
 #define DEAF_PARAM	"/sys/module/clanq_verbs/parameters/test_deaf"
 
-/* clanq_verbs' test knob: take no more messages (a test build has it). */
-static int set_deaf(bool deaf)
+/* Write @val to the parameter file @path: 0 or -errno (no asserts: b's serve). */
+static int write_param(const char *path, const char *val)
 {
-	int fd = open(DEAF_PARAM, O_WRONLY), err = 0;
+	int fd = open(path, O_WRONLY), err = 0;
 
 	if (fd < 0)
 		return -errno;
-	if (write(fd, deaf ? "Y" : "N", 1) != 1)
+	if (write(fd, val, strlen(val)) != (ssize_t)strlen(val))
 		err = -errno;
 	close(fd);
 	return err;
+}
+
+/* clanq_verbs' test knob: take no more messages (a test build has it). */
+static int set_deaf(bool deaf)
+{
+	return write_param(DEAF_PARAM, deaf ? "Y" : "N");
 }
 
 #define FORGE_PARAM	"/sys/module/clanq_verbs/parameters/test_forge"
@@ -579,18 +585,6 @@ static int set_deaf(bool deaf)
  * bounds; 20 still brings hundreds of each kind in the attack's 24 s.
  */
 #define FORGE_RATE	"20"
-
-static int write_param(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY), err = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) != (ssize_t)strlen(val))
-		err = -errno;
-	close(fd);
-	return err;
-}
 
 /* clanq_verbs' test knob: send the peers forgeries (@mask), or stop ("0"). */
 static int set_forge(const char *mask)

@@ -89,11 +89,13 @@ unset FI_PROVIDER_PATH FI_PROVIDER
 expect "alice: fi_info -p clanq lists clanq0 (no FI_PROVIDER_PATH)" 0 "domain: clanq0" \
 	as alice "fi_info -p clanq"
 expect "alice: fi_info -p clanq lists clanq1" 0 "domain: clanq1" as alice "fi_info -p clanq"
-as alice "fi_pingpong -p clanq -e msg -c -d clanq0 -S 4096 -I 200 -B 47700" > $t/fi-server 2>&1 &
+# (each bounded: a server whose client failed would wait for it forever)
+as alice "timeout 120 fi_pingpong -p clanq -e msg -c -d clanq0 -S 4096 -I 200 -B 47700" \
+	> $t/fi-server 2>&1 &
 server=$!
 sleep 1
 expect "alice: fi_pingpong -p clanq -e msg -c, 4 KiB, NIC 1 to NIC 0" 0 "^4k  *200 " \
-	as alice "fi_pingpong -p clanq -e msg -c -d clanq1 -S 4096 -I 200 -P 47700 127.0.0.1"
+	as alice "timeout 120 fi_pingpong -p clanq -e msg -c -d clanq1 -S 4096 -I 200 -P 47700 127.0.0.1"
 wait $server || bad "alice's fi_pingpong server" "$(head -c 400 $t/fi-server)"
 expect "bob (no group) is refused, and told the group" 1 "add this user to group 'clanq'" \
 	as bob "clanq-echo-client -n 1 -s 2022 -m 10"

@@ -424,17 +424,13 @@ boot() {
 	[ $job = exec ] && view=exec_view
 	step "booting $flavor kernel (2 vCPUs, TCG)"
 	rm -f "$vmdir/qemu.pid"
-	local watch=
-	if [ $flavor = debug ]; then
-		splat_watch "$log" "$vmdir/qemu.pid" &
-		watch=$!
-	fi
+	splat_watch_start "$log" "$vmdir/qemu.pid"
 	set +e
 	# The live view: frames and splats for a test run, the demo for a run.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio -monitor none </dev/null 2>&1 |
 		tee "$log" | $view
 	rc=${PIPESTATUS[0]}
-	[ -z "$watch" ] || { kill $watch 2>/dev/null; wait $watch 2>/dev/null; }
+	splat_watch_stop
 	set -e
 	case $rc in
 	124|137)	status="killed after ${timeout} s" ;;
@@ -478,6 +474,19 @@ splat_watch() {
 	done
 }
 
+# splat_watch_start LOG PIDFILE: splat_watch in the background for a
+# debug VM (a stock one's early reports are not retried), its pid in
+# watch_pid; splat_watch_stop when the VM is done
+splat_watch_start() {
+	watch_pid=
+	[ $flavor = debug ] || return 0
+	splat_watch "$@" &
+	watch_pid=$!
+}
+splat_watch_stop() {
+	[ -z "$watch_pid" ] || { kill $watch_pid; wait $watch_pid; } 2>/dev/null || true
+}
+
 # ---- pair, pair-run: two VMs wired to each other only ----
 # Each has one vCPU (two VMs on two host cores) and a virtio NIC whose
 # frames travel as UDP datagrams between two sockets on 127.0.0.1: a's
@@ -506,16 +515,12 @@ run_vm() {
 		-device "virtio-net-pci,netdev=n0,mac=$mac"
 		-kernel "$image" -initrd "$vmdir/initramfs.cpio" -append "$append clanq.role=$r"
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 -pidfile "$vmdir/$r.pid")
-	local watch=
-	if [ $flavor = debug ]; then
-		splat_watch "$vmdir/$r.console.log" "$vmdir/$r.pid" &
-		watch=$!
-	fi
+	splat_watch_start "$vmdir/$r.console.log" "$vmdir/$r.pid"
 	set +e
 	timeout -k 10 "$timeout" "${q[@]}" -serial stdio -monitor none </dev/null 2>&1 |
 		tee "$vmdir/$r.console.log" | live_view "$r| "
 	echo "${PIPESTATUS[0]}" > "$vmdir/$r.rc"
-	[ -z "$watch" ] || { kill $watch 2>/dev/null; wait $watch 2>/dev/null; }
+	splat_watch_stop
 }
 
 # Both VMs; sets rc_a, rc_b, status_a, status_b.
