@@ -916,12 +916,13 @@ static void clanq_net_flush_listed(struct clanq_net *net)
  * Block with what clanq_net_arm() listed: one EVQ_WAIT that flushes,
  * arms, compares, and sleeps only if no word moved and no event is
  * queued (the lost-wakeup argument is at clanq_net_list() and in
- * include/clanq/uapi.h). Then the events, and the listed connections
+ * include/clanq/uapi.h), until deadline; with nap false, never sleeps
+ * (clanq_net_trywait()). Then the events, and the listed connections
  * settled as clanq_net_arm() settles those it arms itself: how many
- * events in evs, or -errno.
+ * events in evs, or -errno (-ETIMEDOUT: armed, nothing came).
  */
 static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *evs,
-				 unsigned int max, uint64_t deadline)
+				 unsigned int max, uint64_t deadline, bool nap)
 {
 	struct clanq_ioc_evq_wait w;
 	struct clanq_event ev;
@@ -930,17 +931,21 @@ static int clanq_net_block_armed(struct clanq_net *net, struct clanq_net_event *
 	uint32_t i;
 	int err;
 
-	if (deadline != ~0ull && now >= deadline) {
+	if (nap && deadline != ~0ull && now >= deadline) {
 		err = -ETIMEDOUT;
 		goto unarmed;
 	}
 	memset(&w, 0, sizeof(w));
-	w.timeout_ns = deadline == ~0ull ? ~0ull : deadline - now;
+	if (!nap)
+		w.timeout_ns = 0;	/* flush, arm, compare: no sleep */
+	else
+		w.timeout_ns = deadline == ~0ull ? ~0ull : deadline - now;
 	w.read_i = net->evq.ring.own;
 	w.flags = CLANQ_EVQ_WAIT_ARM;
 	w.arms = (uint64_t)(uintptr_t)net->arms;
 	w.nr_arms = net->nr_arms;
-	net->stats.blocks++;
+	if (nap)
+		net->stats.blocks++;
 	err = clanq_ioctl(net->evq.fd, CLANQ_IOC_EVQ_WAIT, &w) < 0 ? -errno : 0;
 	if (err && err != -ETIMEDOUT && err != -EINTR) {
 		/*
@@ -1017,7 +1022,7 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		wake = clanq_net_probe_wake(net, wake);
 		if (net->nr_arming)
 			/* one system call: flush, arm, compare, sleep */
-			err = clanq_net_block_armed(net, evs, max, wake);
+			err = clanq_net_block_armed(net, evs, max, wake, true);
 		else
 			err = clanq_net_block(net, wake);
 		if (err == -ETIMEDOUT && wake < deadline)
@@ -1026,6 +1031,37 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 			return err;	/* > 0: events of the listed */
 		now = clanq_now_ns();
 		start = now - net->spin_ns;	/* no spin after a wake-up */
+	}
+}
+
+int clanq_net_trywait(struct clanq_net *net, struct clanq_net_event *evs,
+		      unsigned int max)
+{
+	unsigned int n;
+	int err;
+
+	if (!max)
+		return -EINVAL;
+	if (clanq_inherited(net->ep.fd))
+		return -CLANQ_FORK_ERR;
+	for (;;) {
+		n = clanq_net_scan(net, evs, max);
+		if (n)
+			return (int)n;
+		n = clanq_net_arm(net, evs, max);
+		if (n) {
+			clanq_net_flush_listed(net);
+			net->nr_arms = net->nr_arming = 0;
+			return (int)n;
+		}
+		if (!net->nr_arming)
+			return 0;	/* all armed: what came since the scan is on the fd */
+		err = clanq_net_block_armed(net, evs, max, 0, false);
+		if (err == -ETIMEDOUT)
+			return 0;	/* armed, and no word moved */
+		if (err)
+			return err;	/* > 0: events of the listed */
+		/* a word moved, or the driver armed nothing: look again */
 	}
 }
 

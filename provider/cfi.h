@@ -37,7 +37,7 @@
 #include <clanq/net.h>
 
 #define CFI_PROV_NAME	"clanq"
-#define CFI_PROV_VERSION FI_VERSION(0, 4)
+#define CFI_PROV_VERSION FI_VERSION(0, 5)
 #define CFI_FI_VERSION	FI_VERSION(1, 17)
 
 #define CFI_IOV_MAX	4	/* the application's iovs per message */
@@ -117,6 +117,7 @@ struct cfi_cq {
 	size_t cap, head, n;
 	struct cfi_comp *errs;	/* error completions, grows */
 	size_t ecap, ehead, en;
+	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
 	int refs;
 };
 
@@ -137,6 +138,7 @@ struct cfi_eq {
 	struct cfi_fabric *fab;
 	struct cfi_eq_ent *head, *tail;
 	uint8_t errdata[CFI_CM_DATA_MAX];	/* the last readerr's */
+	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
 	int refs;
 };
 
@@ -227,6 +229,7 @@ int cfi_eq_push_cm(struct cfi_eq *eq, uint32_t event, fid_t fid,
 		   struct fi_info *info, const void *data, size_t len);
 int cfi_eq_push_err(struct cfi_eq *eq, fid_t fid, void *context, int err,
 		    const void *data, size_t len);
+int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 
 /* cfi_ep.c */
 int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,

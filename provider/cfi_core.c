@@ -402,7 +402,7 @@ static struct fi_ops_fabric cfi_fabric_ops = {
 	.passive_ep = cfi_passive_ep,
 	.eq_open = cfi_eq_open,
 	.wait_open = (void *)cfi_enosys,
-	.trywait = (void *)cfi_enosys,
+	.trywait = cfi_trywait,
 	.domain2 = (void *)cfi_enosys,
 };
 

@@ -7,6 +7,14 @@
  * posted): no overrun to report. Reading either moves the fabric on
  * (manual progress); the blocking reads wait on the fabric's net in the
  * driver, CFI_WAIT_SLICE_MS at most at a time, between looks.
+ *
+ * FI_WAIT_FD (and FI_WAIT_UNSPEC, which is it): the wait object of every
+ * CQ and EQ of a fabric is the fd of its net's event queue, readable
+ * while the driver has queued an event for the net. fi_trywait() moves
+ * the fabric on and, if none of its CQs and EQs has anything, arms every
+ * connection in the call that looks (clanq_net_trywait()), so that the
+ * next message, credit, connection or reset makes the fd readable:
+ * poll(2) and epoll then sleep in the kernel, no thread spinning.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -67,6 +75,52 @@ static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
 static uint64_t cfi_deadline(int timeout)
 {
 	return timeout < 0 ? UINT64_MAX : cfi_now_ms() + (uint64_t)timeout;
+}
+
+/*
+ * The wait objects: FI_WAIT_NONE, and FI_WAIT_FD for FI_WAIT_UNSPEC too.
+ * Wait sets, mutex and condition variable, yield and pollfd: not had.
+ */
+static int cfi_wait_obj(enum fi_wait_obj asked, enum fi_wait_obj *wait_obj)
+{
+	switch (asked) {
+	case FI_WAIT_NONE:
+		*wait_obj = FI_WAIT_NONE;
+		return 0;
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+		*wait_obj = FI_WAIT_FD;
+		return 0;
+	case FI_WAIT_SET:
+	case FI_WAIT_MUTEX_COND:
+	case FI_WAIT_YIELD:
+	case FI_WAIT_POLLFD:
+		return -FI_ENOSYS;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+/* fi_control() of a CQ or an EQ: its wait object, the fabric's net's fd */
+static int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
+			    int command, void *arg)
+{
+	switch (command) {
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = wait_obj;
+		return 0;
+	case FI_GETWAIT:
+		if (!arg)
+			return -FI_EINVAL;
+		if (wait_obj != FI_WAIT_FD)
+			return -FI_ENODATA;
+		*(int *)arg = clanq_evq_fd(clanq_net_evq(fab->net));
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
 }
 
 /* ---- event queue -------------------------------------------------------- */
@@ -303,11 +357,18 @@ static int cfi_eq_close(struct fid *fid)
 	return 0;
 }
 
+static int cfi_eq_control(struct fid *fid, int command, void *arg)
+{
+	struct cfi_eq *eq = container_of(fid, struct cfi_eq, eq.fid);
+
+	return cfi_wait_control(eq->fab, eq->wait_obj, command, arg);
+}
+
 static struct fi_ops cfi_eq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cfi_eq_close,
 	.bind = (void *)cfi_enosys,
-	.control = (void *)cfi_enosys,
+	.control = cfi_eq_control,
 	.ops_open = (void *)cfi_enosys,
 	.tostr = (void *)cfi_enosys,
 	.ops_set = (void *)cfi_enosys,
@@ -326,19 +387,22 @@ int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **feq, void *context)
 {
 	struct cfi_fabric *fab = container_of(fabric, struct cfi_fabric, fab);
+	enum fi_wait_obj wait_obj;
 	struct cfi_eq *eq;
+	int ret;
 
 	if (!attr || !feq)
 		return -FI_EINVAL;
-	/* FI_WAIT_FD and wait sets: a later slice */
-	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-		return -FI_ENOSYS;
+	ret = cfi_wait_obj(attr->wait_obj, &wait_obj);
+	if (ret)
+		return ret;
 	if (attr->flags & ~(uint64_t)FI_WRITE)
 		return -FI_EINVAL;
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
 	eq->fab = fab;
+	eq->wait_obj = wait_obj;
 	eq->eq.fid.fclass = FI_CLASS_EQ;
 	eq->eq.fid.context = context;
 	eq->eq.fid.ops = &cfi_eq_fi_ops;
@@ -547,11 +611,18 @@ static int cfi_cq_close(struct fid *fid)
 	return 0;
 }
 
+static int cfi_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct cfi_cq *cq = container_of(fid, struct cfi_cq, cq.fid);
+
+	return cfi_wait_control(cq->fab, cq->wait_obj, command, arg);
+}
+
 static struct fi_ops cfi_cq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cfi_cq_close,
 	.bind = (void *)cfi_enosys,
-	.control = (void *)cfi_enosys,
+	.control = cfi_cq_control,
 	.ops_open = (void *)cfi_enosys,
 	.tostr = (void *)cfi_enosys,
 	.ops_set = (void *)cfi_enosys,
@@ -572,7 +643,9 @@ int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **fcq, void *context)
 {
 	struct cfi_domain *d = container_of(domain, struct cfi_domain, dom);
+	enum fi_wait_obj wait_obj;
 	struct cfi_cq *cq;
+	int ret;
 
 	if (!attr || !fcq)
 		return -FI_EINVAL;
@@ -587,15 +660,17 @@ int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	default:
 		return -FI_EINVAL;
 	}
-	/* FI_WAIT_FD, wait sets, conditions: a later slice */
-	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-		return -FI_ENOSYS;
+	ret = cfi_wait_obj(attr->wait_obj, &wait_obj);
+	if (ret)
+		return ret;
+	/* conditions (FI_CQ_COND_THRESHOLD): not had */
 	if (attr->wait_cond != FI_CQ_COND_NONE)
 		return -FI_ENOSYS;
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -FI_ENOMEM;
 	cq->fab = d->fab;
+	cq->wait_obj = wait_obj;
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ?
 		     FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->cq.fid.fclass = FI_CLASS_CQ;
@@ -607,4 +682,84 @@ int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cfi_unlock(d->fab);
 	*fcq = &cq->cq;
 	return 0;
+}
+
+/* ---- fi_trywait() -------------------------------------------------------- */
+
+/* fid, a CQ or an EQ of fab with an fd to wait on: has it anything? */
+static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready)
+{
+	if (!fid)
+		return -FI_EINVAL;
+	if (fid->fclass == FI_CLASS_CQ && fid->ops == &cfi_cq_fi_ops) {
+		struct cfi_cq *cq = container_of(fid, struct cfi_cq, cq.fid);
+
+		if (cq->fab != fab || cq->wait_obj != FI_WAIT_FD)
+			return -FI_EINVAL;
+		*ready = cq->n || cq->en;
+		return 0;
+	}
+	if (fid->fclass == FI_CLASS_EQ && fid->ops == &cfi_eq_fi_ops) {
+		struct cfi_eq *eq = container_of(fid, struct cfi_eq, eq.fid);
+
+		if (eq->fab != fab || eq->wait_obj != FI_WAIT_FD)
+			return -FI_EINVAL;
+		*ready = eq->head;
+		return 0;
+	}
+	return -FI_EINVAL;
+}
+
+/* -FI_EINVAL if any of fids is not one; else -FI_EAGAIN if any has entries */
+static int cfi_any_ready(struct cfi_fabric *fab, struct fid **fids, int count)
+{
+	bool any = false, ready;
+	int i, ret;
+
+	for (i = 0; i < count; i++) {
+		ready = false;
+		ret = cfi_fid_ready(fab, fids[i], &ready);
+		if (ret)
+			return ret;
+		any |= ready;
+	}
+	return any ? -FI_EAGAIN : 0;
+}
+
+/*
+ * 0: the fd may be slept on; whatever the application waits for next
+ * makes it readable. -FI_EAGAIN: read first (a CQ or EQ has entries, or
+ * something arrived while arming). As clanq_net_wait() before it blocks:
+ * connections without a posted receive are muted, so a message that
+ * waits for one does not keep the fd readable; the peer's end still
+ * fires their tripwires and is seen by the read that the wake-up brings.
+ */
+int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
+{
+	struct cfi_fabric *fab = container_of(fabric, struct cfi_fabric, fab);
+	struct clanq_net_event evs[8];
+	int ret;
+
+	if (count < 0 || (count && !fids))
+		return -FI_EINVAL;
+	cfi_lock(fab);
+	ret = cfi_any_ready(fab, fids, count);	/* the fids' checks first */
+	if (ret == -FI_EINVAL)
+		goto out;
+	cfi_progress(fab, true);
+	ret = cfi_any_ready(fab, fids, count);
+	if (ret)
+		goto out;
+	cfi_before_wait(fab);
+	ret = clanq_net_trywait(fab->net, evs, 8);
+	if (ret > 0) {
+		/* something came since the look: the reads take it */
+		cfi_progress(fab, true);
+		ret = -FI_EAGAIN;
+	} else if (ret < 0) {
+		ret = cfi_errno(ret);
+	}
+out:
+	cfi_unlock(fab);
+	return ret;
 }

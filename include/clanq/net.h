@@ -393,6 +393,24 @@ int clanq_net_wait(struct clanq_net *net, struct clanq_net_event *evs,
 		   unsigned int max, int64_t timeout_ns);
 
 /**
+ * \brief Before sleeping in poll(2) or epoll on the fd of
+ * clanq_net_evq(net) rather than in clanq_net_wait(): look once, as
+ * clanq_net_wait() with timeout 0, and if nothing is ready arm every
+ * connection as clanq_net_wait() does before it blocks, in one system
+ * call that does not sleep. After 0, whatever would have woken
+ * clanq_net_wait() makes the fd readable: a message, credit, a reset,
+ * a connection to accept, a tripwire, the application's own events.
+ * Timed work is not announced: a non-blocking connect's retransmissions
+ * and the net's probe passes happen in the net's calls, so a poll on
+ * the fd should have a timeout while connects are under way. As
+ * fi_trywait() and io_uring's "arm, then check again".
+ * \return events (> 0) as clanq_net_wait(), which may be acted on as
+ * its; 0: armed, sleep on the fd; -errno.
+ */
+int clanq_net_trywait(struct clanq_net *net, struct clanq_net_event *evs,
+		      unsigned int max);
+
+/**
  * \brief Handle what arrived on the net's endpoint (answers, notices)
  * without waiting. The blocking calls and clanq_net_wait() do it
  * themselves; sends and receives do it only when they cannot go on

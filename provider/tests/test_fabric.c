@@ -13,7 +13,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <cmocka.h>
 
 #include "itest.h"
@@ -270,9 +272,12 @@ static struct fi_info *info_for(unsigned int nic)
 	return fi;
 }
 
+/* the EQs' and CQs' wait object side_open() and side_cqs_ep() ask for */
+static enum fi_wait_obj wait_obj = FI_WAIT_UNSPEC;
+
 static void side_open(struct side *s, unsigned int nic)
 {
-	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_eq_attr ea = { .wait_obj = wait_obj };
 
 	memset(s, 0, sizeof(*s));
 	s->info = info_for(nic);
@@ -284,7 +289,7 @@ static enum fi_cq_format cq_format = FI_CQ_FORMAT_DATA;
 
 static void side_cqs_ep(struct side *s, struct fi_info *info)
 {
-	struct fi_cq_attr ca = { .format = cq_format };
+	struct fi_cq_attr ca = { .format = cq_format, .wait_obj = wait_obj };
 
 	assert_int_equal(fi_domain(s->fab, info, &s->dom, NULL), 0);
 	assert_int_equal(fi_cq_open(s->dom, &ca, &s->tcq, NULL), 0);
@@ -466,11 +471,17 @@ struct rx_wait {
 	ssize_t n;
 };
 
+/*
+ * b's side, a thread: it does not poke a, whose thread may hold a's lock
+ * in a large send that waits for this very receive to move on.
+ */
 static void *rx_waiter(void *arg)
 {
 	struct rx_wait *w = arg;
+	struct side me = *w->s;
 
-	w->n = wait_cq(w->s, w->s->rcq, &w->c);
+	me.peer = NULL;
+	w->n = wait_cq(&me, w->s->rcq, &w->c);
 	return NULL;
 }
 
@@ -876,6 +887,167 @@ static void test_sread_lets_other_threads_in(void **state)
 	side_close(&srv);
 }
 
+/* ---- FI_WAIT_FD and fi_trywait() ---------------------------------------- */
+
+static int wait_fd_of(struct fid *fid)
+{
+	int fd = -1;
+
+	assert_int_equal(fi_control(fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* is fd readable within ms? */
+static bool readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r = poll(&p, 1, ms);
+
+	assert_true(r >= 0);
+	return r == 1 && (p.revents & POLLIN);
+}
+
+/* fi_trywait() until it says the fd may be slept on */
+static void try_until_armed(struct side *s, struct fid **fids, int n)
+{
+	int64_t end = now_ms() + WAIT_MS;
+	int r;
+
+	while ((r = fi_trywait(s->fab, fids, n)) == -FI_EAGAIN) {
+		assert_true(now_ms() < end);
+		usleep(1000);
+	}
+	assert_int_equal(r, 0);
+}
+
+/*
+ * The wait object users of shared-memory providers cannot have: after
+ * fi_trywait() says 0, a poll(2) on the fd sleeps in the kernel until the
+ * peer's message, and wakes for it with nothing of ours running; a
+ * message no receive was posted for wakes it once, not for ever; the
+ * peer's shutdown wakes it too.
+ */
+static void test_wait_fd(void **state)
+{
+	uint8_t rx[128], tx[100], buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	enum fi_wait_obj wo = FI_WAIT_NONE;
+	int64_t c0, cpu, end;
+	struct fid *fids[2];
+	uint32_t ev;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	wait_obj = FI_WAIT_FD;
+	connect_pair(&srv, &cli);
+	wait_obj = FI_WAIT_UNSPEC;
+	srv.peer = NULL;	/* nothing of srv's runs but what the test says */
+	fd = wait_fd_of(&srv.rcq->fid);
+	assert_int_equal(wait_fd_of(&srv.tcq->fid), fd);
+	assert_int_equal(wait_fd_of(&srv.eq->fid), fd);
+	assert_int_not_equal(wait_fd_of(&cli.rcq->fid), fd);
+	assert_int_equal(fi_control(&srv.rcq->fid, FI_GETWAITOBJ, &wo), 0);
+	assert_int_equal(wo, FI_WAIT_FD);
+	fids[0] = &srv.rcq->fid;
+	fids[1] = &srv.eq->fid;
+
+	/* a receive posted: the fd sleeps, then the message wakes it */
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	try_until_armed(&srv, fids, 2);
+	c0 = cpu_ms();
+	assert_false(readable(fd, 300));
+	cpu = cpu_ms() - c0;
+	fill(tx, sizeof(tx), 21);
+	assert_int_equal(fi_send(cli.ep, tx, sizeof(tx), NULL, 0, tx), 0);
+	assert_true(readable(fd, WAIT_MS));
+	assert_int_equal(fi_trywait(srv.fab, fids, 2), -FI_EAGAIN);
+	assert_int_equal(fi_cq_read(srv.rcq, &c, 1), 1);
+	assert_ptr_equal(c.op_context, rx);
+	assert_int_equal(c.len, sizeof(tx));
+	check(rx, sizeof(tx), 21);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	try_until_armed(&srv, fids, 2);
+	assert_false(readable(fd, 0));
+	print_message("wait fd: 300 ms asleep in poll took %lld ms of CPU\n",
+		      (long long)cpu);
+	assert_true(cpu < 100);
+
+	/* no receive posted: the message wakes the fd once, then it sleeps */
+	fill(tx, sizeof(tx), 22);
+	assert_int_equal(fi_send(cli.ep, tx, sizeof(tx), NULL, 0, tx), 0);
+	assert_true(readable(fd, WAIT_MS));
+	try_until_armed(&srv, fids, 2);
+	assert_false(readable(fd, 300));
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	assert_int_equal(fi_trywait(srv.fab, fids, 2), -FI_EAGAIN);
+	assert_int_equal(fi_cq_read(srv.rcq, &c, 1), 1);
+	check(rx, sizeof(tx), 22);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+
+	/* the peer's shutdown, nothing posted: a wake-up, then FI_SHUTDOWN */
+	try_until_armed(&srv, fids, 2);
+	assert_int_equal(fi_shutdown(cli.ep, 0), 0);
+	assert_true(readable(fd, WAIT_MS));
+	end = now_ms() + WAIT_MS;
+	do {
+		n = fi_eq_read(srv.eq, &ev, buf, sizeof(buf), 0);
+		if (n == -FI_EAGAIN && !fi_trywait(srv.fab, fids, 2))
+			(void)readable(fd, 100);
+	} while (n == -FI_EAGAIN && now_ms() < end);
+	assert_int_equal(n, sizeof(struct fi_eq_cm_entry));
+	assert_int_equal(ev, FI_SHUTDOWN);
+
+	/* what fi_trywait() and fi_control() refuse */
+	assert_int_equal(fi_trywait(srv.fab, NULL, 1), -FI_EINVAL);
+	assert_int_equal(fi_trywait(srv.fab, fids, -1), -FI_EINVAL);
+	fids[1] = &srv.ep->fid;		/* not a CQ or an EQ */
+	assert_int_equal(fi_trywait(srv.fab, fids, 2), -FI_EINVAL);
+	fids[1] = &cli.rcq->fid;	/* another fabric's */
+	assert_int_equal(fi_trywait(srv.fab, fids, 2), -FI_EINVAL);
+	fids[1] = NULL;
+	assert_int_equal(fi_trywait(srv.fab, fids, 2), -FI_EINVAL);
+	assert_int_equal(fi_control(&srv.rcq->fid, FI_GETWAIT, NULL), -FI_EINVAL);
+	assert_int_equal(fi_control(&srv.rcq->fid, FI_GETOPSFLAG, &wo), -FI_ENOSYS);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* a CQ without a wait object: none to give, none to try */
+static void test_wait_none(void **state)
+{
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT,
+				 .wait_obj = FI_WAIT_NONE };
+	enum fi_wait_obj wo = FI_WAIT_FD;
+	struct fid_cq *cq, *ucq;
+	struct fid *fids[1];
+	struct side s;
+	int fd = -1;
+
+	(void)state;
+	side_open(&s, 0);
+	assert_int_equal(fi_domain(s.fab, s.info, &s.dom, NULL), 0);
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), 0);
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAITOBJ, &wo), 0);
+	assert_int_equal(wo, FI_WAIT_NONE);
+	fids[0] = &cq->fid;
+	assert_int_equal(fi_trywait(s.fab, fids, 1), -FI_EINVAL);
+	/* FI_WAIT_UNSPEC is the fd: the EQ's, which side_open() asked so */
+	ca.wait_obj = FI_WAIT_UNSPEC;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &ucq, NULL), 0);
+	assert_int_equal(fi_control(&ucq->fid, FI_GETWAITOBJ, &wo), 0);
+	assert_int_equal(wo, FI_WAIT_FD);
+	assert_int_equal(wait_fd_of(&ucq->fid), wait_fd_of(&s.eq->fid));
+	fids[0] = &ucq->fid;
+	assert_int_equal(fi_trywait(s.fab, fids, 1), 0);
+	assert_int_equal(fi_close(&ucq->fid), 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+	side_close(&s);
+}
+
 /* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
 static void test_shutdown(void **state)
 {
@@ -959,7 +1131,7 @@ static void test_reject_and_refused(void **state)
 static void test_bad_arguments(void **state)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT };
-	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_FD };
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_SET };
 	struct fi_fabric_attr fa = { 0 };
 	struct fi_cq_data_entry c;
 	struct side s;
@@ -980,15 +1152,28 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(fi_fabric(&fa, &f, NULL), -FI_EINVAL);
 	fa.name = "clanq99";
 	assert_int_equal(fi_fabric(&fa, &f, NULL), -FI_ENODEV);
+	/* wait sets and the rest: FI_WAIT_FD only */
 	assert_int_equal(fi_eq_open(s.fab, &ea, &eq, NULL), -FI_ENOSYS);
+	ea.wait_obj = FI_WAIT_MUTEX_COND;
+	assert_int_equal(fi_eq_open(s.fab, &ea, &eq, NULL), -FI_ENOSYS);
+	ea.wait_obj = (enum fi_wait_obj)77;
+	assert_int_equal(fi_eq_open(s.fab, &ea, &eq, NULL), -FI_EINVAL);
 	assert_int_equal(fi_domain(s.fab, s.info, &s.dom, NULL), 0);
 	ca.format = FI_CQ_FORMAT_TAGGED;
 	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
 	ca.format = 99;
 	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_EINVAL);
 	ca.format = FI_CQ_FORMAT_MSG;
-	ca.wait_obj = FI_WAIT_FD;
+	ca.wait_obj = FI_WAIT_SET;
 	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
+	ca.wait_obj = FI_WAIT_YIELD;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
+	ca.wait_obj = (enum fi_wait_obj)77;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_EINVAL);
+	ca.wait_obj = FI_WAIT_FD;
+	ca.wait_cond = FI_CQ_COND_THRESHOLD;
+	assert_int_equal(fi_cq_open(s.dom, &ca, &cq, NULL), -FI_ENOSYS);
+	ca.wait_cond = FI_CQ_COND_NONE;
 	ca.wait_obj = FI_WAIT_NONE;
 	assert_int_equal(fi_cq_open(s.dom, &ca, &s.tcq, NULL), 0);
 	s.rcq = s.tcq;
@@ -1129,6 +1314,8 @@ int main(void)
 		cmocka_unit_test(test_cq_formats),
 		cmocka_unit_test(test_sread_waits),
 		cmocka_unit_test(test_sread_lets_other_threads_in),
+		cmocka_unit_test(test_wait_fd),
+		cmocka_unit_test(test_wait_none),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),

@@ -254,9 +254,10 @@ fi
 tmp=$(mktemp -d)
 cat > "$tmp/t.c" <<'EOF'
 #include <clanq.h>
+#include <clanq/net.h>
 #include <stdio.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct clanq_dev dev;
 	int err = clanq_open_nic(&dev, 0);
@@ -271,6 +272,8 @@ int main(void)
 		printf("%s\n", why);
 	}
 	printf("clanq_open_nic: %d\n", err);
+	if (argc > 99 && argv)
+		clanq_net_trywait(NULL, NULL, 0);	/* linked, never run */
 	return 0;
 }
 EOF
@@ -287,8 +290,10 @@ elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.2) *clanq_open_nic\$"; then
 	why="clanq_open_nic not versioned LIBCLANQ_0.2"
 elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.3) *clanq_strerror_last\$"; then
 	why="clanq_strerror_last not versioned LIBCLANQ_0.3"
-elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_open_nic_explain\$"; then
-	why="clanq_open_nic_explain not versioned LIBCLANQ_$version"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.4) *clanq_open_nic_explain\$"; then
+	why="clanq_open_nic_explain not versioned LIBCLANQ_0.4"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_net_trywait\$"; then
+	why="clanq_net_trywait not versioned LIBCLANQ_$version"
 elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.2" { print $3 }')")" != \
 	"$(readlink -f "$so")" ]; then
 	why="ldd: $(ldd "$tmp/t" | grep libclanq) (not $so)"
