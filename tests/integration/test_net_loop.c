@@ -26,12 +26,18 @@
  *     load); debug kernel 11.8 s against 5.9 s (2.0x: KASAN makes each
  *     side's set-up system calls the cost, and two CPUs overlap two
  *     sides at most). docs/decisions.md, "What a connect costs".
+ *  6. sleeping in poll(2) on the net's evq fd: after clanq_net_trywait()
+ *     says 0 the fd stays quiet until a message, a connection to
+ *     accept, a muted connection's write (once, not for ever) or a
+ *     reset, each of which makes it readable with nothing of the
+ *     server's running; trywait then reports it as clanq_net_wait().
  *
  * Runs in the test VM (nr_nics=2): nodes 0 and 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,6 +61,7 @@
 #define SVC_TIMEO	4403
 #define SVC_NBC		4404
 #define SVC_TIMES	4405
+#define SVC_TRYWAIT	4406
 
 #define CONNECT_TIMEOUT	(60 * ITEST_NS_PER_S)
 #define CHILD_TIMEOUT	(600 * ITEST_NS_PER_S)
@@ -742,6 +749,105 @@ static void test_connect_times(void **state)
 	close(drained[0]);
 }
 
+/*
+ * 6. clanq_net_trywait(), then poll(2) on the net's evq fd.
+ */
+static bool fd_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r = poll(&p, 1, ms);
+
+	assert_true(r >= 0);
+	return r == 1 && (p.revents & POLLIN);
+}
+
+/* trywait until it says 0; the events it gave meanwhile, none expected */
+static void armed(struct clanq_net *net)
+{
+	struct clanq_net_event evs[8];
+	int k, tries = 0;
+
+	while ((k = clanq_net_trywait(net, evs, ARRAY_SIZE(evs))) > 0)
+		assert_true(++tries < 100);
+	assert_int_equal(k, 0);
+}
+
+static void test_trywait(void **state)
+{
+	struct clanq_conn_opts o = { .timeout_ns = CONNECT_TIMEOUT,
+				     .flags = CLANQ_CONN_NONBLOCK };
+	struct clanq_net_event evs[8];
+	struct clanq_conn *cc, *sc, *cc2, *sc2;
+	struct clanq_net *cnet;
+	struct clanq_dev cdev;
+	uint64_t blocks;
+	struct srv s;
+	char buf[16];
+	int fd, k;
+
+	(void)state;
+	srv_open(&s, SVC_TRYWAIT, 4);
+	cli_open(&cdev, &cnet, 4);
+	pair(&s, cnet, &cc, &sc, NULL);
+	fd = clanq_evq_fd(clanq_net_evq(s.net));
+	assert_int_equal(clanq_net_trywait(s.net, evs, 0), -EINVAL);
+
+	/* armed, the fd sleeps; a message wakes it; trywait reports it */
+	blocks = nstats(s.net).blocks;
+	armed(s.net);
+	assert_int_equal(nstats(s.net).blocks, blocks);	/* it never slept */
+	assert_false(fd_readable(fd, 200));
+	assert_int_equal(clanq_send(cc, "ping", 4, 0), 0);
+	assert_true(fd_readable(fd, 10000));
+	k = clanq_net_trywait(s.net, evs, ARRAY_SIZE(evs));
+	assert_int_equal(k, 1);
+	assert_ptr_equal(evs[0].conn, sc);
+	assert_true(evs[0].what & CLANQ_NET_IN);
+	assert_int_equal(clanq_recv(sc, buf, sizeof(buf), CLANQ_MSG_DONTWAIT), 4);
+	assert_memory_equal(buf, "ping", 4);
+	armed(s.net);
+	assert_false(fd_readable(fd, 0));
+
+	/* a connection to accept */
+	assert_int_equal(clanq_connect(cnet, &cc2, 0, SVC_TRYWAIT, &o), 0);
+	assert_true(fd_readable(fd, 10000));
+	k = clanq_net_trywait(s.net, evs, ARRAY_SIZE(evs));
+	assert_int_equal(k, 1);
+	assert_int_equal(evs[0].what, CLANQ_NET_ACCEPT);
+	assert_int_equal(clanq_accept(s.l, &sc2, NULL, 0), 0);
+	assert_int_equal(clanq_net_wait(cnet, evs, 1, CONNECT_TIMEOUT), 1);
+	assert_ptr_equal(evs[0].conn, cc2);
+
+	/* muted: a write wakes the fd once, then it sleeps again */
+	assert_int_equal(clanq_conn_want(sc, CLANQ_NET_OUT), 0);
+	armed(s.net);
+	assert_false(fd_readable(fd, 100));
+	assert_int_equal(clanq_send(cc, "muted", 5, 0), 0);
+	assert_true(fd_readable(fd, 10000));
+	armed(s.net);
+	assert_false(fd_readable(fd, 300));
+	assert_int_equal(clanq_conn_want(sc, CLANQ_NET_IN | CLANQ_NET_OUT), 0);
+	k = clanq_net_trywait(s.net, evs, ARRAY_SIZE(evs));
+	assert_int_equal(k, 1);
+	assert_ptr_equal(evs[0].conn, sc);
+	assert_int_equal(clanq_recv(sc, buf, sizeof(buf), CLANQ_MSG_DONTWAIT), 5);
+
+	/* a reset */
+	armed(s.net);
+	assert_int_equal(clanq_conn_close(cc), 0);
+	assert_true(fd_readable(fd, 10000));
+	k = clanq_net_trywait(s.net, evs, ARRAY_SIZE(evs));
+	assert_int_equal(k, 1);
+	assert_ptr_equal(evs[0].conn, sc);
+	assert_true(evs[0].what & (CLANQ_NET_HUP | CLANQ_NET_IN));
+	assert_int_equal(clanq_conn_close(sc), 0);
+	assert_int_equal(clanq_conn_close(cc2), 0);
+	assert_int_equal(clanq_conn_close(sc2), 0);
+	clanq_net_close(cnet);
+	clanq_close(&cdev);
+	srv_close(&s);
+}
+
 /* test_net_loop [PATTERN|all]: only the tests whose names match */
 int main(int argc, char **argv)
 {
@@ -749,6 +855,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_nonblocking_connect, itest_teardown),
 		cmocka_unit_test_teardown(test_mute, itest_teardown),
 		cmocka_unit_test_teardown(test_timeouts, itest_teardown),
+		cmocka_unit_test_teardown(test_trywait, itest_teardown),
 		cmocka_unit_test_teardown(test_fair_wait, itest_teardown),
 		cmocka_unit_test_teardown(test_connect_times, itest_teardown),
 	};
