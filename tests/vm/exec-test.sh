@@ -82,6 +82,19 @@ else
 	t0=$(date +%s)
 	tests/vm/vm.sh exec "$prog" -- ./test_namespace > "$t/ns" 2> "$t/ns.log"
 	rc=$?
+	# QEMU's multi-threaded TCG, now and then, runs the int3 of the
+	# guest kernel's own live patching (text_poke_bp: a static key that
+	# the test's first memory cgroup turns on) after the patch is done,
+	# and the guest dies in core code: one run of about ten (stop 37,
+	# "Oops: int3" in kmem_cache_alloc_node under fork). Such a death
+	# with no clanq frame in its trace is the emulator's: run once more.
+	if [ $rc != 0 ] && grep -q 'Oops: int3' "$t/ns.log" &&
+	   ! sed -n '/Call Trace/,/end trace/p' build/vm/exec/console.log | grep -q '\[clanq'; then
+		cp build/vm/exec/console.log "$t/ns-int3.console.log"
+		echo "   namespace: the guest died of the emulator's int3, not in clanq (build/exec-test/ns-int3.console.log): once more"
+		tests/vm/vm.sh exec "$prog" -- ./test_namespace > "$t/ns" 2> "$t/ns.log"
+		rc=$?
+	fi
 	echo "   namespace run: $(( $(date +%s) - t0 )) s, status $rc"
 	cases=0
 	while read -r verdict name; do
