@@ -12,7 +12,7 @@ SHELL := /bin/bash
 # The one place the version is written: the pkg-config file and the DKMS
 # source (make install-dkms, debian/rules' dh_dkms) take it from here, and
 # debian/rules refuses a debian/changelog that says otherwise.
-VERSION := 0.5
+VERSION := 0.6
 # kbuild has a VERSION of its own (the kernel's): a `make VERSION=...` must
 # not reach the module builds
 MAKEOVERRIDES := $(filter-out VERSION=%,$(MAKEOVERRIDES))

@@ -488,6 +488,10 @@ int clanq_ioctl_region_export(void *obj, void *arg)
 		do {
 			r->key = get_random_u64();
 		} while (!r->key);
+		/* ids stay below 2^31 (REGION_CREATE): no two keys alike */
+		if (e->flags & CLANQ_EXPORT_KEY_NAMES_REGION)
+			r->key = (u64)r->id << 32 |
+				 (lower_32_bits(r->key) ?: 1);
 		r->rights = e->rights;
 		e->key = r->key;
 		/* importers read key and rights after seeing exported */

@@ -272,6 +272,18 @@ int clanq_region_free(struct clanq_region *r);
  */
 int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key);
 
+/**
+ * \brief clanq_region_export() with flags: CLANQ_EXPORT_KEY_NAMES_REGION
+ * makes the key the region's id in its top 32 bits over 32 random
+ * bits, so that the key alone names the region on its node (a peer
+ * imports with id = key >> 32): for interfaces that hand a peer one
+ * 64-bit word, as libfabric's fi_mr_key() does. The secret is 32 bits
+ * then, not 64.
+ * \return as clanq_region_export(); -EINVAL for unknown flags.
+ */
+int clanq_region_export_flags(struct clanq_region *r, uint32_t rights,
+			      uint32_t flags, uint64_t *key);
+
 /** An aperture: a window onto a peer's exported region. */
 struct clanq_ap {
 	int fd;				/**< the context it lives in */

@@ -80,17 +80,24 @@ int clanq_region_free(struct clanq_region *r)
 	return err;
 }
 
-int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key)
+int clanq_region_export_flags(struct clanq_region *r, uint32_t rights,
+			      uint32_t flags, uint64_t *key)
 {
 	struct clanq_ioc_region_export e;
 
 	memset(&e, 0, sizeof(e));
 	e.id = r->addr.id;
 	e.rights = rights;
+	e.flags = flags;
 	if (clanq_ioctl(r->fd, CLANQ_IOC_REGION_EXPORT, &e) < 0)
 		return -errno;
 	*key = e.key;
 	return 0;
+}
+
+int clanq_region_export(struct clanq_region *r, uint32_t rights, uint64_t *key)
+{
+	return clanq_region_export_flags(r, rights, 0, key);
 }
 
 int clanq_ap_import(struct clanq_dev *dev, struct clanq_ap *ap,

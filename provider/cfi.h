@@ -37,7 +37,7 @@
 #include <clanq/net.h>
 
 #define CFI_PROV_NAME	"clanq"
-#define CFI_PROV_VERSION FI_VERSION(0, 5)
+#define CFI_PROV_VERSION FI_VERSION(0, 6)
 #define CFI_FI_VERSION	FI_VERSION(1, 17)
 
 #define CFI_IOV_MAX	4	/* the application's iovs per message */

@@ -385,12 +385,24 @@ struct clanq_ioc_region_free {
  * CLANQ_IOC_REGION_EXPORT: let peers import the region, with these
  * rights, if they name it with the returned key (64 random bits). A
  * region is exported once; its key lives as long as it does.
+ *
+ * With CLANQ_EXPORT_KEY_NAMES_REGION the key is the region's id in its
+ * top 32 bits and 32 random, non-zero bits below: one 64-bit word names
+ * the region and holds its secret, for interfaces that pass a peer no
+ * more than that (libfabric's fi_mr_key(), a verbs rkey's place). The
+ * secret is then 32 bits, not 64 (a verbs rkey has 8 or fewer); every
+ * guess still costs the guesser an import.
  */
+#define CLANQ_EXPORT_KEY_NAMES_REGION	0x1u
+#define CLANQ_EXPORT_FLAGS		CLANQ_EXPORT_KEY_NAMES_REGION
+
 struct clanq_ioc_region_export {
 	__u32 id;		/* in */
 	__u32 rights;		/* in: non-empty subset of CLANQ_RIGHTS_ALL */
 	__u64 key;		/* out */
-	__u64 reserved[2];
+	__u32 flags;		/* in: CLANQ_EXPORT_* (was reserved, zero) */
+	__u32 reserved0;
+	__u64 reserved;
 };
 
 /*

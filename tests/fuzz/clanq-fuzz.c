@@ -246,7 +246,8 @@ static void gen_call(struct call *c)
 		break;
 	case OP_REGION_EXPORT:
 		c->a[2] = one_in(6) ? special() : 1 + rn(CLANQ_RIGHTS_ALL);
-		c->a[3] = gen_bad();
+		/* flags (0 or KEY_NAMES_REGION) or, now and then, garbage */
+		c->a[3] = one_in(8) ? special() : rn(2);
 		break;
 	case OP_AP_IMPORT:
 		c->a[3] = one_in(3) ? special() : rn(8192);	/* offset */
@@ -937,9 +938,15 @@ static void do_region_export(const struct call *c)
 	struct clanq_ioc_region_export e = {
 		.id = k >= 0 ? T.region[k].id : raw32(c->a[1]),
 		.rights = c->a[2],
+		/* mostly a flag it knows, now and then garbage */
+		.flags = (c->a[3] & 3) == 3 ? (uint32_t)(c->a[3] >> 2) :
+			 (uint32_t)(c->a[3] & CLANQ_EXPORT_FLAGS),
 	};
 
-	e.reserved[c->a[3] & 1] = c->a[3] >> 1;
+	if ((c->a[3] & 7) == 6)
+		e.reserved0 = (uint32_t)(c->a[3] >> 3);
+	else if ((c->a[3] & 7) == 4)
+		e.reserved = c->a[3] >> 3;
 	if (k >= 0 && (c->a[0] & 15) != 15 && T.fd[T.region[k].ctx].kind == FD_CTX)
 		fd = T.fd[T.region[k].ctx].fd;
 	if (ioctl(fd, CLANQ_IOC_REGION_EXPORT, &e) == 0 && k >= 0)

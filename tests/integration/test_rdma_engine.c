@@ -9,7 +9,10 @@
  *  - completions raise CLANQ_EV_RDMA events; a write within one region
  *    is a memmove;
  *  - a full completion queue stalls its endpoint, only it, and loses
- *    nothing.
+ *    nothing;
+ *  - an export's key can name its region (CLANQ_EXPORT_KEY_NAMES_REGION):
+ *    a peer imports with the key alone, and a wrong secret in it is
+ *    refused like any wrong key.
  *
  * Runs in the test VM, where clanq.ko is loaded with nr_nics=2.
  */
@@ -646,6 +649,76 @@ static void a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing(v
 	pair_close(&p);
 }
 
+/*
+ * A key that names its region: what libfabric's fi_mr_key() hands a peer
+ * (provider/cfi_mr.c) is all it gets to import with.
+ */
+static void a_key_that_names_its_region_is_enough_to_import(void **state)
+{
+	struct clanq_dev a, b;
+	struct clanq_region r, plain, other;
+	struct clanq_ap ap;
+	struct clanq_addr named;
+	uint64_t key, k2, ko;
+
+	(void)state;
+	assert_int_equal(clanq_open_nic(&a, 0), 0);
+	assert_int_equal(clanq_open_nic(&b, 1), 0);
+	assert_int_equal(clanq_region_alloc(&b, &r, PAGE), 0);
+	assert_int_equal(clanq_region_alloc(&b, &plain, PAGE), 0);
+	assert_int_equal(clanq_region_alloc(&b, &other, PAGE), 0);
+
+	/* garbage flags, and the reserved words, are refused */
+	assert_int_equal(clanq_region_export_flags(&r, CLANQ_RIGHTS_ALL, 0x2, &key),
+			 -EINVAL);
+	assert_int_equal(clanq_region_export_flags(&r, CLANQ_RIGHTS_ALL, ~0u, &key),
+			 -EINVAL);
+	assert_int_equal(clanq_region_export_flags(&r, CLANQ_RIGHTS_ALL,
+						   CLANQ_EXPORT_KEY_NAMES_REGION,
+						   &key), 0);
+	assert_int_equal(key >> 32, r.addr.id);
+	assert_int_not_equal((uint32_t)key, 0);
+	assert_int_equal(clanq_region_export_flags(&r, CLANQ_RIGHTS_ALL,
+						   CLANQ_EXPORT_KEY_NAMES_REGION,
+						   &k2), -EBUSY);
+	assert_int_equal(clanq_region_export_flags(&other, CLANQ_RIGHT_READ,
+						   CLANQ_EXPORT_KEY_NAMES_REGION,
+						   &ko), 0);
+	assert_int_equal(ko >> 32, other.addr.id);
+	assert_int_equal(clanq_region_export(&plain, CLANQ_RIGHTS_ALL, &k2), 0);
+
+	/* the node and the key: all an importer is told */
+	named.node = r.addr.node;
+	named.id = (uint32_t)(key >> 32);
+	assert_int_equal(clanq_ap_import(&a, &ap, named, key, 0, PAGE,
+					 CLANQ_RIGHTS_ALL), 0);
+	assert_int_equal(clanq_ap_map(&ap), 0);
+	assert_int_equal(clanq_ap_write(&ap, 100, "named", 5), 0);
+	assert_memory_equal((char *)r.mem + 100, "named", 5);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+
+	/* a wrong secret under the right id, or the right one under another */
+	assert_int_equal(clanq_ap_import(&a, &ap, named, key ^ 1, 0, PAGE,
+					 CLANQ_RIGHTS_ALL), -ENOENT);
+	assert_int_equal(clanq_ap_import(&a, &ap, named, key ^ (1ull << 31), 0,
+					 PAGE, CLANQ_RIGHTS_ALL), -ENOENT);
+	named.id = other.addr.id;
+	assert_int_equal(clanq_ap_import(&a, &ap, named, key, 0, PAGE,
+					 CLANQ_RIGHT_READ), -ENOENT);
+	/* the other's key opens it with its own rights only */
+	assert_int_equal(clanq_ap_import(&a, &ap, named, ko, 0, PAGE,
+					 CLANQ_RIGHTS_ALL), -EACCES);
+	assert_int_equal(clanq_ap_import(&a, &ap, named, ko, 0, PAGE,
+					 CLANQ_RIGHT_READ), 0);
+	assert_int_equal(clanq_ap_close(&ap), 0);
+	assert_int_equal(clanq_region_free(&plain), 0);
+
+	assert_int_equal(clanq_region_free(&r), 0);
+	assert_int_equal(clanq_region_free(&other), 0);
+	clanq_close(&a);
+	clanq_close(&b);
+}
+
 #define T(f)	cmocka_unit_test_teardown(f, itest_teardown)
 
 int main(void)
@@ -660,6 +733,7 @@ int main(void)
 		T(rdma_completions_raise_evq_events),
 		T(an_overlapping_write_within_one_region_is_a_memmove),
 		T(a_full_completion_queue_stalls_only_its_endpoint_and_loses_nothing),
+		T(a_key_that_names_its_region_is_enough_to_import),
 	};
 
 	return cmocka_run_group_tests_name("rdma_engine", tests, NULL, NULL);

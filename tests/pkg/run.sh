@@ -272,8 +272,10 @@ int main(int argc, char **argv)
 		printf("%s\n", why);
 	}
 	printf("clanq_open_nic: %d\n", err);
-	if (argc > 99 && argv)
-		clanq_net_trywait(NULL, NULL, 0);	/* linked, never run */
+	if (argc > 99 && argv) {	/* linked, never run */
+		clanq_net_trywait(NULL, NULL, 0);
+		clanq_region_export_flags(NULL, 0, 0, NULL);
+	}
 	return 0;
 }
 EOF
@@ -292,8 +294,10 @@ elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.3) *clanq_strerror_last\$"; t
 	why="clanq_strerror_last not versioned LIBCLANQ_0.3"
 elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.4) *clanq_open_nic_explain\$"; then
 	why="clanq_open_nic_explain not versioned LIBCLANQ_0.4"
-elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_net_trywait\$"; then
-	why="clanq_net_trywait not versioned LIBCLANQ_$version"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_0\.5) *clanq_net_trywait\$"; then
+	why="clanq_net_trywait not versioned LIBCLANQ_0.5"
+elif ! objdump -T "$tmp/t" | grep -q "(LIBCLANQ_$version) *clanq_region_export_flags\$"; then
+	why="clanq_region_export_flags not versioned LIBCLANQ_$version"
 elif [ "$(readlink -f "$(ldd "$tmp/t" | awk '$1 == "libclanq.so.2" { print $3 }')")" != \
 	"$(readlink -f "$so")" ]; then
 	why="ldd: $(ldd "$tmp/t" | grep libclanq) (not $so)"
