@@ -31,6 +31,7 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_collective.h>
+#include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
 #include <clanq.h>
@@ -67,6 +68,11 @@ enum cfi_hdr_type {
 
 #define CFI_HDR_MAGIC	0x6366u	/* "cf" */
 #define CFI_HF_DATA	0x1u	/* data is remote CQ data */
+#define CFI_HF_RMA	0x2u	/* fi_writedata()'s data: its write landed */
+
+/* RMA: requests in the engine per fabric; apertures kept per endpoint */
+#define CFI_RMA_MAX	CFI_QUEUE_SIZE
+#define CFI_RAP_MAX	16
 
 struct cfi_hdr {
 	uint16_t magic;
@@ -148,6 +154,44 @@ struct cfi_domain {
 	int refs;
 };
 
+/* a registration: a clanq region over the application's memory */
+struct cfi_mr {
+	struct fid_mr mr;	/* mr.key: the export's, naming the region */
+	struct cfi_domain *dom;
+	struct clanq_region region;
+	void *buf;
+	size_t len;
+	uint64_t access;
+};
+
+/* an aperture onto a peer's registration, kept for the next request */
+struct cfi_rap {
+	uint64_t key;		/* the peer's fi_mr_key(); 0: slot free */
+	uint32_t rights;	/* CLANQ_RIGHT_* it was imported with */
+	uint64_t first, end;	/* its window [first, end) of the region */
+	struct clanq_ap ap;
+	unsigned int inflight;	/* requests through it in the engine */
+	uint64_t used;		/* when it was last used, for eviction */
+};
+
+struct cfi_ep;
+
+/* an RMA request in the engine; its index is the request's cookie */
+struct cfi_rma {
+	struct cfi_rma *next_free;
+	struct cfi_ep *ep;	/* NULL: the endpoint was closed meanwhile */
+	struct cfi_rap *rap;
+	void *context;
+	uint64_t flags;		/* the completion's FI_* flags */
+	size_t len;
+	bool busy;
+	bool comp;		/* a completion is wanted */
+	bool notify;		/* fi_writedata(): send data once it landed */
+	uint64_t data;
+	struct clanq_region tmp;	/* registered for this request only */
+	void *copy;		/* an injected write's own copy */
+};
+
 /* a connection accepted by clanq, not yet by the application */
 struct cfi_connreq {
 	struct fid fid;		/* fi_info->handle */
@@ -195,6 +239,8 @@ struct cfi_ep {
 	struct cfi_op *free_ops;
 	size_t cm_len;			/* fi_connect()'s data */
 	uint8_t cm_data[CFI_CM_DATA_MAX];
+	struct cfi_rap raps[CFI_RAP_MAX];
+	uint64_t rap_clock;
 };
 
 struct cfi_fabric {
@@ -208,6 +254,11 @@ struct cfi_fabric {
 	int refs;
 	/* threads blocked in cfi_lock(): a blocking read lets them in */
 	unsigned int wanting;
+	/* RMA: the engine's endpoint, opened at the first request */
+	bool rdma_open;
+	struct clanq_ep rdma;
+	struct cfi_rma *rma;		/* [CFI_RMA_MAX] */
+	struct cfi_rma *rma_free;
 };
 
 extern struct fi_provider cfi_prov;
@@ -216,8 +267,20 @@ extern struct fi_provider cfi_prov;
 int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		    void *context);
 int cfi_errno(int clanq_err);
-struct fi_info *cfi_info_for(unsigned int nic, uint32_t node);
+struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
+			     const struct fi_info *hints);
+bool cfi_rma_wanted(const struct fi_info *hints);
 int cfi_enosys(void);
+
+/* cfi_mr.c */
+extern struct fi_ops_mr cfi_mr_ops;
+struct cfi_mr *cfi_mr_of(void *desc, const void *buf, size_t len);
+
+/* cfi_rma.c */
+extern struct fi_ops_rma cfi_rma_ops;
+void cfi_rma_progress(struct cfi_fabric *fab);
+void cfi_rma_ep_close(struct cfi_ep *ep);
+void cfi_rma_fabric_close(struct cfi_fabric *fab);
 
 /* cfi_eq.c */
 int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
@@ -240,6 +303,8 @@ void cfi_progress(struct cfi_fabric *fab, bool cm);
 void cfi_before_wait(struct cfi_fabric *fab);
 void cfi_ep_forget_cq(struct cfi_fabric *fab, struct cfi_cq *cq);
 void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
+bool cfi_tx_comp(struct cfi_ep *ep, uint64_t flags);
+int cfi_send_notice(struct cfi_ep *ep, uint64_t data);
 
 static inline void cfi_lock(struct cfi_fabric *fab)
 {

@@ -9,9 +9,13 @@
 
 #include "cfi.h"
 
-#define CFI_CAPS	(FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
-#define CFI_TX_CAPS	(FI_MSG | FI_SEND)
-#define CFI_RX_CAPS	(FI_MSG | FI_RECV)
+#define CFI_MSG_CAPS	(FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define CFI_RMA_CAPS	(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | \
+			 FI_REMOTE_WRITE)
+#define CFI_CAPS	(CFI_MSG_CAPS | CFI_RMA_CAPS)
+#define CFI_TX_CAPS	(FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE)
+#define CFI_RX_CAPS	(FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | \
+			 FI_REMOTE_WRITE)
 #define CFI_ORDER	FI_ORDER_SAS
 
 int cfi_enosys(void)
@@ -53,26 +57,52 @@ static int cfi_parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 	return 0;
 }
 
-struct fi_info *cfi_info_for(unsigned int nic, uint32_t node)
+/*
+ * RMA is offered unless the hints rule it out: asked for other
+ * capabilities only, or a registration mode that names keys the
+ * application picks (mr_mode without FI_MR_PROV_KEY; FI_MR_SCALABLE) or
+ * virtual addresses (FI_MR_BASIC). mr_mode 0 leaves it to us, as
+ * libfabric's ofi_check_mr_mode() reads it.
+ */
+bool cfi_rma_wanted(const struct fi_info *h)
+{
+	int mr;
+
+	if (!h)
+		return true;
+	if (h->caps && !(h->caps & CFI_RMA_CAPS))
+		return false;
+	if (!h->domain_attr)
+		return true;
+	mr = h->domain_attr->mr_mode;
+	if (mr & (FI_MR_BASIC | FI_MR_SCALABLE))
+		return false;
+	return !mr || (mr & FI_MR_PROV_KEY);
+}
+
+struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
+			     const struct fi_info *hints)
 {
 	struct fi_info *fi = fi_allocinfo();
+	bool rma = cfi_rma_wanted(hints);
 	char name[32];
 
 	if (!fi)
 		return NULL;
 	snprintf(name, sizeof(name), "clanq%u", nic);
-	fi->caps = CFI_CAPS;
+	fi->caps = rma ? CFI_CAPS : CFI_MSG_CAPS;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC;
 
-	fi->tx_attr->caps = CFI_TX_CAPS;
+	fi->tx_attr->caps = CFI_TX_CAPS & fi->caps;
+	fi->tx_attr->rma_iov_limit = rma ? 1 : 0;
 	fi->tx_attr->msg_order = CFI_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_STRICT;
 	fi->tx_attr->inject_size = CFI_INJECT_MAX;
 	fi->tx_attr->size = CFI_QUEUE_SIZE;
 	fi->tx_attr->iov_limit = CFI_IOV_MAX;
 
-	fi->rx_attr->caps = CFI_RX_CAPS;
+	fi->rx_attr->caps = CFI_RX_CAPS & fi->caps;
 	fi->rx_attr->msg_order = CFI_ORDER;
 	fi->rx_attr->comp_order = FI_ORDER_STRICT;
 	fi->rx_attr->size = CFI_QUEUE_SIZE;
@@ -91,7 +121,10 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node)
 	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
 	fi->domain_attr->av_type = FI_AV_UNSPEC;
-	fi->domain_attr->mr_mode = 0;
+	/* keys are ours, and name the region (cfi_mr.c); no virtual addresses */
+	fi->domain_attr->mr_mode = rma ? FI_MR_PROV_KEY : 0;
+	fi->domain_attr->mr_key_size = rma ? sizeof(uint64_t) : 0;
+	fi->domain_attr->mr_cnt = rma ? 1024 : 0;
 	fi->domain_attr->cq_data_size = sizeof(uint64_t);
 	fi->domain_attr->cq_cnt = 256;
 	fi->domain_attr->ep_cnt = 1024;
@@ -119,6 +152,8 @@ static int cfi_check_hints(const struct fi_info *h)
 {
 	if (h->caps & ~CFI_CAPS)
 		return -FI_ENODATA;
+	if ((h->caps & CFI_RMA_CAPS) && !cfi_rma_wanted(h))
+		return -FI_ENODATA;	/* RMA, with keys we cannot give */
 	if (h->addr_format != FI_FORMAT_UNSPEC)
 		return -FI_ENODATA;
 	if (h->ep_attr) {
@@ -141,7 +176,7 @@ static int cfi_check_hints(const struct fi_info *h)
 		if ((t->caps & ~CFI_CAPS) || (t->msg_order & ~CFI_ORDER) ||
 		    t->inject_size > CFI_INJECT_MAX ||
 		    t->size > CFI_QUEUE_SIZE || t->iov_limit > CFI_IOV_MAX ||
-		    t->rma_iov_limit)
+		    t->rma_iov_limit > 1)
 			return -FI_ENODATA;
 	}
 	if (h->rx_attr) {
@@ -160,7 +195,7 @@ static int cfi_check_hints(const struct fi_info *h)
 			return -FI_ENODATA;
 		if (d->cq_data_size > sizeof(uint64_t))
 			return -FI_ENODATA;
-		/* mr_mode: nothing registered, nothing to refuse */
+		/* mr_mode: without FI_MR_PROV_KEY, no RMA (cfi_rma_wanted()) */
 		if (d->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
 			return -FI_ENODATA;
 	}
@@ -255,7 +290,7 @@ static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		if (hints && hints->fabric_attr && hints->fabric_attr->name &&
 		    strcmp(hints->fabric_attr->name, name))
 			continue;
-		fi = cfi_info_for(nic, v);
+		fi = cfi_info_for(nic, v, hints);
 		if (!fi)
 			goto nomem;
 		fi->fabric_attr->api_version = version;
@@ -326,14 +361,6 @@ static struct fi_ops_domain cfi_domain_ops = {
 	.endpoint2 = (void *)cfi_enosys,
 };
 
-/* no memory registration in this slice: fi_mr_reg() says -FI_ENOSYS */
-static struct fi_ops_mr cfi_mr_ops = {
-	.size = sizeof(struct fi_ops_mr),
-	.reg = (void *)cfi_enosys,
-	.regv = (void *)cfi_enosys,
-	.regattr = (void *)cfi_enosys,
-};
-
 static int cfi_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 			   struct fid_domain **dom, void *context)
 {
@@ -379,6 +406,7 @@ static int cfi_fabric_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	cfi_unlock(fab);
+	cfi_rma_fabric_close(fab);
 	clanq_net_close(fab->net);
 	clanq_close(&fab->dev);
 	pthread_mutex_destroy(&fab->lock);

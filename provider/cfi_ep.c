@@ -32,7 +32,7 @@ static ssize_t cfi_nosys(void)
 	return -FI_ENOSYS;
 }
 
-/* RMA, tagged, atomic, collective: tables of cfi_nosys (none claimed) */
+/* tagged, atomic, collective: tables of cfi_nosys (none claimed) */
 #define CFI_NOSYS_TABLE(name, type)					\
 	static struct {							\
 		size_t size;						\
@@ -42,7 +42,6 @@ static ssize_t cfi_nosys(void)
 		.fn = { [0 ... 23] = (void *)cfi_nosys },		\
 	}
 
-CFI_NOSYS_TABLE(cfi_rma_nosys, struct fi_ops_rma);
 CFI_NOSYS_TABLE(cfi_tagged_nosys, struct fi_ops_tagged);
 CFI_NOSYS_TABLE(cfi_atomic_nosys, struct fi_ops_atomic);
 CFI_NOSYS_TABLE(cfi_coll_nosys, struct fi_ops_collective);
@@ -114,7 +113,9 @@ static void cfi_complete(struct cfi_cq *cq, struct cfi_op *op, size_t len,
 		.context = op->context,
 		.flags = op->flags,
 		.len = len,
-		.buf = op->iovcnt > 1 ? op->iov[1].iov_base : NULL,
+		/* fi_writedata()'s data took the receive: no bytes in it */
+		.buf = op->iovcnt > 1 && !(op->flags & FI_RMA) ?
+		       op->iov[1].iov_base : NULL,
 		.data = op->data,
 		.olen = olen,
 		.err = err,
@@ -347,6 +348,36 @@ static void cfi_send_progress(struct cfi_ep *ep)
 	}
 }
 
+/*
+ * fi_writedata()'s data, once its write completed: a message of no
+ * bytes, behind what is queued, completing nothing here. Lock held.
+ */
+int cfi_send_notice(struct cfi_ep *ep, uint64_t data)
+{
+	struct cfi_op *op;
+
+	if (ep->state != CFI_EP_CONNECTED)
+		return -FI_ESHUTDOWN;
+	op = cfi_op_get(ep);
+	if (!op)
+		return -FI_ENOMEM;
+	memset(&op->hdr, 0, sizeof(op->hdr));
+	op->hdr.magic = CFI_HDR_MAGIC;
+	op->hdr.type = CFI_H_DATA;
+	op->hdr.flags = CFI_HF_DATA | CFI_HF_RMA;
+	op->hdr.data = data;
+	op->iov[0].iov_base = &op->hdr;
+	op->iov[0].iov_len = sizeof(op->hdr);
+	op->iovcnt = 1;
+	op->len = 0;
+	op->context = NULL;
+	op->flags = FI_SEND | FI_MSG;
+	op->comp = false;
+	cfi_opq_push(&ep->sq, op);
+	cfi_send_progress(ep);
+	return 0;
+}
+
 /* a message longer than the receive: FI_ETRUNC, what fits delivered */
 static int cfi_recv_trunc(struct cfi_ep *ep, struct cfi_op *op)
 {
@@ -430,6 +461,11 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 			op->flags |= FI_REMOTE_CQ_DATA;
 			op->data = op->hdr.data;
 		}
+		if (op->hdr.flags & CFI_HF_RMA) {
+			/* a remote write's data: the write landed before it */
+			op->flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
+			n = sizeof(op->hdr);
+		}
 		cfi_complete(ep->rcq, op, (size_t)n - sizeof(op->hdr), 0, 0);
 		cfi_op_put(ep, op);
 	}
@@ -445,6 +481,7 @@ void cfi_progress(struct cfi_fabric *fab, bool cm)
 	struct cfi_pep *pep;
 	struct cfi_ep *ep;
 
+	cfi_rma_progress(fab);
 	for (ep = fab->eps; ep && !cm; ep = ep->next)
 		cm = ep->state == CFI_EP_CONNECTING || ep->state == CFI_EP_WAIT_ACCEPT;
 	/*
@@ -909,6 +946,7 @@ static int cfi_ep_close(struct fid *fid)
 	/* an unanswered request handed to this endpoint: refused */
 	if (ep->req && !ep->req->pep)
 		free(ep->req);
+	cfi_rma_ep_close(ep);
 	while (ep->sq.head)
 		cfi_op_put(ep, cfi_opq_pop(&ep->sq));
 	while (ep->rq.head)
@@ -1161,7 +1199,7 @@ out:
 	return ret;
 }
 
-static bool cfi_tx_comp(struct cfi_ep *ep, uint64_t flags)
+bool cfi_tx_comp(struct cfi_ep *ep, uint64_t flags)
 {
 	if (!(ep->tflags & FI_SELECTIVE_COMPLETION))
 		return true;
@@ -1394,7 +1432,7 @@ int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.ops = &cfi_ep_ops;
 	ep->ep.cm = &cfi_ep_cm_ops;
 	ep->ep.msg = &cfi_msg_ops;
-	ep->ep.rma = (void *)&cfi_rma_nosys;
+	ep->ep.rma = &cfi_rma_ops;
 	ep->ep.tagged = (void *)&cfi_tagged_nosys;
 	ep->ep.atomic = (void *)&cfi_atomic_nosys;
 	ep->ep.collective = (void *)&cfi_coll_nosys;

@@ -4,7 +4,9 @@
  * soft NICs): fi_getinfo()'s hints and addresses, bad arguments and
  * their error codes, connection management with connection data
  * (accept, reject, nobody listening), messages of every kind with every
- * byte checked, truncation, cancel, shutdown and a killed peer.
+ * byte checked, truncation, cancel, shutdown and a killed peer; memory
+ * registration and RMA (write, read, inject, writedata) with every byte
+ * checked, rights, bad keys and a registration closed under a peer.
  *
  * FI_PROVIDER_PATH must name the directory of libclanq-fi.so
  * (tests/vm/fabric.sh sets it).
@@ -47,6 +49,9 @@ static uint32_t node_of(unsigned int nic)
 	return n;
 }
 
+/* what hints_new() asks for: messages, or messages and RMA */
+static bool want_rma;
+
 static struct fi_info *hints_new(void)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -55,6 +60,11 @@ static struct fi_info *hints_new(void)
 	h->fabric_attr->prov_name = strdup("clanq");
 	h->ep_attr->type = FI_EP_MSG;
 	h->caps = FI_MSG;
+	if (want_rma) {
+		h->caps |= FI_RMA;
+		h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_PROV_KEY |
+					  FI_MR_ALLOCATED | FI_MR_VIRT_ADDR;
+	}
 	return h;
 }
 
@@ -146,7 +156,8 @@ static void test_getinfo_refused(void **state)
 			h->ep_attr->type = FI_EP_DGRAM;
 			break;
 		case 2:
-			h->caps |= FI_RMA;
+			h->caps |= FI_RMA;	/* keys the application picks */
+			h->domain_attr->mr_mode = FI_MR_LOCAL;
 			break;
 		case 3:
 			h->caps |= FI_TAGGED;
@@ -1180,7 +1191,8 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(fi_cq_read(s.tcq, &c, 1), -FI_EAGAIN);
 	assert_int_equal(fi_eq_read(s.eq, &ev, buf, sizeof(buf), 0), -FI_EAGAIN);
 	assert_int_equal(fi_mr_reg(s.dom, buf, sizeof(buf), FI_SEND, 0, 0, 0,
-				   &mr, NULL), -FI_ENOSYS);
+				   &mr, NULL), 0);
+	assert_int_equal(fi_close(&mr->fid), 0);
 
 	assert_int_equal(fi_endpoint(s.dom, s.info, &ep, NULL), 0);
 	assert_int_equal(fi_getname(&ep->fid, &a, &alen), -FI_ETOOSMALL);
@@ -1196,7 +1208,8 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(fi_send(ep, buf, 8, NULL, 0, NULL), -FI_ENOTCONN);
 	assert_int_equal(fi_inject(ep, buf, 8, 0), -FI_ENOTCONN);
 	assert_int_equal(fi_getpeer(ep, &a, &alen), -FI_ENOTCONN);
-	assert_int_equal(fi_write(ep, buf, 8, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_write(ep, buf, 8, NULL, 0, 0, 1, NULL), -FI_ENOTCONN);
+	assert_int_equal(fi_read(ep, buf, 8, NULL, 0, 0, 1, NULL), -FI_ENOTCONN);
 	a.node = node_of(1);
 	a.service = 0;
 	assert_int_equal(fi_connect(ep, &a, NULL, 0), -FI_EINVAL);
@@ -1246,6 +1259,188 @@ static void killed_client(void *arg)
 	fi_send(cli.ep, big, sizeof(big), NULL, 0, NULL);
 	for (;;)
 		(void)fi_cq_read(cli.tcq, &c, 1);
+}
+
+/* ---- memory registration and RMA ----------------------------------------- */
+
+static void test_getinfo_rma(void **state)
+{
+	struct fi_info *h, *fi, *f;
+
+	(void)state;
+	want_rma = true;
+	h = hints_new();
+	want_rma = false;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);
+	for (f = fi; f; f = f->next) {
+		assert_true((f->caps & (FI_RMA | FI_READ | FI_WRITE |
+					FI_REMOTE_READ | FI_REMOTE_WRITE)) ==
+			    (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+			     FI_REMOTE_WRITE));
+		assert_int_equal(f->domain_attr->mr_mode, FI_MR_PROV_KEY);
+		assert_int_equal(f->domain_attr->mr_key_size, 8);
+		assert_int_equal(f->tx_attr->rma_iov_limit, 1);
+		assert_true(f->tx_attr->caps & FI_WRITE);
+		assert_true(f->rx_attr->caps & FI_REMOTE_WRITE);
+	}
+	fi_freeinfo(fi);
+	/* mr_mode 0: ours to say */
+	h->domain_attr->mr_mode = 0;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(fi->domain_attr->mr_mode, FI_MR_PROV_KEY);
+	assert_true(fi->caps & FI_RMA);
+	fi_freeinfo(fi);
+	/* keys the application picks, or the old basic mode: refused */
+	h->domain_attr->mr_mode = FI_MR_LOCAL;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	h->domain_attr->mr_mode = FI_MR_BASIC;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	h->domain_attr->mr_mode = FI_MR_SCALABLE;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	h->domain_attr->mr_mode = FI_MR_PROV_KEY;
+	h->tx_attr->rma_iov_limit = 2;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	fi_freeinfo(h);
+}
+
+/* one RMA completion of s's transmit CQ, checked */
+static void rma_done(struct side *s, void *ctx, uint64_t flags, size_t len)
+{
+	struct fi_cq_data_entry c;
+
+	assert_int_equal(wait_cq(s, s->tcq, &c), 1);
+	assert_ptr_equal(c.op_context, ctx);
+	assert_int_equal(c.flags, FI_RMA | flags);
+	assert_int_equal(c.len, len);
+}
+
+#define RMA_MEM		(1u << 20)
+#define RMA_OFF		3		/* registrations start off a page */
+
+static void test_rma(void **state)
+{
+	static const size_t sizes[] = { 1, 7, 64, 4096 + 13, 65536, 300001 };
+	uint8_t *mem = malloc(RMA_MEM + 64), *lmem = malloc(RMA_MEM + 64);
+	uint8_t *rb = malloc(RMA_MEM), *ro = malloc(4096), small[100];
+	struct fid_mr *mr, *lmr, *romr, *bad;
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry e;
+	struct side srv, cli;
+	uint64_t key, rokey, at;
+	uint32_t seq = 0;
+	size_t i;
+
+	(void)state;
+	want_rma = true;
+	connect_pair(&srv, &cli);
+	want_rma = false;
+
+	/* registrations: garbage refused */
+	assert_int_equal(fi_mr_reg(srv.dom, NULL, 64, FI_REMOTE_WRITE, 0, 0, 0,
+				   &bad, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(srv.dom, mem, 0, FI_REMOTE_WRITE, 0, 0, 0,
+				   &bad, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(srv.dom, mem, 64, 1ull << 62, 0, 0, 0,
+				   &bad, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(srv.dom, mem, 64, FI_REMOTE_WRITE, 8, 0, 0,
+				   &bad, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(srv.dom, mem, 64, FI_REMOTE_WRITE, 0, 0,
+				   1ull << 40, &bad, NULL), -FI_EINVAL);
+
+	memset(mem, 0xee, RMA_MEM + 64);
+	assert_int_equal(fi_mr_reg(srv.dom, mem + RMA_OFF, RMA_MEM,
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+				   NULL), 0);
+	key = fi_mr_key(mr);
+	assert_true(key != 0 && key != FI_KEY_NOTAVAIL);
+	assert_int_equal(fi_mr_reg(srv.dom, ro, 4096, FI_REMOTE_READ, 0, 0, 0,
+				   &romr, NULL), 0);
+	rokey = fi_mr_key(romr);
+	assert_int_equal(fi_mr_reg(cli.dom, lmem, RMA_MEM, FI_WRITE | FI_READ,
+				   0, 0, 0, &lmr, NULL), 0);
+
+	/* writes from a registration, reads into plain memory: every byte */
+	for (i = 0, at = 1; i < ARRAY_SIZE(sizes); i++, seq++) {
+		size_t len = sizes[i];
+		void *ctx = (void *)(uintptr_t)(0x3000 + seq);
+
+		fill(lmem + 5, len, seq);
+		assert_int_equal(fi_write(cli.ep, lmem + 5, len, fi_mr_desc(lmr), 0,
+					  at, key, ctx), 0);
+		rma_done(&cli, ctx, FI_WRITE, len);
+		check(mem + RMA_OFF + at, len, seq);
+		assert_int_equal(mem[RMA_OFF + at + len], 0xee);
+		memset(rb, 0, len);
+		assert_int_equal(fi_read(cli.ep, rb, len, NULL, 0, at, key, ctx), 0);
+		rma_done(&cli, ctx, FI_READ, len);
+		check(rb, len, seq);
+		at += len + 11;
+	}
+	assert_int_equal(mem[RMA_OFF - 1], 0xee);	/* nothing before it */
+
+	/* inject: the buffer is ours again at once, and no completion */
+	memset(small, 0x5a, sizeof(small));
+	assert_int_equal(fi_inject_write(cli.ep, small, sizeof(small), 0, 0, key),
+			 0);
+	memset(small, 0, sizeof(small));
+	for (i = 0; i < 1000 && mem[RMA_OFF + 99] != 0x5a; i++) {
+		assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+		usleep(1000);
+	}
+	assert_int_equal(mem[RMA_OFF], 0x5a);
+	assert_int_equal(mem[RMA_OFF + 99], 0x5a);
+	assert_int_equal(fi_inject_write(cli.ep, lmem, 1025, 0, 0, key), -FI_EINVAL);
+
+	/* writedata: the write, then the data in the peer's next receive */
+	assert_int_equal(fi_recv(srv.ep, rb, 64, NULL, 0, (void *)0x77), 0);
+	fill(lmem, 5000, 99);
+	assert_int_equal(fi_writedata(cli.ep, lmem, 5000, NULL, 0xfeedbeefull, 0,
+				      20000, key, (void *)0x78), 0);
+	rma_done(&cli, (void *)0x78, FI_WRITE, 5000);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_ptr_equal(c.op_context, (void *)0x77);
+	assert_int_equal(c.flags, FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE);
+	assert_int_equal(c.data, 0xfeedbeefull);
+	assert_int_equal(c.len, 0);
+	check(mem + RMA_OFF + 20000, 5000, 99);
+
+	/* rights: a read-only registration reads, is not written */
+	memset(ro, 0x42, 4096);
+	assert_int_equal(fi_read(cli.ep, rb, 4096, NULL, 0, 0, rokey, NULL), 0);
+	rma_done(&cli, NULL, FI_READ, 4096);
+	assert_int_equal(rb[4095], 0x42);
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, 0, rokey, NULL),
+			 -FI_EACCES);
+	/* keys: another secret, none, or outside the registration */
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, 0, key ^ 1, NULL),
+			 -FI_EKEYREJECTED);
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, 0, 0, NULL),
+			 -FI_EINVAL);
+	assert_int_equal(fi_read(cli.ep, rb, 8, NULL, 0, RMA_MEM - 4, key, NULL),
+			 -FI_EINVAL);
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, UINT64_MAX - 3, key,
+				  NULL), -FI_EINVAL);
+
+	/* the registration goes under the peer: an error completion */
+	assert_int_equal(fi_close(&mr->fid), 0);
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, 1, key, (void *)0x79), 0);
+	wait_cq_err(&cli, cli.tcq, &e);
+	assert_ptr_equal(e.op_context, (void *)0x79);
+	assert_int_equal(e.err, ENXIO);
+
+	/* RMA needs a connection */
+	assert_int_equal(fi_close(&romr->fid), 0);
+	assert_int_equal(fi_close(&lmr->fid), 0);
+	assert_int_equal(fi_shutdown(cli.ep, 0), 0);
+	assert_int_equal(fi_write(cli.ep, lmem, 8, NULL, 0, 0, rokey, NULL),
+			 -FI_ESHUTDOWN);
+	side_close(&cli);
+	side_close(&srv);
+	free(mem);
+	free(lmem);
+	free(rb);
+	free(ro);
 }
 
 static void test_peer_killed(void **state)
@@ -1318,6 +1513,8 @@ int main(void)
 		cmocka_unit_test(test_wait_none),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
+		cmocka_unit_test(test_getinfo_rma),
+		cmocka_unit_test(test_rma),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
 	};
 

@@ -217,11 +217,17 @@ static void free_and_export_name_only_the_callers_own_regions(void **state)
 	assert_int_equal(export_err(a.fd, r.addr.id,
 				    CLANQ_RIGHTS_ALL | 0x80000000u, NULL),
 			 EINVAL);
-	for (i = 0; i < ARRAY_SIZE(e.reserved); i++) {
+	/* flags: unknown bits; the reserved words after them */
+	for (i = 0; i < 3; i++) {
 		memset(&e, 0, sizeof(e));
 		e.id = r.addr.id;
 		e.rights = CLANQ_RIGHT_WRITE;
-		e.reserved[i] = 1;
+		if (i == 0)
+			e.flags = ~CLANQ_EXPORT_FLAGS;
+		else if (i == 1)
+			e.reserved0 = 1;
+		else
+			e.reserved = 1ull << 63;
 		assert_int_equal(itest_ioctl_err(a.fd, CLANQ_IOC_REGION_EXPORT, &e),
 				 EINVAL);
 	}
