@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/uio.h>
 
 #include <rdma/fabric.h>
@@ -53,11 +54,19 @@
 #define CFI_AUTO_SERVICE_MIN	40000u
 #define CFI_AUTO_SERVICE_SPAN	20000u
 
-/* fi_getname()'s and fi_getinfo()'s addresses: FI_FORMAT_UNSPEC */
+/*
+ * An address as the provider thinks of it. libfabric sees it as
+ * FI_SOCKADDR_IN6 (cfi_addr_put()): libfabric's utility providers,
+ * ofi_rxm among them, take IP-family addresses only. The 16 bytes are
+ * CFI_ADDR_PREFIX, a net's endpoint id (0 for a listener) and the node,
+ * in network order; the port is a listener's service.
+ */
 struct cfi_addr {
 	uint32_t node;		/* clanq node number */
 	uint32_t service;	/* a listener's service, or a net's id */
 };
+
+#define CFI_ADDR_PREFIX	{ 0xfd, 'c', 'l', 'a', 'n', 'q', 0, 0 }
 
 enum cfi_hdr_type {
 	CFI_H_DATA = 1,
@@ -124,6 +133,7 @@ struct cfi_cq {
 	struct cfi_comp *errs;	/* error completions, grows */
 	size_t ecap, ehead, en;
 	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
+	bool armed;			/* slept for: kick at the next entry */
 	int refs;
 };
 
@@ -145,6 +155,7 @@ struct cfi_eq {
 	struct cfi_eq_ent *head, *tail;
 	uint8_t errdata[CFI_CM_DATA_MAX];	/* the last readerr's */
 	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
+	bool armed;			/* slept for: kick at the next entry */
 	int refs;
 };
 
@@ -252,8 +263,11 @@ struct cfi_fabric {
 	struct cfi_ep *eps;
 	struct cfi_pep *peps;
 	int refs;
-	/* threads blocked in cfi_lock(): a blocking read lets them in */
-	unsigned int wanting;
+	/* sleeping (cfi_eq.c): the net's evq fd and kick_fd, in one epoll */
+	int wait_fd;
+	int kick_fd;			/* an eventfd */
+	bool kicked;			/* written, not read yet */
+	unsigned int cqs_armed;		/* CQs someone sleeps for */
 	/* RMA: the engine's endpoint, opened at the first request */
 	bool rdma_open;
 	struct clanq_ep rdma;
@@ -271,6 +285,8 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
 			     const struct fi_info *hints);
 bool cfi_rma_wanted(const struct fi_info *hints);
 int cfi_enosys(void);
+int cfi_addr_put(const struct cfi_addr *a, void *addr, size_t *addrlen);
+int cfi_addr_get(const void *addr, size_t len, struct cfi_addr *a);
 
 /* cfi_mr.c */
 extern struct fi_ops_mr cfi_mr_ops;
@@ -293,6 +309,7 @@ int cfi_eq_push_cm(struct cfi_eq *eq, uint32_t event, fid_t fid,
 int cfi_eq_push_err(struct cfi_eq *eq, fid_t fid, void *context, int err,
 		    const void *data, size_t len);
 int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+void cfi_kick(struct cfi_fabric *fab);
 
 /* cfi_ep.c */
 int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
@@ -308,11 +325,7 @@ int cfi_send_notice(struct cfi_ep *ep, uint64_t data);
 
 static inline void cfi_lock(struct cfi_fabric *fab)
 {
-	if (!pthread_mutex_trylock(&fab->lock))
-		return;
-	__atomic_add_fetch(&fab->wanting, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fab->lock);
-	__atomic_sub_fetch(&fab->wanting, 1, __ATOMIC_RELAXED);
 }
 
 static inline void cfi_unlock(struct cfi_fabric *fab)

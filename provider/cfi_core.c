@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 #include "cfi.h"
 
@@ -21,6 +24,55 @@
 int cfi_enosys(void)
 {
 	return -FI_ENOSYS;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+static const uint8_t cfi_addr_prefix[8] = CFI_ADDR_PREFIX;
+
+/* a into addr (*addrlen bytes of room; set to what it needs) */
+int cfi_addr_put(const struct cfi_addr *a, void *addr, size_t *addrlen)
+{
+	struct sockaddr_in6 s;
+	uint32_t id = 0, node = htonl(a->node);
+	size_t room;
+
+	if (!addrlen)
+		return -FI_EINVAL;
+	memset(&s, 0, sizeof(s));
+	s.sin6_family = AF_INET6;
+	memcpy(s.sin6_addr.s6_addr, cfi_addr_prefix, sizeof(cfi_addr_prefix));
+	if (a->service <= CLANQ_SERVICE_MAX)
+		s.sin6_port = htons((uint16_t)a->service);
+	else
+		id = htonl(a->service);
+	memcpy(s.sin6_addr.s6_addr + 8, &id, sizeof(id));
+	memcpy(s.sin6_addr.s6_addr + 12, &node, sizeof(node));
+	room = *addrlen;
+	*addrlen = sizeof(s);
+	if (room < sizeof(s) || !addr)
+		return -FI_ETOOSMALL;
+	memcpy(addr, &s, sizeof(s));
+	return 0;
+}
+
+/* addr, if it is one of ours, into *a; else -FI_EINVAL */
+int cfi_addr_get(const void *addr, size_t len, struct cfi_addr *a)
+{
+	struct sockaddr_in6 s;
+	uint32_t id, node;
+
+	if (!addr || len != sizeof(s))
+		return -FI_EINVAL;
+	memcpy(&s, addr, sizeof(s));
+	if (s.sin6_family != AF_INET6 ||
+	    memcmp(s.sin6_addr.s6_addr, cfi_addr_prefix, sizeof(cfi_addr_prefix)))
+		return -FI_EINVAL;
+	memcpy(&id, s.sin6_addr.s6_addr + 8, sizeof(id));
+	memcpy(&node, s.sin6_addr.s6_addr + 12, sizeof(node));
+	a->node = ntohl(node);
+	a->service = id ? ntohl(id) : ntohs(s.sin6_port);
+	return 0;
 }
 
 /* clanq's -errno to libfabric's: its codes are errno's where both have one */
@@ -92,7 +144,7 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
 	snprintf(name, sizeof(name), "clanq%u", nic);
 	fi->caps = rma ? CFI_CAPS : CFI_MSG_CAPS;
 	fi->mode = 0;
-	fi->addr_format = FI_FORMAT_UNSPEC;
+	fi->addr_format = FI_SOCKADDR_IN6;
 
 	fi->tx_attr->caps = CFI_TX_CAPS & fi->caps;
 	fi->tx_attr->rma_iov_limit = rma ? 1 : 0;
@@ -150,11 +202,14 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
 /* What the hints ask that no info of ours gives: -FI_ENODATA. */
 static int cfi_check_hints(const struct fi_info *h)
 {
+	struct cfi_addr a;
+
 	if (h->caps & ~CFI_CAPS)
 		return -FI_ENODATA;
 	if ((h->caps & CFI_RMA_CAPS) && !cfi_rma_wanted(h))
 		return -FI_ENODATA;	/* RMA, with keys we cannot give */
-	if (h->addr_format != FI_FORMAT_UNSPEC)
+	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
+	    h->addr_format != FI_SOCKADDR_IN6)
 		return -FI_ENODATA;
 	if (h->ep_attr) {
 		const struct fi_ep_attr *a = h->ep_attr;
@@ -199,9 +254,9 @@ static int cfi_check_hints(const struct fi_info *h)
 		if (d->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
 			return -FI_ENODATA;
 	}
-	if (h->src_addr && h->src_addrlen != sizeof(struct cfi_addr))
+	if (h->src_addr && cfi_addr_get(h->src_addr, h->src_addrlen, &a))
 		return -FI_ENODATA;
-	if (h->dest_addr && h->dest_addrlen != sizeof(struct cfi_addr))
+	if (h->dest_addr && cfi_addr_get(h->dest_addr, h->dest_addrlen, &a))
 		return -FI_ENODATA;
 	return 0;
 }
@@ -209,12 +264,11 @@ static int cfi_check_hints(const struct fi_info *h)
 static int cfi_set_addr(void **p, size_t *len, const struct cfi_addr *a)
 {
 	free(*p);
-	*p = malloc(sizeof(*a));
+	*len = sizeof(struct sockaddr_in6);
+	*p = malloc(*len);
 	if (!*p)
 		return -FI_ENOMEM;
-	memcpy(*p, a, sizeof(*a));
-	*len = sizeof(*a);
-	return 0;
+	return cfi_addr_put(a, *p, len);
 }
 
 static int cfi_getinfo(uint32_t version, const char *node, const char *service,
@@ -258,12 +312,12 @@ static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		if (ret)
 			return ret;
 		if (hints->src_addr && !has_src) {
-			memcpy(&src, hints->src_addr, sizeof(src));
+			cfi_addr_get(hints->src_addr, hints->src_addrlen, &src);
 			has_src = true;
 			src_any_node = false;
 		}
 		if (hints->dest_addr && !has_dst) {
-			memcpy(&dst, hints->dest_addr, sizeof(dst));
+			cfi_addr_get(hints->dest_addr, hints->dest_addrlen, &dst);
 			has_dst = true;
 		}
 	}
@@ -407,6 +461,8 @@ static int cfi_fabric_close(struct fid *fid)
 	}
 	cfi_unlock(fab);
 	cfi_rma_fabric_close(fab);
+	close(fab->wait_fd);
+	close(fab->kick_fd);
 	clanq_net_close(fab->net);
 	clanq_close(&fab->dev);
 	pthread_mutex_destroy(&fab->lock);
@@ -434,6 +490,29 @@ static struct fi_ops_fabric cfi_fabric_ops = {
 	.domain2 = (void *)cfi_enosys,
 };
 
+/* the fabric's wait fd: an epoll of its net's evq fd and its kick */
+static int cfi_wait_fd_open(struct cfi_fabric *fab)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	fab->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fab->kick_fd < 0)
+		return -errno;
+	fab->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (fab->wait_fd < 0 ||
+	    epoll_ctl(fab->wait_fd, EPOLL_CTL_ADD, fab->kick_fd, &ev) ||
+	    epoll_ctl(fab->wait_fd, EPOLL_CTL_ADD,
+		      clanq_evq_fd(clanq_net_evq(fab->net)), &ev)) {
+		int err = -errno;
+
+		if (fab->wait_fd >= 0)
+			close(fab->wait_fd);
+		close(fab->kick_fd);
+		return err;
+	}
+	return 0;
+}
+
 int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		    void *context)
 {
@@ -458,6 +537,13 @@ int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		clanq_close(&fab->dev);
 		free(fab);
 		return cfi_errno(ret);
+	}
+	ret = cfi_wait_fd_open(fab);
+	if (ret) {
+		clanq_net_close(fab->net);
+		clanq_close(&fab->dev);
+		free(fab);
+		return ret;
 	}
 	pthread_mutex_init(&fab->lock, NULL);
 	fab->nic = nic;

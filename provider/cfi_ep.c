@@ -48,19 +48,6 @@ CFI_NOSYS_TABLE(cfi_coll_nosys, struct fi_ops_collective);
 
 /* ---- addresses ---------------------------------------------------------- */
 
-static int cfi_put_addr(const struct cfi_addr *a, void *addr, size_t *addrlen)
-{
-	size_t room;
-
-	if (!addrlen)
-		return -FI_EINVAL;
-	room = *addrlen;
-	*addrlen = sizeof(*a);
-	if (room < sizeof(*a) || !addr)
-		return -FI_ETOOSMALL;
-	memcpy(addr, a, sizeof(*a));
-	return 0;
-}
 
 /* ---- operations queues --------------------------------------------------- */
 
@@ -250,17 +237,20 @@ static void cfi_pep_progress(struct cfi_pep *pep)
 		}
 		fi = ret || type != CFI_H_CONNREQ ? NULL : fi_dupinfo(pep->info);
 		if (fi) {
+			/*
+			 * The client's node only: its net's id is no address
+			 * to reach it at, and ofi_rxm puts the client's
+			 * listening service in the port to find it.
+			 */
 			pa = clanq_conn_peer(r->conn);
 			a.node = pa.node;
-			a.service = pa.id;
+			a.service = 0;
 			free(fi->dest_addr);
-			fi->dest_addr = malloc(sizeof(a));
-			if (fi->dest_addr) {
-				memcpy(fi->dest_addr, &a, sizeof(a));
-				fi->dest_addrlen = sizeof(a);
-			} else {
+			fi->dest_addrlen = sizeof(struct sockaddr_in6);
+			fi->dest_addr = malloc(fi->dest_addrlen);
+			if (!fi->dest_addr ||
+			    cfi_addr_put(&a, fi->dest_addr, &fi->dest_addrlen))
 				fi->dest_addrlen = 0;
-			}
 			fi->handle = &r->fid;
 			if (!cfi_eq_push_cm(pep->eq, FI_CONNREQ, &pep->pep.fid,
 					    fi, data, len)) {
@@ -615,7 +605,7 @@ static int cfi_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 	struct cfi_pep *pep = container_of(fid, struct cfi_pep, pep.fid);
 	struct cfi_addr a = { pep->fab->dev.node, pep->service };
 
-	return cfi_put_addr(&a, addr, addrlen);
+	return cfi_addr_put(&a, addr, addrlen);
 }
 
 static int cfi_pep_setname(fid_t fid, void *addr, size_t addrlen)
@@ -624,9 +614,8 @@ static int cfi_pep_setname(fid_t fid, void *addr, size_t addrlen)
 	struct cfi_addr a;
 	int ret = 0;
 
-	if (!addr || addrlen != sizeof(a))
+	if (cfi_addr_get(addr, addrlen, &a))
 		return -FI_EINVAL;
-	memcpy(&a, addr, sizeof(a));
 	if (a.node != pep->fab->dev.node || a.service > CLANQ_SERVICE_MAX)
 		return -FI_EINVAL;
 	cfi_lock(pep->fab);
@@ -755,9 +744,8 @@ int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
 	    info->ep_attr->type != FI_EP_UNSPEC)
 		return -FI_EINVAL;
 	if (info->src_addr) {
-		if (info->src_addrlen != sizeof(a))
+		if (cfi_addr_get(info->src_addr, info->src_addrlen, &a))
 			return -FI_EINVAL;
-		memcpy(&a, info->src_addr, sizeof(a));
 		if (a.node != fab->dev.node || a.service > CLANQ_SERVICE_MAX)
 			return -FI_EINVAL;
 	}
@@ -791,7 +779,7 @@ static int cfi_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 	struct clanq_addr na = clanq_net_addr(ep->fab->net);
 	struct cfi_addr a = { na.node, na.id };
 
-	return cfi_put_addr(&a, addr, addrlen);
+	return cfi_addr_put(&a, addr, addrlen);
 }
 
 static int cfi_ep_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
@@ -804,7 +792,7 @@ static int cfi_ep_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
 	a = ep->peer;
 	ret = ep->state == CFI_EP_CONNECTED ? 0 : -FI_ENOTCONN;
 	cfi_unlock(ep->fab);
-	return ret ? ret : cfi_put_addr(&a, addr, addrlen);
+	return ret ? ret : cfi_addr_put(&a, addr, addrlen);
 }
 
 static int cfi_connect(struct fid_ep *fep, const void *addr, const void *param,
@@ -826,8 +814,9 @@ static int cfi_connect(struct fid_ep *fep, const void *addr, const void *param,
 			return -FI_EINVAL;
 		addr = ep->info->dest_addr;
 	}
-	memcpy(&a, addr, sizeof(a));
-	if (!a.service || a.service > CLANQ_SERVICE_MAX)
+	/* fi_connect() says no length: ours is a sockaddr_in6 */
+	if (cfi_addr_get(addr, sizeof(struct sockaddr_in6), &a) ||
+	    !a.service || a.service > CLANQ_SERVICE_MAX)
 		return -FI_EINVAL;
 	cfi_lock(ep->fab);
 	if (!ep->enabled || ep->state != CFI_EP_IDLE || ep->req) {
@@ -1229,6 +1218,12 @@ static ssize_t cfi_post_recv(struct cfi_ep *ep, const struct iovec *iov,
 	op->comp = !(ep->rflags & FI_SELECTIVE_COMPLETION) ||
 		   (flags & FI_COMPLETION);
 	cfi_opq_push(&ep->rq, op);
+	/*
+	 * Muted (cfi_before_wait()) for want of a receive, by a sleeper
+	 * who will not hear the message that comes for this one: kick it.
+	 */
+	if (ep->rq.n == 1 && ep->want && !(ep->want & CLANQ_NET_IN))
+		cfi_kick(ep->fab);
 	if (ep->state == CFI_EP_CONNECTED && ep->rq.n == 1)
 		cfi_recv_progress(ep);
 out:
@@ -1398,6 +1393,7 @@ int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 	struct cfi_domain *d = container_of(domain, struct cfi_domain, dom);
 	struct cfi_fabric *fab = d->fab;
 	struct cfi_connreq *req = NULL;
+	struct cfi_addr dest;
 	struct cfi_ep *ep;
 
 	if (!info || !fep)
@@ -1405,7 +1401,8 @@ int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 	if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
 	    info->ep_attr->type != FI_EP_UNSPEC)
 		return -FI_EINVAL;
-	if (info->dest_addr && info->dest_addrlen != sizeof(struct cfi_addr))
+	if (info->dest_addr &&
+	    cfi_addr_get(info->dest_addr, info->dest_addrlen, &dest))
 		return -FI_EINVAL;
 	if (info->handle) {
 		if (info->handle->fclass != FI_CLASS_CONNREQ)

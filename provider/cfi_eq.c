@@ -5,22 +5,28 @@
  * Both grow as entries come (an endpoint never has more operations out
  * than its tx and rx sizes, so a CQ holds at most what its endpoints
  * posted): no overrun to report. Reading either moves the fabric on
- * (manual progress); the blocking reads wait on the fabric's net in the
- * driver, CFI_WAIT_SLICE_MS at most at a time, between looks.
+ * (manual progress).
  *
- * FI_WAIT_FD (and FI_WAIT_UNSPEC, which is it): the wait object of every
- * CQ and EQ of a fabric is the fd of its net's event queue, readable
- * while the driver has queued an event for the net. fi_trywait() moves
- * the fabric on and, if none of its CQs and EQs has anything, arms every
- * connection in the call that looks (clanq_net_trywait()), so that the
- * next message, credit, connection or reset makes the fd readable:
- * poll(2) and epoll then sleep in the kernel, no thread spinning.
+ * Sleeping: the fabric's wait fd is an epoll fd over its net's event
+ * queue (readable while the driver has queued an event for the net) and
+ * an eventfd, the kick. Arming (clanq_net_trywait()) makes the next
+ * message, credit, connection, reset or RDMA completion an event; what
+ * another thread of the process does meanwhile (an entry pushed, a
+ * receive posted) kicks, if someone armed since the last kick
+ * (cfi_wake()). The blocking reads arm, let go of the fabric's lock and
+ * poll the fd, CFI_WAIT_SLICE_MS at most at a time: other threads' calls
+ * never wait for a sleeper. FI_WAIT_FD (and FI_WAIT_UNSPEC, which is it)
+ * hands the same fd to the application: fi_trywait() moves the fabric
+ * on and, if none of its CQs and EQs has anything, arms, so that poll(2)
+ * and epoll sleep in the kernel, no thread spinning.
  */
-#include <sched.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cfi.h"
 
@@ -32,43 +38,119 @@ static uint64_t cfi_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* make the fabric's wait fd readable: a sleeper must look (lock held) */
+void cfi_kick(struct cfi_fabric *fab)
+{
+	uint64_t one = 1;
+
+	if (fab->kicked)
+		return;
+	if (write(fab->kick_fd, &one, sizeof(one)) < 0)
+		CFI_WARN(FI_LOG_CQ, "the wait fd's kick: %m\n");
+	else
+		fab->kicked = true;
+}
+
+/*
+ * A CQ or EQ someone sleeps for (a blocking read, or the application
+ * after fi_trywait()): its next entry kicks. The fabric counts its
+ * armed CQs: while there are none, a sleeper waits for control events
+ * only and leaves the connections unarmed (cfi_wait_some()).
+ */
+static void cfi_arm(struct cfi_fabric *fab, bool *armed, bool cq)
+{
+	if (*armed)
+		return;
+	*armed = true;
+	fab->cqs_armed += cq;
+}
+
+/* an entry for a CQ or EQ: kick, once, if armed; else no system call */
+static void cfi_wake(struct cfi_fabric *fab, bool *armed, bool cq)
+{
+	if (!*armed)
+		return;
+	*armed = false;
+	fab->cqs_armed -= cq;
+	cfi_kick(fab);
+}
+
+/* a kick taken: the wait fd no longer readable for it (lock held) */
+static void cfi_unkick(struct cfi_fabric *fab)
+{
+	uint64_t n;
+
+	if (!fab->kicked)
+		return;
+	fab->kicked = false;
+	(void)!read(fab->kick_fd, &n, sizeof(n));
+}
+
 /*
  * Wait for something on the fabric's net, at most CFI_WAIT_SLICE_MS and
- * at most until deadline (ms; UINT64_MAX: none). Under the lock: the
- * net is one thread's at a time; another thread's call waits for the
- * slice's end, not the read's. The slice bounds what no wake-up
- * announces: the end of stream of a connection muted for input.
- * Returns -FI_EAGAIN when the time is up.
+ * at most until deadline (ms; UINT64_MAX: none), for the CQ or EQ whose
+ * armed flag is armed. Armed under the lock (the net is one thread's at
+ * a time), asleep without it.
+ *
+ * While no CQ is armed, nobody waits for data: the connections are not
+ * armed, so the peers' messages neither cost their senders a flush nor
+ * wake this sleeper (ofi_rxm's connection thread sleeps on its EQ for
+ * the life of an endpoint while another thread moves the data). The net's
+ * own events (connections, handshakes, a peer's death) and the kicks
+ * still wake it; what only a connection's ring says (its peer's end, a
+ * connection record) waits for the slice's end. The slice also bounds
+ * what no wake-up announces: the end of stream of a connection muted
+ * for input. Returns -FI_EAGAIN when the time is up.
  */
 #define CFI_WAIT_SLICE_MS	10
 
-static int cfi_wait_some(struct cfi_fabric *fab, uint64_t deadline)
+/*
+ * Take what the net has queued, without arming anything: true if a
+ * control event is among it (a connection to accept, a reset) or the
+ * net failed. Data (a connection that can be read or written, an RDMA
+ * completion) is for the threads that move it: the control sleeper
+ * sleeps on.
+ */
+static bool cfi_control_events(struct cfi_fabric *fab,
+			       struct clanq_net_event *evs, unsigned int max)
+{
+	int i, n = clanq_net_wait(fab->net, evs, max, 0);
+
+	if (n < 0)
+		return n != -ETIMEDOUT && n != -EINTR;
+	for (i = 0; i < n; i++)
+		if (evs[i].what & (CLANQ_NET_ACCEPT | CLANQ_NET_HUP))
+			return true;
+	return false;
+}
+
+static int cfi_wait_some(struct cfi_fabric *fab, bool *armed, bool cq,
+			 uint64_t deadline)
 {
 	struct clanq_net_event evs[8];
+	struct pollfd pfd = { .fd = fab->wait_fd, .events = POLLIN };
 	uint64_t now = cfi_now_ms();
-	int64_t ns = CFI_WAIT_SLICE_MS * 1000 * 1000;
+	int ms = CFI_WAIT_SLICE_MS;
 
 	if (deadline != UINT64_MAX) {
 		if (now >= deadline)
 			return -FI_EAGAIN;
-		if ((deadline - now) * 1000 * 1000 < (uint64_t)ns)
-			ns = (int64_t)(deadline - now) * 1000 * 1000;
+		if (deadline - now < (uint64_t)ms)
+			ms = (int)(deadline - now);
 	}
-	cfi_before_wait(fab);
-	clanq_net_wait(fab->net, evs, 8, ns);
-	/*
-	 * FI_THREAD_SAFE: another thread's post or read must not wait for
-	 * the whole of this one's blocking read (that may be waiting for
-	 * the answer to that very post). Between slices, the threads
-	 * blocked on the lock go first: each takes it, does its call and
-	 * lets go, and the read goes on once none is left waiting.
-	 */
-	if (__atomic_load_n(&fab->wanting, __ATOMIC_RELAXED)) {
-		cfi_unlock(fab);
-		while (__atomic_load_n(&fab->wanting, __ATOMIC_RELAXED))
-			sched_yield();
-		cfi_lock(fab);
+	cfi_arm(fab, armed, cq);
+	if (fab->cqs_armed) {
+		cfi_before_wait(fab);
+		/* events (they came while arming) or a failure: look again */
+		if (clanq_net_trywait(fab->net, evs, 8))
+			return 0;
+	} else if (cfi_control_events(fab, evs, 8)) {
+		return 0;
 	}
+	cfi_unlock(fab);
+	(void)poll(&pfd, 1, ms);
+	cfi_lock(fab);
+	cfi_unkick(fab);
 	return 0;
 }
 
@@ -116,7 +198,7 @@ static int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
 			return -FI_EINVAL;
 		if (wait_obj != FI_WAIT_FD)
 			return -FI_ENODATA;
-		*(int *)arg = clanq_evq_fd(clanq_net_evq(fab->net));
+		*(int *)arg = fab->wait_fd;
 		return 0;
 	default:
 		return -FI_ENOSYS;
@@ -127,6 +209,7 @@ static int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
 
 static void cfi_eq_append(struct cfi_eq *eq, struct cfi_eq_ent *e)
 {
+	cfi_wake(eq->fab, &eq->armed, false);
 	e->next = NULL;
 	if (eq->tail)
 		eq->tail->next = e;
@@ -249,7 +332,7 @@ static ssize_t cfi_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
 		ret = cfi_eq_read_locked(eq, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			break;
-		if (cfi_wait_some(eq->fab, deadline))
+		if (cfi_wait_some(eq->fab, &eq->armed, false, deadline))
 			break;
 	}
 	cfi_unlock(eq->fab);
@@ -433,6 +516,7 @@ static int cfi_grow(struct cfi_comp **ring, size_t *cap, size_t head, size_t n)
 
 int cfi_cq_push(struct cfi_cq *cq, const struct cfi_comp *c)
 {
+	cfi_wake(cq->fab, &cq->armed, true);
 	if (c->err) {
 		if (cq->en == cq->ecap) {
 			if (cfi_grow(&cq->errs, &cq->ecap, cq->ehead, cq->en))
@@ -536,7 +620,7 @@ static ssize_t cfi_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 		ret = cfi_cq_read_locked(cq, buf, count, src);
 		if (ret != -FI_EAGAIN)
 			break;
-		if (cfi_wait_some(cq->fab, deadline))
+		if (cfi_wait_some(cq->fab, &cq->armed, true, deadline))
 			break;
 	}
 	cfi_unlock(cq->fab);
@@ -603,6 +687,7 @@ static int cfi_cq_close(struct fid *fid)
 		cfi_unlock(fab);
 		return -FI_EBUSY;
 	}
+	fab->cqs_armed -= cq->armed;
 	fab->refs--;
 	cfi_unlock(fab);
 	free(cq->ring);
@@ -687,7 +772,8 @@ int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 /* ---- fi_trywait() -------------------------------------------------------- */
 
 /* fid, a CQ or an EQ of fab with an fd to wait on: has it anything? */
-static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready)
+static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready,
+			 bool arm)
 {
 	if (!fid)
 		return -FI_EINVAL;
@@ -697,6 +783,8 @@ static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready)
 		if (cq->fab != fab || cq->wait_obj != FI_WAIT_FD)
 			return -FI_EINVAL;
 		*ready = cq->n || cq->en;
+		if (arm)
+			cfi_arm(fab, &cq->armed, true);
 		return 0;
 	}
 	if (fid->fclass == FI_CLASS_EQ && fid->ops == &cfi_eq_fi_ops) {
@@ -705,20 +793,26 @@ static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready)
 		if (eq->fab != fab || eq->wait_obj != FI_WAIT_FD)
 			return -FI_EINVAL;
 		*ready = eq->head;
+		if (arm)
+			cfi_arm(fab, &eq->armed, false);
 		return 0;
 	}
 	return -FI_EINVAL;
 }
 
-/* -FI_EINVAL if any of fids is not one; else -FI_EAGAIN if any has entries */
-static int cfi_any_ready(struct cfi_fabric *fab, struct fid **fids, int count)
+/*
+ * -FI_EINVAL if any of fids is not one; else -FI_EAGAIN if any has
+ * entries; with arm, each is marked slept for (cfi_wake()).
+ */
+static int cfi_any_ready(struct cfi_fabric *fab, struct fid **fids, int count,
+			 bool arm)
 {
 	bool any = false, ready;
 	int i, ret;
 
 	for (i = 0; i < count; i++) {
 		ready = false;
-		ret = cfi_fid_ready(fab, fids[i], &ready);
+		ret = cfi_fid_ready(fab, fids[i], &ready, arm);
 		if (ret)
 			return ret;
 		any |= ready;
@@ -743,13 +837,14 @@ int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 	if (count < 0 || (count && !fids))
 		return -FI_EINVAL;
 	cfi_lock(fab);
-	ret = cfi_any_ready(fab, fids, count);	/* the fids' checks first */
+	ret = cfi_any_ready(fab, fids, count, false);	/* checked first */
 	if (ret == -FI_EINVAL)
 		goto out;
 	cfi_progress(fab, true);
-	ret = cfi_any_ready(fab, fids, count);
+	ret = cfi_any_ready(fab, fids, count, false);
 	if (ret)
 		goto out;
+	cfi_unkick(fab);	/* the kick that woke us: read */
 	cfi_before_wait(fab);
 	ret = clanq_net_trywait(fab->net, evs, 8);
 	if (ret > 0) {
@@ -758,6 +853,8 @@ int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 		ret = -FI_EAGAIN;
 	} else if (ret < 0) {
 		ret = cfi_errno(ret);
+	} else {
+		cfi_any_ready(fab, fids, count, true);
 	}
 out:
 	cfi_unlock(fab);

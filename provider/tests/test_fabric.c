@@ -15,6 +15,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -33,10 +35,41 @@
 #define VER		FI_VERSION(1, 17)
 #define WAIT_MS		10000
 
-/* the provider's address (provider/cfi.h: struct cfi_addr) */
-struct caddr {
-	uint32_t node, service;
-};
+/*
+ * The provider's address (provider/cfi.h: cfi_addr_put()): an IPv6
+ * socket address, fd63:6c61:6e71:0:<net id>:<node>, port the service.
+ */
+#define caddr sockaddr_in6
+
+static uint32_t a_word(const struct sockaddr_in6 *a, int at)
+{
+	uint32_t w;
+
+	memcpy(&w, a->sin6_addr.s6_addr + at, sizeof(w));
+	return ntohl(w);
+}
+
+static uint32_t a_node(const struct sockaddr_in6 *a)
+{
+	return a_word(a, 12);
+}
+
+static uint32_t a_service(const struct sockaddr_in6 *a)
+{
+	return a_word(a, 8) ? a_word(a, 8) : ntohs(a->sin6_port);
+}
+
+static void a_set(struct sockaddr_in6 *a, uint32_t node, uint16_t service)
+{
+	static const uint8_t prefix[8] = { 0xfd, 'c', 'l', 'a', 'n', 'q' };
+	uint32_t n = htonl(node);
+
+	memset(a, 0, sizeof(*a));
+	a->sin6_family = AF_INET6;
+	memcpy(a->sin6_addr.s6_addr, prefix, sizeof(prefix));
+	memcpy(a->sin6_addr.s6_addr + 12, &n, sizeof(n));
+	a->sin6_port = htons(service);
+}
 
 static uint32_t node_of(unsigned int nic)
 {
@@ -106,7 +139,7 @@ static void test_getinfo_defaults(void **state)
 			    (FI_MSG | FI_SEND | FI_RECV));
 		assert_false(f->caps & (FI_RMA | FI_TAGGED | FI_ATOMIC));
 		assert_int_equal(f->mode, 0);
-		assert_int_equal(f->addr_format, FI_FORMAT_UNSPEC);
+		assert_int_equal(f->addr_format, FI_SOCKADDR_IN6);
 		assert_int_equal(f->domain_attr->threading, FI_THREAD_SAFE);
 		assert_int_equal(f->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 		assert_int_equal(f->domain_attr->control_progress, FI_PROGRESS_MANUAL);
@@ -143,14 +176,15 @@ static void test_getinfo_defaults(void **state)
 static void test_getinfo_refused(void **state)
 {
 	struct fi_info *h, *fi;
-	int k;
+	int k, ret;
 
 	(void)state;
 	for (k = 0; k < 12; k++) {
 		h = hints_new();
 		switch (k) {
 		case 0:
-			h->ep_attr->type = FI_EP_RDM;
+			/* FI_EP_RDM is ofi_rxm's over us (test_getinfo_rma) */
+			h->ep_attr->type = FI_EP_SOCK_STREAM;
 			break;
 		case 1:
 			h->ep_attr->type = FI_EP_DGRAM;
@@ -187,7 +221,9 @@ static void test_getinfo_refused(void **state)
 			h->domain_attr->cq_data_size = 16;
 			break;
 		}
-		assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+		ret = getinfo(NULL, NULL, 0, h, &fi);
+		if (ret != -FI_ENODATA)
+			fail_msg("case %d: %d, not -FI_ENODATA", k, ret);
 		assert_null(fi);
 		fi_freeinfo(h);
 	}
@@ -208,8 +244,8 @@ static void test_getinfo_addresses(void **state)
 	assert_string_equal(fi->domain_attr->name, "clanq1");
 	assert_int_equal(fi->src_addrlen, sizeof(a));
 	memcpy(&a, fi->src_addr, sizeof(a));
-	assert_int_equal(a.node, n1);
-	assert_int_equal(a.service, 77);
+	assert_int_equal(a_node(&a), n1);
+	assert_int_equal(a_service(&a), 77);
 	assert_null(fi->dest_addr);
 	fi_freeinfo(fi);
 
@@ -217,8 +253,8 @@ static void test_getinfo_addresses(void **state)
 	assert_int_equal(getinfo(NULL, "78", 0, h, &fi), 0);
 	assert_int_equal(count_infos(fi), 2);
 	memcpy(&a, fi->next->src_addr, sizeof(a));
-	assert_int_equal(a.node, n1);
-	assert_int_equal(a.service, 78);
+	assert_int_equal(a_node(&a), n1);
+	assert_int_equal(a_service(&a), 78);
 	fi_freeinfo(fi);
 
 	/* node and service: where to connect, from any NIC */
@@ -227,20 +263,19 @@ static void test_getinfo_addresses(void **state)
 	assert_int_equal(count_infos(fi), 2);
 	assert_int_equal(fi->dest_addrlen, sizeof(a));
 	memcpy(&a, fi->dest_addr, sizeof(a));
-	assert_int_equal(a.node, n0);
-	assert_int_equal(a.service, 79);
+	assert_int_equal(a_node(&a), n0);
+	assert_int_equal(a_service(&a), 79);
 	fi_freeinfo(fi);
 
 	/* hints' dest_addr, as fi_pingpong passes fi_getname()'s */
-	a.node = n1;
-	a.service = 4242;
+	a_set(&a, n1, 4242);
 	h->dest_addr = malloc(sizeof(a));
 	memcpy(h->dest_addr, &a, sizeof(a));
 	h->dest_addrlen = sizeof(a);
 	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
 	memcpy(&a, fi->dest_addr, sizeof(a));
-	assert_int_equal(a.node, n1);
-	assert_int_equal(a.service, 4242);
+	assert_int_equal(a_node(&a), n1);
+	assert_int_equal(a_service(&a), 4242);
 	fi_freeinfo(fi);
 	h->dest_addrlen = 3;	/* not ours */
 	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
@@ -255,6 +290,26 @@ static void test_getinfo_addresses(void **state)
 	assert_int_equal(getinfo(node, NULL, 0, h, &fi), -FI_ENODATA);
 	snprintf(node, sizeof(node), "%u", n0 + n1 + 1000);	/* no such NIC here */
 	assert_int_equal(getinfo(node, "79", FI_SOURCE, h, &fi), -FI_ENODATA);
+	/* an IPv6 address that is not of clanq's prefix */
+	a_set(&a, n1, 4242);
+	a.sin6_addr.s6_addr[0] = 0xfe;
+	h->dest_addr = malloc(sizeof(a));
+	memcpy(h->dest_addr, &a, sizeof(a));
+	h->dest_addrlen = sizeof(a);
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	fi_freeinfo(h);
+
+	/* the formats: IPv6 asked by name, or any socket address */
+	h = hints_new();
+	h->addr_format = FI_SOCKADDR_IN6;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(fi);
+	h->addr_format = FI_SOCKADDR;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(fi->addr_format, FI_SOCKADDR_IN6);
+	fi_freeinfo(fi);
+	h->addr_format = FI_SOCKADDR_IB;
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
 	fi_freeinfo(h);
 }
 
@@ -417,8 +472,8 @@ static void connect_pair(struct side *srv, struct side *cli)
 	assert_int_equal(fi_listen(srv->pep), -FI_EOPBADSTATE);
 	assert_int_equal(fi_getname(&srv->pep->fid, &a, &alen), 0);
 	assert_int_equal(alen, sizeof(a));
-	assert_int_equal(a.node, node_of(0));
-	assert_true(a.service >= 1 && a.service <= 65535);
+	assert_int_equal(a_node(&a), node_of(0));
+	assert_true(a_service(&a) >= 1 && a_service(&a) <= 65535);
 
 	side_cqs_ep(cli, cli->info);
 	assert_int_equal(fi_connect(cli->ep, &a, "hello-connreq", 14), 0);
@@ -432,7 +487,7 @@ static void connect_pair(struct side *srv, struct side *cli)
 	assert_non_null(ci->handle);
 	assert_int_equal(ci->dest_addrlen, sizeof(a));
 	memcpy(&a, ci->dest_addr, sizeof(a));
-	assert_int_equal(a.node, node_of(1));
+	assert_int_equal(a_node(&a), node_of(1));
 
 	side_cqs_ep(srv, ci);
 	fi_freeinfo(ci);
@@ -449,7 +504,7 @@ static void connect_pair(struct side *srv, struct side *cli)
 	assert_string_equal((char *)e->data, "accept-data");
 	alen = sizeof(a);
 	assert_int_equal(fi_getpeer(cli->ep, &a, &alen), 0);
-	assert_int_equal(a.node, node_of(0));
+	assert_int_equal(a_node(&a), node_of(0));
 }
 
 static uint8_t pat(uint32_t seq, size_t i)
@@ -1210,10 +1265,12 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(fi_getpeer(ep, &a, &alen), -FI_ENOTCONN);
 	assert_int_equal(fi_write(ep, buf, 8, NULL, 0, 0, 1, NULL), -FI_ENOTCONN);
 	assert_int_equal(fi_read(ep, buf, 8, NULL, 0, 0, 1, NULL), -FI_ENOTCONN);
-	a.node = node_of(1);
-	a.service = 0;
+	a_set(&a, node_of(1), 0);
 	assert_int_equal(fi_connect(ep, &a, NULL, 0), -FI_EINVAL);
-	a.service = 5;
+	a.sin6_family = AF_INET;	/* not ours */
+	a.sin6_port = htons(5);
+	assert_int_equal(fi_connect(ep, &a, NULL, 0), -FI_EINVAL);
+	a_set(&a, node_of(1), 5);
 	assert_int_equal(fi_connect(ep, &a, buf, 257), -FI_EINVAL);
 	assert_int_equal(fi_accept(ep, NULL, 0), -FI_EOPBADSTATE);
 	/* busy: what is bound cannot close first */
@@ -1301,6 +1358,23 @@ static void test_getinfo_rma(void **state)
 	h->domain_attr->mr_mode = FI_MR_PROV_KEY;
 	h->tx_attr->rma_iov_limit = 2;
 	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	fi_freeinfo(h);
+
+	/* with RMA, libfabric's ofi_rxm gives FI_EP_RDM over us */
+	h = hints_new();
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG | FI_TAGGED;
+	free(h->fabric_attr->prov_name);
+	h->fabric_attr->prov_name = strdup("clanq;ofi_rxm");
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_true(count_infos(fi) >= 2);	/* rxm's variants, each NIC */
+	for (f = fi; f; f = f->next) {
+		assert_string_equal(f->fabric_attr->prov_name, "clanq;ofi_rxm");
+		assert_int_equal(f->ep_attr->type, FI_EP_RDM);
+		assert_true(f->caps & FI_TAGGED);
+		assert_int_equal(f->addr_format, FI_SOCKADDR_IN6);
+	}
+	fi_freeinfo(fi);
 	fi_freeinfo(h);
 }
 

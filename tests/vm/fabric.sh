@@ -3,8 +3,9 @@
 # FI_PROVIDER_PATH (vm.sh packs it in /clanq/fabric, with Debian's
 # fi_info and fi_pingpong and the libraries they load).
 #   fabric.sh unit       provider/tests/test_fabric.c
-#   fabric.sh pingpong   fi_info -p clanq; fi_pingpong -e msg -c between
-#                        NIC 0 and NIC 1, 8 B .. 1 MiB
+#   fabric.sh pingpong   fi_info -p clanq; fi_pingpong -e msg -c and,
+#                        through ofi_rxm, -e rdm -c between NIC 0 and
+#                        NIC 1, 8 B .. 1 MiB
 set -u
 export FI_PROVIDER_PATH=/clanq/fabric
 export PATH=/clanq/fabric:$PATH		# fi_info, fi_pingpong (vm.sh)
@@ -21,33 +22,41 @@ expect "fi_info -p clanq: clanq0" 0 "domain: clanq0" fi_info -p clanq
 expect "fi_info -p clanq: clanq1" 0 "domain: clanq1" fi_info -p clanq
 expect "fi_info -p clanq: provider clanq" 0 "provider: clanq$" fi_info -p clanq
 expect "fi_info -p clanq -t FI_EP_MSG" 0 "type: FI_EP_MSG" fi_info -p clanq -t FI_EP_MSG
-# libfabric's ofi_rxm layers FI_EP_RDM over any FI_EP_MSG provider: it
-# lists itself over clanq (whether it runs there: a later slice)
+# libfabric's ofi_rxm layers FI_EP_RDM over FI_EP_MSG providers with RMA
 expect "fi_info -t FI_EP_RDM: ofi_rxm over clanq" 0 "provider: clanq;ofi_rxm" \
 	fi_info -p "clanq;ofi_rxm" -t FI_EP_RDM
 
 # fi_pingpong: server on clanq0, client on clanq1 (another node), data
-# checked (-c); the TCP control socket on loopback, a port per size
+# checked (-c); the TCP control socket on loopback, a port per run.
+# -e msg on the provider itself; -e rdm through libfabric's ofi_rxm over
+# it (its eager, segmented and, above 128 KiB, rendezvous protocols: the
+# last reads with the provider's RMA).
 port=47600
-for s in 8 64 1024 4096 65536 1048576; do
-	case $s in 1048576) n=50 ;; 65536) n=200 ;; *) n=1000 ;; esac
-	port=$((port + 1))
-	fi_pingpong -p clanq -e msg -c -d clanq0 -S $s -I $n -B $port > $t/server 2>&1 &
-	sp=$!
-	sleep 1
-	fi_pingpong -p clanq -e msg -c -d clanq1 -S $s -I $n -P $port 127.0.0.1 > $t/client 2>&1
-	rc=$?
-	wait $sp
-	src=$?
-	cat $t/client
-	if [ $rc != 0 ] || [ $src != 0 ]; then
-		bad "fi_pingpong -e msg -c, $s B x $n" \
-			"client exited $rc, server $src: $(head -c 400 $t/client) / $(head -c 400 $t/server)"
-	elif ! awk '$1 ~ /^[0-9]/ { rows++; ok += ($2 == $3 || "=" $2 == $3) } END { exit !(rows == 1 && ok == 1) }' $t/client ||
-	     grep -q "Error at" $t/client $t/server; then
-		bad "fi_pingpong -e msg -c, $s B x $n" "not every message acked or checked: $(head -c 400 $t/client)"
-	else
-		ok "fi_pingpong -e msg -c, $s B x $n"
-	fi
+for ep in msg rdm; do
+	prov=clanq
+	[ $ep = rdm ] && prov="clanq;ofi_rxm"
+	for s in 8 64 1024 4096 65536 1048576; do
+		case $s in 1048576) n=50 ;; 65536) n=200 ;; *) n=1000 ;; esac
+		[ $ep = rdm ] && n=$((n / 5))
+		port=$((port + 1))
+		what="fi_pingpong -p \"$prov\" -e $ep -c, $s B x $n"
+		timeout 300 fi_pingpong -p "$prov" -e $ep -c -d clanq0 -S $s -I $n -B $port > $t/server 2>&1 &
+		sp=$!
+		sleep 1
+		timeout 300 fi_pingpong -p "$prov" -e $ep -c -d clanq1 -S $s -I $n -P $port 127.0.0.1 > $t/client 2>&1
+		rc=$?
+		wait $sp
+		src=$?
+		cat $t/client
+		if [ $rc != 0 ] || [ $src != 0 ]; then
+			bad "$what" \
+				"client exited $rc, server $src: $(head -c 400 $t/client) / $(head -c 400 $t/server)"
+		elif ! awk '$1 ~ /^[0-9]/ { rows++; ok += ($2 == $3 || "=" $2 == $3) } END { exit !(rows == 1 && ok == 1) }' $t/client ||
+		     grep -q "Error at" $t/client $t/server; then
+			bad "$what" "not every message acked or checked: $(head -c 400 $t/client)"
+		else
+			ok "$what"
+		fi
+	done
 done
 [ $failed = 0 ]
