@@ -199,6 +199,7 @@ struct cfi_rma {
 	bool comp;		/* a completion is wanted */
 	bool notify;		/* fi_writedata(): send data once it landed */
 	uint64_t data;
+	void *result;		/* atomics: where the old word goes */
 	struct clanq_region tmp;	/* registered for this request only */
 	void *copy;		/* an injected write's own copy */
 };
@@ -293,7 +294,29 @@ extern struct fi_ops_mr cfi_mr_ops;
 struct cfi_mr *cfi_mr_of(void *desc, const void *buf, size_t len);
 
 /* cfi_rma.c */
+#define CFI_RAP_ATOMIC	0x100u	/* with CLANQ_RIGHT_*: imported for atomics */
+
+/* one request to the engine, as the RMA and atomic calls describe it */
+struct cfi_rma_req {
+	uint32_t op;		/* CLANQ_RDMA_OP_* */
+	void *buf;		/* WRITE: the source; READ: the destination */
+	size_t len;		/* atomics: 8 */
+	void *desc;
+	uint64_t addr, key;	/* the peer's registration, offset and key */
+	void *context;
+	uint64_t data;		/* FI_REMOTE_CQ_DATA's */
+	uint64_t flags;		/* FI_* */
+	uint64_t operand[2];	/* CAS: compare, swap; FADD: add */
+	void *result;		/* atomics: the old word, or NULL */
+};
+
 extern struct fi_ops_rma cfi_rma_ops;
+
+/* cfi_atomic.c */
+extern struct fi_ops_atomic cfi_atomic_ops;
+int cfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
+		     enum fi_op op, struct fi_atomic_attr *attr, uint64_t flags);
+ssize_t cfi_rma_submit(struct cfi_ep *ep, const struct cfi_rma_req *q);
 void cfi_rma_progress(struct cfi_fabric *fab);
 void cfi_rma_ep_close(struct cfi_ep *ep);
 void cfi_rma_fabric_close(struct cfi_fabric *fab);

@@ -13,12 +13,13 @@
 #include "cfi.h"
 
 #define CFI_MSG_CAPS	(FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
-#define CFI_RMA_CAPS	(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | \
-			 FI_REMOTE_WRITE)
+#define CFI_RMA_CAPS	(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | \
+			 FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define CFI_CAPS	(CFI_MSG_CAPS | CFI_RMA_CAPS)
-#define CFI_TX_CAPS	(FI_MSG | FI_SEND | FI_RMA | FI_READ | FI_WRITE)
-#define CFI_RX_CAPS	(FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_READ | \
-			 FI_REMOTE_WRITE)
+#define CFI_TX_CAPS	(FI_MSG | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | \
+			 FI_WRITE)
+#define CFI_RX_CAPS	(FI_MSG | FI_RECV | FI_RMA | FI_ATOMIC | \
+			 FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define CFI_ORDER	FI_ORDER_SAS
 
 int cfi_enosys(void)
@@ -410,7 +411,7 @@ static struct fi_ops_domain cfi_domain_ops = {
 	.poll_open = (void *)cfi_enosys,
 	.stx_ctx = (void *)cfi_enosys,
 	.srx_ctx = (void *)cfi_enosys,
-	.query_atomic = (void *)cfi_enosys,
+	.query_atomic = cfi_query_atomic,
 	.query_collective = (void *)cfi_enosys,
 	.endpoint2 = (void *)cfi_enosys,
 };

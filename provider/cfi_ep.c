@@ -32,7 +32,7 @@ static ssize_t cfi_nosys(void)
 	return -FI_ENOSYS;
 }
 
-/* tagged, atomic, collective: tables of cfi_nosys (none claimed) */
+/* tagged, collective: tables of cfi_nosys (none claimed) */
 #define CFI_NOSYS_TABLE(name, type)					\
 	static struct {							\
 		size_t size;						\
@@ -43,7 +43,6 @@ static ssize_t cfi_nosys(void)
 	}
 
 CFI_NOSYS_TABLE(cfi_tagged_nosys, struct fi_ops_tagged);
-CFI_NOSYS_TABLE(cfi_atomic_nosys, struct fi_ops_atomic);
 CFI_NOSYS_TABLE(cfi_coll_nosys, struct fi_ops_collective);
 
 /* ---- addresses ---------------------------------------------------------- */
@@ -1431,7 +1430,7 @@ int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.msg = &cfi_msg_ops;
 	ep->ep.rma = &cfi_rma_ops;
 	ep->ep.tagged = (void *)&cfi_tagged_nosys;
-	ep->ep.atomic = (void *)&cfi_atomic_nosys;
+	ep->ep.atomic = &cfi_atomic_ops;
 	ep->ep.collective = (void *)&cfi_coll_nosys;
 	cfi_lock(fab);
 	d->refs++;

@@ -104,6 +104,8 @@ void cfi_rma_progress(struct cfi_fabric *fab)
 			};
 
 			r->rap->inflight--;
+			if (r->result && !c.status)
+				memcpy(r->result, &c.value, sizeof(c.value));
 			if (ep->tcq && (r->comp || c.status))
 				cfi_cq_push(ep->tcq, &comp);
 			if (r->notify && !c.status && cfi_send_notice(ep, r->data))
@@ -160,6 +162,9 @@ static int cfi_import_errno(int err)
 static int cfi_rap_get(struct cfi_ep *ep, uint64_t key, uint64_t addr,
 		       size_t len, uint32_t rights, struct cfi_rap **out)
 {
+	struct clanq_ap_attr attr = {
+		.flags = rights & CFI_RAP_ATOMIC ? CLANQ_AP_ATOMIC : 0,
+	};
 	struct cfi_rap *same = NULL, *slot = NULL, *r;
 	struct clanq_addr region;
 	uint64_t first, end;
@@ -205,8 +210,8 @@ static int cfi_rap_get(struct cfi_ep *ep, uint64_t key, uint64_t addr,
 	}
 	region.node = ep->peer.node;
 	region.id = (uint32_t)(key >> 32);
-	ret = clanq_ap_import(&ep->fab->dev, &slot->ap, region, key, first,
-			      end - first, rights);
+	ret = clanq_ap_import_attr(&ep->fab->dev, &slot->ap, region, key, first,
+				   end - first, rights & CLANQ_RIGHTS_ALL, &attr);
 	if (ret) {
 		CFI_WARN(FI_LOG_EP_DATA, "key %#llx [%llu, +%zu): %s\n",
 			 (unsigned long long)key, (unsigned long long)addr,
@@ -225,21 +230,26 @@ static int cfi_rap_get(struct cfi_ep *ep, uint64_t key, uint64_t addr,
 
 /* ---- requests ------------------------------------------------------------- */
 
-static ssize_t cfi_rma_post(struct cfi_ep *ep, uint32_t op, void *buf,
-			    size_t len, void *desc, uint64_t addr, uint64_t key,
-			    void *context, uint64_t data, uint64_t flags)
+ssize_t cfi_rma_submit(struct cfi_ep *ep, const struct cfi_rma_req *q)
 {
 	struct cfi_fabric *fab = ep->fab;
+	bool write = q->op == CLANQ_RDMA_OP_WRITE;
+	bool atomic = q->op == CLANQ_RDMA_OP_CAS || q->op == CLANQ_RDMA_OP_FADD;
+	bool inject = q->flags & FI_INJECT;
 	struct clanq_rdma_req req;
+	struct cfi_rap *rap = NULL;
+	void *buf = q->buf;
 	struct cfi_mr *mr;
 	struct cfi_rma *r;
-	struct cfi_rap *rap = NULL;
-	bool inject = flags & FI_INJECT;
+	uint32_t rights;
 	ssize_t ret;
 
-	if ((flags & ~CFI_RMA_FLAGS) || (len && !buf) || len > CFI_MSG_MAX ||
-	    (inject && (len > CFI_INJECT_MAX || op != CLANQ_RDMA_OP_WRITE)))
+	if ((q->flags & ~CFI_RMA_FLAGS) || (q->len && !buf && !atomic) ||
+	    q->len > CFI_MSG_MAX || (inject && q->len > CFI_INJECT_MAX) ||
+	    (inject && !write && !atomic))
 		return -FI_EINVAL;
+	rights = atomic ? CLANQ_RIGHTS_ALL | CFI_RAP_ATOMIC :
+		 write ? CLANQ_RIGHT_WRITE : CLANQ_RIGHT_READ;
 	cfi_lock(fab);
 	if (ep->state != CFI_EP_CONNECTED) {
 		ret = ep->state == CFI_EP_SHUTDOWN ? -FI_ESHUTDOWN : -FI_ENOTCONN;
@@ -253,38 +263,43 @@ static ssize_t cfi_rma_post(struct cfi_ep *ep, uint32_t op, void *buf,
 		ret = -FI_EAGAIN;
 		goto out;
 	}
-	ret = cfi_rap_get(ep, key, addr, len ? len : 1, op == CLANQ_RDMA_OP_WRITE ?
-			  CLANQ_RIGHT_WRITE : CLANQ_RIGHT_READ, &rap);
+	ret = cfi_rap_get(ep, q->key, q->addr, q->len ? q->len : 1, rights, &rap);
 	if (ret)
 		goto out;
 	fab->rma_free = r->next_free;
 	r->busy = true;
 	r->ep = ep;
 	r->rap = rap;
-	r->context = context;
-	r->flags = FI_RMA | (op == CLANQ_RDMA_OP_WRITE ? FI_WRITE : FI_READ);
-	r->len = len;
-	r->comp = !inject && cfi_tx_comp(ep, flags);
-	r->notify = flags & FI_REMOTE_CQ_DATA;
-	r->data = data;
+	r->context = q->context;
+	r->flags = (atomic ? FI_ATOMIC : FI_RMA) |
+		   (write || (atomic && !q->result) ? FI_WRITE : FI_READ);
+	r->len = q->len;
+	r->comp = !inject && cfi_tx_comp(ep, q->flags);
+	r->notify = q->flags & FI_REMOTE_CQ_DATA;
+	r->data = q->data;
+	r->result = q->result;
 
 	memset(&req, 0, sizeof(req));
-	mr = cfi_mr_of(desc, buf, len);
-	if (mr) {
+	mr = atomic ? NULL : cfi_mr_of(q->desc, buf, q->len);
+	if (atomic) {
+		/* the engine takes the operands and hands back the old word */
+		req.operand[0] = q->operand[0];
+		req.operand[1] = q->operand[1];
+	} else if (mr) {
 		req.src_region = mr->region.addr.id;
 		req.src_off = (uintptr_t)buf - (uintptr_t)mr->buf;
-	} else if (len) {
+	} else if (q->len) {
 		/* unregistered: pinned for this request alone */
 		if (inject) {
-			r->copy = malloc(len);
+			r->copy = malloc(q->len);
 			if (!r->copy) {
 				ret = -FI_EAGAIN;
 				goto undo;
 			}
-			memcpy(r->copy, buf, len);
+			memcpy(r->copy, buf, q->len);
 			buf = r->copy;
 		}
-		ret = clanq_region_register(&fab->dev, &r->tmp, buf, len);
+		ret = clanq_region_register(&fab->dev, &r->tmp, buf, q->len);
 		if (ret) {
 			ret = ret == -ENOMEM ? -FI_EAGAIN : cfi_errno(ret);
 			goto undo;
@@ -299,13 +314,13 @@ static ssize_t cfi_rma_post(struct cfi_ep *ep, uint32_t op, void *buf,
 		}
 		req.src_region = r->tmp.addr.id;
 	}
-	req.op = op;
+	req.op = q->op;
 	req.dst_ap = rap->ap.id;
-	req.dst_off = addr - rap->first;
-	req.len = len;
+	req.dst_off = q->addr - rap->first;
+	req.len = q->len;
 	req.cookie = (uint64_t)(r - fab->rma);
 	req.flags = CLANQ_RDMA_SIGNAL | CLANQ_RDMA_LAST |
-		    (flags & FI_FENCE ? CLANQ_RDMA_FENCE : 0);
+		    (q->flags & FI_FENCE ? CLANQ_RDMA_FENCE : 0);
 	ret = clanq_rdma_post(&fab->rdma, &req);
 	if (ret) {
 		ret = ret == -EAGAIN ? -FI_EAGAIN : cfi_errno(ret);
@@ -318,6 +333,19 @@ undo:
 out:
 	cfi_unlock(fab);
 	return ret;
+}
+
+/* the RMA calls' common case */
+static ssize_t cfi_rma_post(struct cfi_ep *ep, uint32_t op, void *buf,
+			    size_t len, void *desc, uint64_t addr, uint64_t key,
+			    void *context, uint64_t data, uint64_t flags)
+{
+	struct cfi_rma_req q = {
+		.op = op, .buf = buf, .len = len, .desc = desc, .addr = addr,
+		.key = key, .context = context, .data = data, .flags = flags,
+	};
+
+	return cfi_rma_submit(ep, &q);
 }
 
 static struct cfi_ep *cfi_ep_of(struct fid_ep *fep)

@@ -7,6 +7,11 @@
  *   ucx/tag-shm         ucx_perftest tag_lat / tag_bw, UCX_TLS=sm,self
  *   ucx/tag-rc-rxe      ucx_perftest tag_lat over Soft-RoCE (UCX_TLS=rc)
  *   libfabric/shm       fi_pingpong -p shm -e rdm
+ *   libfabric/tcp       fi_pingpong -p tcp -e rdm
+ *   libfabric/clanq-msg fi_pingpong -p clanq -e msg (NIC 0 to NIC 1), our
+ *                       provider (provider/), where libfabric finds it
+ *   libfabric/clanq-rdm fi_pingpong -p "clanq;ofi_rxm" -e rdm: libfabric's
+ *                       ofi_rxm over it
  *   rxe/ib_write_lat    perftest over Soft-RoCE (tests/vm/peers-setup.sh)
  *   rxe/ib_write_bw
  *
@@ -505,22 +510,92 @@ static int ucx_parse(const char *out, double v[8])
 
 /* ---- libfabric: fi_pingpong ---- */
 
+/* A provider fi_pingpong runs on, and how its rows are named. */
+struct fi_prov {
+	const char *mode;		/* the rows' mode column */
+	const char *prov, *ep;		/* -p, -e */
+	const char *only;		/* FI_PROVIDER: the providers loaded */
+	bool clanq;			/* ours: -d clanq0 / clanq1 */
+};
+
+static const struct fi_prov fi_provs[] = {
+	/* only shm: otherwise libfabric probes the verbs devices (rxe) too */
+	{ "shm", "shm", "rdm", "FI_PROVIDER=shm", false },
+	{ "tcp", "tcp", "rdm", "FI_PROVIDER=tcp", false },
+	{ "clanq-msg", "clanq", "msg", "FI_PROVIDER=clanq", true },
+	{ "clanq-rdm", "clanq;ofi_rxm", "rdm", "FI_PROVIDER=clanq,ofi_rxm", true },
+};
+
 struct fi_arg {
 	unsigned long long bytes;
+	const struct fi_prov *fp;
+	char path[300];			/* FI_PROVIDER_PATH=..., or "" */
 };
+
+/*
+ * Where libfabric finds libclanq-fi.so: the tree's test VMs put it in
+ * /clanq/fabric, FI_PROVIDER_PATH may name it, an installed one is in
+ * libfabric's own directory (no variable needed). False: nowhere.
+ */
+static bool fi_clanq_path(char *env, size_t size)
+{
+	static const char *const dirs[] = {
+		"/clanq/fabric", "/usr/lib/x86_64-linux-gnu/libfabric",
+		"/usr/local/lib/libfabric",
+	};
+	const char *fpp = getenv("FI_PROVIDER_PATH");
+	char buf[512];
+
+	*env = 0;
+	if (fpp) {
+		snprintf(buf, sizeof(buf), "%s/libclanq-fi.so", fpp);
+		if (access(buf, R_OK) == 0)
+			return true;	/* inherited as it is */
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s/libclanq-fi.so", dirs[i]);
+		if (access(buf, R_OK))
+			continue;
+		if (i == 0)
+			snprintf(env, size, "FI_PROVIDER_PATH=%s", dirs[i]);
+		return true;
+	}
+	return false;
+}
 
 static void fi_make(struct pair *p, unsigned long long n, const void *arg)
 {
 	const struct fi_arg *a = arg;
+	const struct fi_prov *fp = a->fp;
 
 	p->port = new_port();
-	set_args(p->srv, (const char *[]){ "fi_pingpong", "-p", "shm", "-e", "rdm", "-B",
-		 arg_num(p->port), "-I", arg_num(n), "-S", arg_num(a->bytes), NULL });
-	set_args(p->cli, (const char *[]){ "fi_pingpong", "-p", "shm", "-e", "rdm", "-P",
-		 arg_num(p->port), "-I", arg_num(n), "-S", arg_num(a->bytes), "127.0.0.1", NULL });
+	for (int cli = 0; cli < 2; cli++) {
+		const char **v = cli ? p->cli : p->srv;
+		unsigned int k = 0;
+
+		v[k++] = "fi_pingpong";
+		v[k++] = "-p";
+		v[k++] = fp->prov;
+		v[k++] = "-e";
+		v[k++] = fp->ep;
+		if (fp->clanq) {	/* server on NIC 0, client on NIC 1 */
+			v[k++] = "-d";
+			v[k++] = cli ? "clanq1" : "clanq0";
+		}
+		v[k++] = cli ? "-P" : "-B";
+		v[k++] = arg_num(p->port);
+		v[k++] = "-I";
+		v[k++] = arg_num(n);
+		v[k++] = "-S";
+		v[k++] = arg_num(a->bytes);
+		if (cli)
+			v[k++] = "127.0.0.1";
+		v[k] = NULL;
+	}
 	memset(p->env, 0, sizeof(p->env));
-	/* only shm: otherwise libfabric probes the verbs devices (rxe) too */
-	p->env[0] = "FI_PROVIDER=shm";
+	p->env[0] = fp->only;
+	if (a->path[0])
+		p->env[1] = a->path;
 }
 
 /* The line under "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec". */
@@ -774,7 +849,7 @@ static int ucx_lat(bool with_rxe)
 	return 0;
 }
 
-static int fi_lat(void)
+static int fi_lat_on(const struct fi_prov *fp, const char *path)
 {
 	unsigned long long sizes[8], n1, n2, iters;
 	double rtt = 0;
@@ -784,11 +859,12 @@ static int fi_lat(void)
 	int err = 0;
 
 	for (unsigned int i = 0; i < n && !err; i++) {
-		struct fi_arg a = { .bytes = sizes[i] };
+		struct fi_arg a = { .bytes = sizes[i], .fp = fp };
 		struct cb_row r;
 		double us;
 
-		cb_progress("lat libfabric/shm %llu B", sizes[i]);
+		snprintf(a.path, sizeof(a.path), "%s", path);
+		cb_progress("lat libfabric/%s %llu B", fp->mode, sizes[i]);
 		iters = lat_iters(rtt);
 		fi_make(p, iters, &a);
 		p->timeout = run_timeout();
@@ -800,7 +876,7 @@ static int fi_lat(void)
 			err = -EIO;
 			break;
 		}
-		cb_row_init(&r, "lat", "libfabric", "shm", sizes[i]);
+		cb_row_init(&r, "lat", "libfabric", fp->mode, sizes[i]);
 		r.iters = iters;
 		rtt = 2 * us;
 		/* usec/xfer is the run's time over 2 x iterations: an average only */
@@ -815,9 +891,32 @@ static int fi_lat(void)
 		cb_emit(&r);
 	}
 	if (err)
-		fprintf(stderr, "clanq-bench: lat libfabric/shm: %s\n", why);
+		fprintf(stderr, "clanq-bench: lat libfabric/%s: %s\n", fp->mode, why);
 	pair_free(p);
 	return err;
+}
+
+/*
+ * Every provider's rows; one that fails is reported and skipped (shm
+ * fails in some VMs: its ctrl/read), the others still run.
+ */
+static int fi_lat(void)
+{
+	char path[300];
+	bool clanq = fi_clanq_path(path, sizeof(path));
+
+	for (size_t i = 0; i < sizeof(fi_provs) / sizeof(fi_provs[0]); i++) {
+		const struct fi_prov *fp = &fi_provs[i];
+
+		if (fp->clanq && !clanq) {
+			cb_skip("lat", "libfabric", fp->mode,
+				"libclanq-fi.so not found (make install, or FI_PROVIDER_PATH)");
+			continue;
+		}
+		if (fi_lat_on(fp, fp->clanq ? path : ""))
+			cb_skip("lat", "libfabric", fp->mode, "fi_pingpong failed (above)");
+	}
+	return 0;
 }
 
 static int rxe_lat(void)
@@ -909,7 +1008,9 @@ static int peers_lat_on(bool with_rxe)
 	}
 	if (!err && cb_wanted("libfabric")) {
 		if (!have_tool("fi_pingpong"))
-			cb_skip("lat", "libfabric", "shm", "fi_pingpong not found (libfabric-bin)");
+			for (size_t i = 0; i < sizeof(fi_provs) / sizeof(fi_provs[0]); i++)
+				cb_skip("lat", "libfabric", fi_provs[i].mode,
+					"fi_pingpong not found (libfabric-bin)");
 		else
 			err = fi_lat();
 	}

@@ -16,8 +16,8 @@ root = sys.argv[1]
 out = os.path.join(root, 'build/mutants')
 os.makedirs(out, exist_ok=True)
 M = {
- 'm1-recv-lifo': ('cfi_ep.c', '\tcfi_opq_push(&ep->rq, op);\n\tif (ep->state == CFI_EP_CONNECTED',
-   '\top->next = ep->rq.head;\n\tep->rq.head = op;\n\tif (!ep->rq.tail)\n\t\tep->rq.tail = op;\n\tep->rq.n++;\n\tif (ep->state == CFI_EP_CONNECTED'),
+ 'm1-recv-lifo': ('cfi_ep.c', '\tcfi_opq_push(&ep->rq, op);\n\t/*\n\t * Muted',
+   '\top->next = ep->rq.head;\n\tep->rq.head = op;\n\tif (!ep->rq.tail)\n\t\tep->rq.tail = op;\n\tep->rq.n++;\n\t/*\n\t * Muted'),
  'm2-no-cq-data-flag': ('cfi_ep.c', '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n\t\t\top->flags |= FI_REMOTE_CQ_DATA;\n',
    '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n'),
  'm3-trunc-as-success': ('cfi_ep.c', 'cfi_complete(ep->rcq, op, op->len, FI_ETRUNC, left);',
@@ -26,7 +26,14 @@ M = {
  'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);', '\top->iov[0].iov_len = 8;'),
  'm6-any-ep-type': ('cfi_core.c', '\t\tif (a->type != FI_EP_UNSPEC && a->type != FI_EP_MSG)\n\t\t\treturn -FI_ENODATA;\n', ''),
  'm7-connreq-data-lost': ('cfi_ep.c', 'fi, data, len)) {', 'fi, data, 0)) {'),
- 'm8-no-mute-before-wait': ('cfi_eq.c', '\tcfi_before_wait(fab);\n', ''),
+ 'm8-no-mute-before-wait': ('cfi_eq.c', '\t\tcfi_before_wait(fab);\n\t\t/* events (they came', '\t\t/* events (they came'),
+ # RMA, atomics, registration, sleeping
+ 'm9-key-names-nothing': ('cfi_mr.c', 'CLANQ_EXPORT_KEY_NAMES_REGION,', '0,'),
+ 'm10-atomic-result-dropped': ('cfi_rma.c', 'memcpy(r->result, &c.value, sizeof(c.value));', ';'),
+ 'm11-writedata-as-message': ('cfi_ep.c', 'op->hdr.flags = CFI_HF_DATA | CFI_HF_RMA;', 'op->hdr.flags = CFI_HF_DATA;'),
+ 'm12-no-kick': ('cfi_eq.c', '\tif (fab->kicked)\n\t\treturn;\n', '\treturn;\n'),
+ 'm13-read-as-write': ('cfi_rma.c', 'write ? CLANQ_RIGHT_WRITE : CLANQ_RIGHT_READ;', 'CLANQ_RIGHT_WRITE;'),
+ 'm14-rma-offset-ignored': ('cfi_rma.c', 'req.dst_off = q->addr - rap->first;', 'req.dst_off = 0;'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))

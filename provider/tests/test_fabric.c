@@ -31,6 +31,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 
 #define VER		FI_VERSION(1, 17)
 #define WAIT_MS		10000
@@ -94,7 +95,7 @@ static struct fi_info *hints_new(void)
 	h->ep_attr->type = FI_EP_MSG;
 	h->caps = FI_MSG;
 	if (want_rma) {
-		h->caps |= FI_RMA;
+		h->caps |= FI_RMA | FI_ATOMIC;
 		h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_PROV_KEY |
 					  FI_MR_ALLOCATED | FI_MR_VIRT_ADDR;
 	}
@@ -197,7 +198,7 @@ static void test_getinfo_refused(void **state)
 			h->caps |= FI_TAGGED;
 			break;
 		case 4:
-			h->caps |= FI_ATOMIC;
+			h->caps |= FI_MULTICAST;
 			break;
 		case 5:
 			h->domain_attr->data_progress = FI_PROGRESS_AUTO;
@@ -1082,6 +1083,49 @@ static void test_wait_fd(void **state)
 }
 
 /* a CQ without a wait object: none to give, none to try */
+static void *send_one(void *arg)
+{
+	struct side *s = arg;
+
+	usleep(100 * 1000);	/* the other thread asleep in poll() first */
+	if (fi_send(s->ep, "kick", 4, NULL, 0, (void *)0x91))
+		return (void *)1;
+	return NULL;
+}
+
+/*
+ * Another thread's completion wakes a sleeper: it is no event of the
+ * net's (the send went out at once), so only the kick of the fd tells.
+ */
+static void test_wait_fd_kick(void **state)
+{
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	struct fid *fid;
+	uint8_t buf[8];
+	void *ret;
+	pthread_t t;
+
+	(void)state;
+	wait_obj = FI_WAIT_FD;
+	connect_pair(&srv, &cli);
+	wait_obj = FI_WAIT_UNSPEC;
+	assert_int_equal(fi_recv(srv.ep, buf, sizeof(buf), NULL, 0, NULL), 0);
+	fid = &cli.tcq->fid;
+	try_until_armed(&cli, &fid, 1);
+	assert_int_equal(pthread_create(&t, NULL, send_one, &cli), 0);
+	assert_true(readable(wait_fd_of(fid), 5000));
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(fi_cq_read(cli.tcq, &c, 1), 1);
+	assert_ptr_equal(c.op_context, (void *)0x91);
+	/* read: armed again, and quiet until the next */
+	try_until_armed(&cli, &fid, 1);
+	assert_false(readable(wait_fd_of(fid), 50));
+	side_close(&cli);
+	side_close(&srv);
+}
+
 static void test_wait_none(void **state)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT,
@@ -1517,6 +1561,137 @@ static void test_rma(void **state)
 	free(ro);
 }
 
+/* one atomic's completion of s's transmit CQ, checked */
+static void atomic_done(struct side *s, void *ctx, uint64_t flags)
+{
+	struct fi_cq_data_entry c;
+
+	assert_int_equal(wait_cq(s, s->tcq, &c), 1);
+	assert_ptr_equal(c.op_context, ctx);
+	assert_int_equal(c.flags, FI_ATOMIC | flags);
+}
+
+static void test_atomic(void **state)
+{
+	static uint64_t words[4] __attribute__((aligned(64)));
+	static uint64_t ro[1];
+	uint64_t one = 1, v, cmp, res = 0;
+	struct fi_cq_data_entry c;
+	struct fi_atomic_attr attr;
+	struct fid_mr *mr, *romr;
+	struct side srv, cli;
+	size_t count = 0;
+	uint64_t key;
+	int i;
+
+	(void)state;
+	want_rma = true;
+	connect_pair(&srv, &cli);
+	want_rma = false;
+	memset(words, 0, sizeof(words));
+	assert_int_equal(fi_mr_reg(srv.dom, words, sizeof(words),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+				   NULL), 0);
+	key = fi_mr_key(mr);
+	assert_int_equal(fi_mr_reg(srv.dom, ro, sizeof(ro), FI_REMOTE_READ, 0, 0,
+				   0, &romr, NULL), 0);
+
+	/* what is had: 8-byte integers, add, read, compare-and-swap */
+	assert_int_equal(fi_query_atomic(cli.dom, FI_UINT64, FI_SUM, &attr, 0), 0);
+	assert_int_equal(attr.count, 1);
+	assert_int_equal(attr.size, 8);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_INT64, FI_CSWAP, &attr,
+					 FI_COMPARE_ATOMIC), 0);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_UINT64, FI_ATOMIC_READ, &attr,
+					 FI_FETCH_ATOMIC), 0);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_DOUBLE, FI_SUM, &attr, 0),
+			 -FI_EOPNOTSUPP);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_UINT64, FI_MIN, &attr, 0),
+			 -FI_EOPNOTSUPP);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_UINT64, FI_CSWAP, &attr, 0),
+			 -FI_EOPNOTSUPP);
+	assert_int_equal(fi_query_atomic(cli.dom, FI_UINT64, FI_SUM, &attr,
+					 FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC),
+			 -FI_EINVAL);
+	assert_int_equal(fi_atomicvalid(cli.ep, FI_UINT64, FI_SUM, &count), 0);
+	assert_int_equal(count, 1);
+	assert_int_equal(fi_compare_atomicvalid(cli.ep, FI_UINT64, FI_SUM, &count),
+			 -FI_EOPNOTSUPP);
+
+	/* add; fetch-and-add; read; compare-and-swap, hit and miss */
+	v = 5;
+	assert_int_equal(fi_atomic(cli.ep, &v, 1, NULL, 0, 8, key, FI_UINT64,
+				   FI_SUM, (void *)0x81), 0);
+	atomic_done(&cli, (void *)0x81, FI_WRITE);
+	assert_int_equal(words[1], 5);
+	v = 7;
+	assert_int_equal(fi_fetch_atomic(cli.ep, &v, 1, NULL, &res, NULL, 0, 8, key,
+					 FI_UINT64, FI_SUM, (void *)0x82), 0);
+	atomic_done(&cli, (void *)0x82, FI_READ);
+	assert_int_equal(res, 5);
+	assert_int_equal(words[1], 12);
+	assert_int_equal(fi_fetch_atomic(cli.ep, NULL, 1, NULL, &res, NULL, 0, 8,
+					 key, FI_UINT64, FI_ATOMIC_READ, NULL), 0);
+	atomic_done(&cli, NULL, FI_READ);
+	assert_int_equal(res, 12);
+	v = 100;
+	cmp = 12;
+	assert_int_equal(fi_compare_atomic(cli.ep, &v, 1, NULL, &cmp, NULL, &res,
+					   NULL, 0, 8, key, FI_UINT64, FI_CSWAP,
+					   (void *)0x83), 0);
+	atomic_done(&cli, (void *)0x83, FI_READ);
+	assert_int_equal(res, 12);
+	assert_int_equal(words[1], 100);
+	v = 2;
+	cmp = 1;
+	assert_int_equal(fi_compare_atomic(cli.ep, &v, 1, NULL, &cmp, NULL, &res,
+					   NULL, 0, 8, key, FI_INT64, FI_CSWAP, NULL), 0);
+	atomic_done(&cli, NULL, FI_READ);
+	assert_int_equal(res, 100);
+	assert_int_equal(words[1], 100);	/* no swap */
+
+	/* a counter: each add lands once, in order */
+	for (i = 0; i < 200; i++) {
+		assert_int_equal(fi_fetch_atomic(cli.ep, &one, 1, NULL, &res, NULL,
+						 0, 16, key, FI_UINT64, FI_SUM,
+						 NULL), 0);
+		atomic_done(&cli, NULL, FI_READ);
+		assert_int_equal(res, (uint64_t)i);
+	}
+	assert_int_equal(words[2], 200);
+	/* injected: no completion, the buffer ours at once */
+	assert_int_equal(fi_inject_atomic(cli.ep, &one, 1, 0, 24, key, FI_UINT64,
+					  FI_SUM), 0);
+	for (i = 0; i < 1000 && __atomic_load_n(&words[3], __ATOMIC_ACQUIRE) != 1; i++) {
+		assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+		usleep(1000);
+	}
+	assert_int_equal(words[3], 1);
+	assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+
+	/* garbage: misaligned, more than one, other types and ops, rights */
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, 3, key, FI_UINT64,
+				   FI_SUM, NULL), -FI_EINVAL);
+	assert_int_equal(fi_atomic(cli.ep, &one, 2, NULL, 0, 8, key, FI_UINT64,
+				   FI_SUM, NULL), -FI_EINVAL);
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, 8, key, FI_DOUBLE,
+				   FI_SUM, NULL), -FI_EOPNOTSUPP);
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, 8, key, FI_UINT64,
+				   FI_BOR, NULL), -FI_EOPNOTSUPP);
+	assert_int_equal(fi_fetch_atomic(cli.ep, &one, 1, NULL, NULL, NULL, 0, 8,
+					 key, FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, 0, fi_mr_key(romr),
+				   FI_UINT64, FI_SUM, NULL), -FI_EACCES);
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, sizeof(words), key,
+				   FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+	assert_int_equal(words[1], 100);
+
+	assert_int_equal(fi_close(&romr->fid), 0);
+	assert_int_equal(fi_close(&mr->fid), 0);
+	side_close(&cli);
+	side_close(&srv);
+}
+
 static void test_peer_killed(void **state)
 {
 	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
@@ -1584,11 +1759,13 @@ int main(void)
 		cmocka_unit_test(test_sread_waits),
 		cmocka_unit_test(test_sread_lets_other_threads_in),
 		cmocka_unit_test(test_wait_fd),
+		cmocka_unit_test(test_wait_fd_kick),
 		cmocka_unit_test(test_wait_none),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test(test_getinfo_rma),
 		cmocka_unit_test(test_rma),
+		cmocka_unit_test(test_atomic),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
 	};
 

@@ -35,9 +35,15 @@ port=47600
 for ep in msg rdm; do
 	prov=clanq
 	[ $ep = rdm ] && prov="clanq;ofi_rxm"
-	for s in 8 64 1024 4096 65536 1048576; do
+	sizes="8 64 1024 4096 65536 1048576"
+	# rdm: one size per protocol of ofi_rxm (eager, segmented,
+	# rendezvous), few round trips: each run starts slowly in the
+	# debug kernel (libfabric reads /proc/kallsyms), and an 8-byte
+	# round trip costs ~10 ms here (275 us in the stock VM)
+	[ $ep = rdm ] && sizes="8 65536 1048576"
+	for s in $sizes; do
 		case $s in 1048576) n=50 ;; 65536) n=200 ;; *) n=1000 ;; esac
-		[ $ep = rdm ] && n=$((n / 5))
+		[ $ep = rdm ] && n=$((n / 10))
 		port=$((port + 1))
 		what="fi_pingpong -p \"$prov\" -e $ep -c, $s B x $n"
 		timeout 300 fi_pingpong -p "$prov" -e $ep -c -d clanq0 -S $s -I $n -B $port > $t/server 2>&1 &
