@@ -51,17 +51,15 @@ static int cfi_load64(const void *p, uint64_t *v)
 	return 0;
 }
 
-static ssize_t cfi_atomic_write(struct fid_ep *fep, const void *buf,
-				size_t count, void *desc, fi_addr_t dest_addr,
-				uint64_t addr, uint64_t key,
-				enum fi_datatype datatype, enum fi_op op,
-				void *context)
+/* fi_atomic() and fi_inject_atomic(): an add, the old value dropped */
+static ssize_t cfi_atomic_add(struct fid_ep *fep, const void *buf, size_t count,
+			      uint64_t addr, uint64_t key,
+			      enum fi_datatype datatype, enum fi_op op,
+			      void *context, uint64_t flags)
 {
 	uint64_t v;
 	int ret = cfi_atomic_type(datatype, count);
 
-	(void)desc;
-	(void)dest_addr;
 	if (ret)
 		return ret;
 	if (op != FI_SUM)
@@ -69,7 +67,19 @@ static ssize_t cfi_atomic_write(struct fid_ep *fep, const void *buf,
 	if (cfi_load64(buf, &v))
 		return -FI_EINVAL;
 	return cfi_atomic_post(fep, CLANQ_RDMA_OP_FADD, v, 0, NULL, addr, key,
-			       context, FI_COMPLETION);
+			       context, flags);
+}
+
+static ssize_t cfi_atomic_write(struct fid_ep *fep, const void *buf,
+				size_t count, void *desc, fi_addr_t dest_addr,
+				uint64_t addr, uint64_t key,
+				enum fi_datatype datatype, enum fi_op op,
+				void *context)
+{
+	(void)desc;
+	(void)dest_addr;
+	return cfi_atomic_add(fep, buf, count, addr, key, datatype, op, context,
+			      FI_COMPLETION);
 }
 
 static ssize_t cfi_atomic_inject(struct fid_ep *fep, const void *buf,
@@ -77,18 +87,9 @@ static ssize_t cfi_atomic_inject(struct fid_ep *fep, const void *buf,
 				 uint64_t addr, uint64_t key,
 				 enum fi_datatype datatype, enum fi_op op)
 {
-	uint64_t v;
-	int ret = cfi_atomic_type(datatype, count);
-
 	(void)dest_addr;
-	if (ret)
-		return ret;
-	if (op != FI_SUM)
-		return -FI_EOPNOTSUPP;
-	if (cfi_load64(buf, &v))
-		return -FI_EINVAL;
-	return cfi_atomic_post(fep, CLANQ_RDMA_OP_FADD, v, 0, NULL, addr, key,
-			       NULL, FI_INJECT);
+	return cfi_atomic_add(fep, buf, count, addr, key, datatype, op, NULL,
+			      FI_INJECT);
 }
 
 static ssize_t cfi_atomic_readwrite(struct fid_ep *fep, const void *buf,

@@ -362,16 +362,25 @@ static ssize_t cfi_read(struct fid_ep *fep, void *buf, size_t len, void *desc,
 			    addr, key, context, 0, FI_COMPLETION);
 }
 
+/* the v forms: one iov */
+static ssize_t cfi_rma_iov(struct fid_ep *fep, uint32_t op,
+			   const struct iovec *iov, void **desc, size_t count,
+			   uint64_t addr, uint64_t key, void *context)
+{
+	if (count != 1 || !iov)
+		return -FI_EINVAL;
+	return cfi_rma_post(cfi_ep_of(fep), op, iov[0].iov_base,
+			    iov[0].iov_len, desc ? desc[0] : NULL, addr, key,
+			    context, 0, FI_COMPLETION);
+}
+
 static ssize_t cfi_readv(struct fid_ep *fep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src_addr,
 			 uint64_t addr, uint64_t key, void *context)
 {
 	(void)src_addr;
-	if (count != 1 || !iov)
-		return -FI_EINVAL;
-	return cfi_rma_post(cfi_ep_of(fep), CLANQ_RDMA_OP_READ,
-			    iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : NULL,
-			    addr, key, context, 0, FI_COMPLETION);
+	return cfi_rma_iov(fep, CLANQ_RDMA_OP_READ, iov, desc, count, addr, key,
+			   context);
 }
 
 static ssize_t cfi_rma_msg(struct fid_ep *fep, uint32_t op,
@@ -409,11 +418,8 @@ static ssize_t cfi_writev(struct fid_ep *fep, const struct iovec *iov,
 			  uint64_t addr, uint64_t key, void *context)
 {
 	(void)dest_addr;
-	if (count != 1 || !iov)
-		return -FI_EINVAL;
-	return cfi_rma_post(cfi_ep_of(fep), CLANQ_RDMA_OP_WRITE,
-			    iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : NULL,
-			    addr, key, context, 0, FI_COMPLETION);
+	return cfi_rma_iov(fep, CLANQ_RDMA_OP_WRITE, iov, desc, count, addr, key,
+			   context);
 }
 
 static ssize_t cfi_writemsg(struct fid_ep *fep, const struct fi_msg_rma *msg,
