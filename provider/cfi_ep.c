@@ -45,9 +45,6 @@ static ssize_t cfi_nosys(void)
 CFI_NOSYS_TABLE(cfi_tagged_nosys, struct fi_ops_tagged);
 CFI_NOSYS_TABLE(cfi_coll_nosys, struct fi_ops_collective);
 
-/* ---- addresses ---------------------------------------------------------- */
-
-
 /* ---- operations queues --------------------------------------------------- */
 
 static struct cfi_op *cfi_op_get(struct cfi_ep *ep)
