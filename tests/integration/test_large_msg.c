@@ -47,6 +47,11 @@
 
 #define SERVICE		4343
 #define BIG		(64u << 20)
+/*
+ * How long an accept waits for a child: some fill tens of MiB before
+ * they connect, which took over 10 s in the debug VM on a loaded host.
+ */
+#define ACCEPT_NS	(60 * ITEST_NS_PER_S)
 #define MAX_SIZES	64
 /* the 1 GiB message's sender repeats one block: odd, so no fragment lines up */
 #define BLOCK		((1u << 20) + 7)
@@ -263,7 +268,7 @@ static void run_sizes(uint32_t conn_flags)
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
 	pid = itest_fork(sizes_sender, &a);
-	assert_int_equal(clanq_accept(l, &c, &a.opts, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(l, &c, &a.opts, ACCEPT_NS), 0);
 	/* the peer's ring is as long as ours: its eager limit is ours */
 	e = clanq_conn_eager_max(c);
 	assert_true(e >= 1000 && e < CLANQ_CONN_RING_DEFAULT);
@@ -391,7 +396,7 @@ static void test_largest(void **state)
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
 	pid = itest_fork(huge_sender, &len);
-	assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(l, &c, NULL, ACCEPT_NS), 0);
 	assert_int_equal(clanq_recv_size(c, 0), (ssize_t)len);
 	t0 = clanq_now_ns();
 	got = clanq_recv(c, in, len, 0);
@@ -475,7 +480,7 @@ static void run_killed(uint32_t conn_flags)
 	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
 	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
 	k.pid = itest_fork(dying_sender, &o);
-	assert_int_equal(clanq_accept(l, &k.c, &o, 10 * ITEST_NS_PER_S), 0);
+	assert_int_equal(clanq_accept(l, &k.c, &o, ACCEPT_NS), 0);
 	assert_int_equal(clanq_recv_size(k.c, 0), BIG);
 	assert_int_equal(pthread_create(&th, NULL, killer_thread, &k), 0);
 	t0 = clanq_now_ns();
@@ -674,7 +679,7 @@ static void test_hostile_sender(void **state)
 	pid = itest_fork(hostile_sender, &a);
 	rss0 = rss_now();
 	for (int k = 0; k < NR_HOSTILE; k++) {
-		assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+		assert_int_equal(clanq_accept(l, &c, NULL, ACCEPT_NS), 0);
 		if (k == H_OVER_LIMIT)
 			got = clanq_recv_peek(c, &data, 0);
 		else if (k == H_SMALL)
@@ -778,7 +783,7 @@ static void test_bulk_window(void **state)
 	close(a.go[0]);
 	close(a.done[1]);
 	for (int k = 0; k < NR_BULK; k++) {
-		assert_int_equal(clanq_accept(l, &c, NULL, 10 * ITEST_NS_PER_S), 0);
+		assert_int_equal(clanq_accept(l, &c, NULL, ACCEPT_NS), 0);
 		assert_non_null(c->tx.base);
 		/* sizes that are no window */
 		assert_int_equal(clanq_conn_set_bulk(c, 4096), -EINVAL);
@@ -880,7 +885,7 @@ static void test_bulk_budget(void **state)
 	pid = itest_fork(budget_sender, go);
 	close(go[0]);
 	for (i = 0; i <= NR_BUDGET; i++) {
-		assert_int_equal(clanq_accept(l, &c[i], NULL, 10 * ITEST_NS_PER_S), 0);
+		assert_int_equal(clanq_accept(l, &c[i], NULL, ACCEPT_NS), 0);
 		if (i == NR_BUDGET) {
 			/* one window's budget back: the last one gets it */
 			assert_int_equal(clanq_conn_close(c[0]), 0);
