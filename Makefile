@@ -73,7 +73,7 @@ MODNAME ?= host
 export CLANQ_RESULTS ?= $(CURDIR)/$(B)/results.txt
 
 .PHONY: all lib examples benches tools provider bench module module-stock module-debug vm-bins deps \
-	check native-smoke bench-native lint test pair-siw run vm-shell vm-run install uninstall clean help fuzz coverage soak
+	check native-smoke bench-native lint test pair-siw mpi run vm-shell vm-run install uninstall clean help fuzz coverage soak
 
 all: lib examples benches tools provider module
 
@@ -86,6 +86,8 @@ help:
 	@echo 'make test       every test: check, lint, packages (installed here), the debug-kernel VM,'
 	@echo '                the packages in the stock-kernel VM, two debug VMs wired to each other'
 	@echo '                (tests/vm/vm.sh pair, over Soft-RoCE)'
+	@echo 'make mpi        make test'"'"'s MPI stage alone: Open MPI jobs over the libfabric provider,'
+	@echo '                stock-kernel VM (tests/vm/mpi-test.sh, a minute or two)'
 	@echo 'make pair-siw   the pair stage over siw (iWARP over TCP) instead: two debug VMs (5-8 min)'
 	@echo 'make check      host tests only (seconds)'
 	@echo 'make bench-native  clanq-bench native: the data path on this machine'"'"'s CPUs, no VM (minutes)'
@@ -181,6 +183,13 @@ $(B)/vm/bin/test_fabric: provider/tests/test_fabric.c $(B)/vm/itest.o $(LIB_A) $
 
 provider: $(PROV_SO)
 
+# an MPI job over the provider (tests/vm/mpi-test.sh), built by Open MPI's
+# mpicc (openmpi-bin, libopenmpi-dev: scripts/deps.sh)
+MPICC ?= mpicc
+$(B)/mpi/mpi_check: provider/tests/mpi_check.c
+	@mkdir -p $(@D)
+	$(MPICC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $< -o $@
+
 # In-VM test programs: cmocka programs linked with libclanq.a; the harness
 # copies the shared libraries they need (libc, libcmocka) into the initramfs.
 ITEST_HDRS := $(wildcard tests/integration/*.h)
@@ -267,6 +276,11 @@ test: deps
 
 # make test's pair stage over siw (iWARP over TCP) instead of Soft-RoCE;
 # a target of its own: with it as a stage a cold make test passes 50 min.
+# make test's MPI stage: Open MPI's mpirun running mpi_check on 2 and 4
+# ranks over the provider through ofi_rxm, in the stock-kernel VM
+mpi: deps
+	@tests/vm/mpi-test.sh
+
 pair-siw: deps
 	@CLANQ_PAIR_PROVIDER=siw tests/vm/vm.sh pair
 

@@ -272,6 +272,32 @@ static int cfi_set_addr(void **p, size_t *len, const struct cfi_addr *a)
 	return cfi_addr_put(a, *p, len);
 }
 
+/*
+ * FI_CLANQ_NIC: the one NIC to offer, as FI_TCP_IFACE names the tcp
+ * provider's interface; for programs that take the first fi_info
+ * they are given (Open MPI's mtl ofi does), so that the processes of
+ * one host can be spread over its NICs. *only is -1 when unset; a
+ * value that names no NIC here offers nothing, and says why.
+ */
+static int cfi_only_nic(unsigned int nr, int *only)
+{
+	char *val = NULL;
+	const char *num;
+	uint32_t n;
+
+	*only = -1;
+	if (fi_param_get_str(&cfi_prov, "nic", &val) != FI_SUCCESS || !val || !*val)
+		return 0;
+	num = strncmp(val, "clanq", 5) ? val : val + 5;
+	if (!nr || cfi_parse_u32(num, 0, nr - 1, &n)) {
+		CFI_WARN(FI_LOG_CORE, "FI_CLANQ_NIC=%s: no such NIC (this host has %u)\n",
+			 val, nr);
+		return -FI_ENODATA;
+	}
+	*only = (int)n;
+	return 0;
+}
+
 static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		       uint64_t flags, const struct fi_info *hints,
 		       struct fi_info **info)
@@ -281,8 +307,8 @@ static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 	struct fi_info *head = NULL, **tail = &head;
 	struct clanq_dev dev;
 	unsigned int nic, nr;
+	int ret, only;
 	uint32_t v;
-	int ret;
 
 	if (!info)
 		return -FI_EINVAL;
@@ -328,10 +354,15 @@ static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		return -FI_ENODATA;	/* no clanq here: nothing to offer */
 	nr = dev.nr_nics;
 	clanq_close(&dev);
+	ret = cfi_only_nic(nr, &only);
+	if (ret)
+		return ret;
 	for (nic = 0; nic < nr; nic++) {
 		struct fi_info *fi;
 		char name[32];
 
+		if (only >= 0 && nic != (unsigned int)only)
+			continue;
 		if (clanq_open_nic(&dev, nic))
 			continue;
 		v = dev.node;
@@ -572,5 +603,7 @@ struct fi_provider cfi_prov = {
 
 FI_EXT_INI
 {
+	fi_param_define(&cfi_prov, "nic", FI_PARAM_STRING,
+			"the one clanq NIC to offer, clanqN or N (default: all of them)");
 	return &cfi_prov;
 }

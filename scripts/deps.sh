@@ -8,6 +8,8 @@
 # ABI the archive offers is taken, unless one is already installed.
 #
 # libfabric-dev: the provider's headers (provider/, rdma/providers/fi_prov.h).
+# openmpi-bin and libopenmpi-dev: mpicc and mpirun for make test's MPI
+# stage (Open MPI over the provider, tests/vm/mpi-test.sh).
 #
 # The baselines clanq-bench runs in the stock VM (tests/vm/peers-pack.sh):
 # UCX's ucx_perftest, libfabric's fi_pingpong, perftest's ib_write_* over
@@ -26,7 +28,7 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	libcmocka-dev sparse perl
 	linux-source-6.12
-	ucx-utils libfabric-bin libfabric-dev perftest ibverbs-providers iproute2
+	ucx-utils libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev perftest ibverbs-providers iproute2
 	gnuplot-nox abi-dumper abi-compliance-checker
 	debhelper dh-dkms dkms lintian fakeroot dpkg-dev adduser groff-base man-db
 )

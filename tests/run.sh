@@ -16,6 +16,9 @@
 #                   exit status must come back (tests/vm/exec-test.sh);
 #                   then test_namespace whole on the stock kernel (the
 #                   debug kernel has no user namespaces)
+#      mpi          Open MPI's mpirun running an MPI job of ours on 2 and 4
+#                   ranks over the libfabric provider, stock-kernel VM
+#                   (tests/vm/mpi-test.sh)
 #   5. pkg-vm       the packages (built and installed on this host by the
 #                   pkg stage) in the stock-kernel VM, used as non-root
 #   6. pair         two debug-kernel VMs wired to each other only, Soft-RoCE
@@ -51,6 +54,7 @@ stage lint	make --no-print-directory lint
 stage pkg	tests/pkg/run.sh
 stage vm	tests/vm/vm.sh test
 stage exec	tests/vm/exec-test.sh
+stage mpi	tests/vm/mpi-test.sh
 stage pkg-vm	tests/vm/vm.sh pkg
 stage pair	tests/vm/vm.sh pair
 

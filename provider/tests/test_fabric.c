@@ -173,6 +173,52 @@ static void test_getinfo_defaults(void **state)
 	fi_freeinfo(h);
 }
 
+/*
+ * FI_CLANQ_NIC (libfabric reads its parameters from the environment at
+ * each fi_getinfo()): one NIC by name or number; garbage, a NIC that is
+ * not there, a sign or trailing words offer nothing; unset, both again.
+ */
+static void test_getinfo_one_nic(void **state)
+{
+	static const char *const garbage[] = {
+		"clanq2", "2", "clanq", "clanq-1", "-1", "1x", "clanq1 ", " 1", "x",
+		"clanq4294967296", "99999999999999999999",
+	};
+	struct fi_info *h = hints_new(), *fi;
+
+	(void)state;
+	setenv("FI_CLANQ_NIC", "clanq1", 1);
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 1);
+	assert_string_equal(fi->domain_attr->name, "clanq1");
+	fi_freeinfo(fi);
+	setenv("FI_CLANQ_NIC", "0", 1);
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 1);
+	assert_string_equal(fi->domain_attr->name, "clanq0");
+	fi_freeinfo(fi);
+	/* one NIC and a domain hint naming the other: nothing */
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("clanq1");
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	free(h->domain_attr->name);
+	h->domain_attr->name = NULL;
+	for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+		setenv("FI_CLANQ_NIC", garbage[i], 1);
+		assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), -FI_ENODATA);
+		assert_null(fi);
+	}
+	setenv("FI_CLANQ_NIC", "", 1);	/* empty: as if unset */
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);
+	fi_freeinfo(fi);
+	unsetenv("FI_CLANQ_NIC");
+	assert_int_equal(getinfo(NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(count_infos(fi), 2);
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
 /* what the provider cannot give: -FI_ENODATA, each alone */
 static void test_getinfo_refused(void **state)
 {
@@ -1749,6 +1795,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_getinfo_defaults),
+		cmocka_unit_test(test_getinfo_one_nic),
 		cmocka_unit_test(test_getinfo_refused),
 		cmocka_unit_test(test_getinfo_addresses),
 		cmocka_unit_test(test_bad_arguments),

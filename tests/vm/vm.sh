@@ -33,7 +33,9 @@
 #                 status is vm.sh's; 124 if it ran past
 #                 $CLANQ_EXEC_TIMEOUT seconds (default 300) and was
 #                 killed, 125 if the harness failed (a bad argument, a
-#                 build, the VM, the module, a kernel splat).
+#                 build, the VM, the module, a kernel splat). A PROG
+#                 linked to Open MPI brings mpirun and its runtime
+#                 (tests/vm/mpi-pack.sh).
 #                 CLANQ_VM_KERNEL=debug: the debug kernel, the module
 #                 unloaded and kmemleak asked afterwards, as the test job
 #   vm.sh fuzz    debug kernel: only the fuzzer (tests/fuzz), for
@@ -330,6 +332,17 @@ if [ $job = exec ]; then
 			cp -L "$lib" "$rootfs$lib" ;;
 		*)	cp -L "$lib" "$rootfs/clanq/lib/" ;;
 		esac
+	done
+fi
+# exec: a program linked to Open MPI brings its runtime (mpirun, orted,
+# plugins), as Debian's openmpi-bin installs it
+if [ $job = exec ]; then
+	for elf in "$rootfs"/clanq/exec/*; do
+		if ldd "$elf" 2>/dev/null | grep -q 'libmpi\.so'; then
+			tests/vm/mpi-pack.sh "$rootfs" >>"$buildlog" 2>&1 ||
+				die "exec: packing Open MPI for ${elf##*/} failed (log: $buildlog)"
+			break
+		fi
 	done
 fi
 (cd "$rootfs" && find . | cpio -o -H newc --quiet) > "$vmdir/initramfs.cpio"
