@@ -159,6 +159,31 @@ struct cfi_eq {
 	int refs;
 };
 
+/*
+ * A counter: completions of the operations of the endpoints bound to it
+ * (those with FI_SELECTIVE_COMPLETION's unreported ones too), successes
+ * in value, failures in err. Increments happen where completions are
+ * made, under the fabric's lock.
+ */
+struct cfi_cntr {
+	struct fid_cntr cntr;
+	struct cfi_fabric *fab;
+	uint64_t value, err;
+	uint64_t seen;			/* value + err when last read */
+	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
+	bool armed;			/* slept for: kick at the next count */
+	int refs;
+};
+
+/* an endpoint's counters, by what they count (fi_ep_bind()'s flags) */
+enum cfi_cntr_kind {
+	CFI_CNTR_SEND,		/* FI_SEND: sends, injects */
+	CFI_CNTR_RECV,		/* FI_RECV: receives, fi_writedata()'s data */
+	CFI_CNTR_READ,		/* FI_READ: RMA reads, fetching atomics */
+	CFI_CNTR_WRITE,		/* FI_WRITE: RMA writes, other atomics */
+	CFI_CNTR_KINDS
+};
+
 struct cfi_domain {
 	struct fid_domain dom;
 	struct cfi_fabric *fab;
@@ -240,6 +265,7 @@ struct cfi_ep {
 	struct fi_info *info;
 	struct cfi_eq *eq;
 	struct cfi_cq *tcq, *rcq;
+	struct cfi_cntr *cntrs[CFI_CNTR_KINDS];
 	uint64_t tflags, rflags;	/* bind flags: FI_SELECTIVE_COMPLETION */
 	bool enabled;
 	enum cfi_ep_state state;
@@ -333,6 +359,19 @@ int cfi_eq_push_err(struct cfi_eq *eq, fid_t fid, void *context, int err,
 		    const void *data, size_t len);
 int cfi_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 void cfi_kick(struct cfi_fabric *fab);
+void cfi_wake(struct cfi_fabric *fab, bool *armed, bool cq);
+int cfi_wait_some(struct cfi_fabric *fab, bool *armed, bool cq,
+		  uint64_t deadline);
+uint64_t cfi_deadline(int timeout);
+int cfi_wait_obj(enum fi_wait_obj asked, enum fi_wait_obj *wait_obj);
+int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
+		     int command, void *arg);
+
+/* cfi_cntr.c */
+int cfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **cntr, void *context);
+struct cfi_cntr *cfi_cntr_of(struct fid *fid);
+void cfi_cntr_count(struct cfi_cntr *cntr, bool failed);
 
 /* cfi_ep.c */
 int cfi_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
@@ -341,8 +380,6 @@ int cfi_endpoint(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **ep, void *context);
 void cfi_progress(struct cfi_fabric *fab, bool cm);
 void cfi_before_wait(struct cfi_fabric *fab);
-void cfi_ep_forget_cq(struct cfi_fabric *fab, struct cfi_cq *cq);
-void cfi_ep_forget_eq(struct cfi_fabric *fab, struct cfi_eq *eq);
 bool cfi_tx_comp(struct cfi_ep *ep, uint64_t flags);
 int cfi_send_notice(struct cfi_ep *ep, uint64_t data);
 

@@ -180,6 +180,7 @@ struct fi_info *cfi_info_for(unsigned int nic, uint32_t node,
 	fi->domain_attr->mr_cnt = rma ? 1024 : 0;
 	fi->domain_attr->cq_data_size = sizeof(uint64_t);
 	fi->domain_attr->cq_cnt = 256;
+	fi->domain_attr->cntr_cnt = 256;
 	fi->domain_attr->ep_cnt = 1024;
 	fi->domain_attr->tx_ctx_cnt = 1024;
 	fi->domain_attr->rx_ctx_cnt = 1024;
@@ -438,7 +439,7 @@ static struct fi_ops_domain cfi_domain_ops = {
 	.cq_open = cfi_cq_open,
 	.endpoint = cfi_endpoint,
 	.scalable_ep = (void *)cfi_enosys,
-	.cntr_open = (void *)cfi_enosys,
+	.cntr_open = cfi_cntr_open,
 	.poll_open = (void *)cfi_enosys,
 	.stx_ctx = (void *)cfi_enosys,
 	.srx_ctx = (void *)cfi_enosys,

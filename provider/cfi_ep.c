@@ -89,9 +89,14 @@ static struct cfi_op *cfi_opq_pop(struct cfi_opq *q)
 	return op;
 }
 
-static void cfi_complete(struct cfi_cq *cq, struct cfi_op *op, size_t len,
-			 int err, size_t olen)
+/*
+ * op of ep ended (rx: a receive; else a send): its CQ entry if one is
+ * wanted or it failed, and its count in the endpoint's counter either way
+ */
+static void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
+			 size_t len, int err, size_t olen)
 {
+	struct cfi_cq *cq = rx ? ep->rcq : ep->tcq;
 	struct cfi_comp c = {
 		.context = op->context,
 		.flags = op->flags,
@@ -106,6 +111,7 @@ static void cfi_complete(struct cfi_cq *cq, struct cfi_op *op, size_t len,
 
 	if (cq && (op->comp || err))
 		cfi_cq_push(cq, &c);
+	cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV : CFI_CNTR_SEND], err);
 }
 
 /* every operation still queued ends with FI_ECANCELED */
@@ -115,13 +121,15 @@ static void cfi_flush(struct cfi_ep *ep)
 		struct cfi_op *op = cfi_opq_pop(&ep->sq);
 
 		if (op->comp)
-			cfi_complete(ep->tcq, op, 0, FI_ECANCELED, 0);
+			cfi_complete(ep, false, op, 0, FI_ECANCELED, 0);
+		else	/* no CQ entry, as it was asked; still a count */
+			cfi_cntr_count(ep->cntrs[CFI_CNTR_SEND], true);
 		cfi_op_put(ep, op);
 	}
 	while (ep->rq.head) {
 		struct cfi_op *op = cfi_opq_pop(&ep->rq);
 
-		cfi_complete(ep->rcq, op, 0, FI_ECANCELED, 0);
+		cfi_complete(ep, true, op, 0, FI_ECANCELED, 0);
 		cfi_op_put(ep, op);
 	}
 }
@@ -325,7 +333,7 @@ static void cfi_send_progress(struct cfi_ep *ep)
 		if (ret == -EAGAIN)
 			return;
 		cfi_opq_pop(&ep->sq);
-		cfi_complete(ep->tcq, op, op->len, ret ? -cfi_errno(ret) : 0, 0);
+		cfi_complete(ep, false, op, op->len, ret ? -cfi_errno(ret) : 0, 0);
 		cfi_op_put(ep, op);
 		if (ret) {
 			cfi_ep_lost(ep, ret);
@@ -406,7 +414,7 @@ static int cfi_recv_trunc(struct cfi_ep *ep, struct cfi_op *op)
 		op->flags |= FI_REMOTE_CQ_DATA;
 		op->data = h.data;
 	}
-	cfi_complete(ep->rcq, op, op->len, FI_ETRUNC, left);
+	cfi_complete(ep, true, op, op->len, FI_ETRUNC, left);
 	return 0;
 }
 
@@ -452,7 +460,7 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 			op->flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE;
 			n = sizeof(op->hdr);
 		}
-		cfi_complete(ep->rcq, op, (size_t)n - sizeof(op->hdr), 0, 0);
+		cfi_complete(ep, true, op, (size_t)n - sizeof(op->hdr), 0, 0);
 		cfi_op_put(ep, op);
 	}
 	/* nothing posted: still see the peer's end (or death) */
@@ -917,6 +925,7 @@ static int cfi_ep_close(struct fid *fid)
 	struct cfi_fabric *fab = ep->fab;
 	struct cfi_ep **pp;
 	struct cfi_op *op;
+	int k;
 
 	cfi_lock(fab);
 	for (pp = &fab->eps; *pp; pp = &(*pp)->next) {
@@ -946,6 +955,9 @@ static int cfi_ep_close(struct fid *fid)
 		ep->tcq->refs--;
 	if (ep->rcq)
 		ep->rcq->refs--;
+	for (k = 0; k < CFI_CNTR_KINDS; k++)
+		if (ep->cntrs[k])
+			ep->cntrs[k]->refs--;
 	ep->dom->refs--;
 	cfi_unlock(fab);
 	fi_freeinfo(ep->info);
@@ -997,6 +1009,35 @@ static int cfi_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		}
 		break;
 	}
+	case FI_CLASS_CNTR: {
+		static const uint64_t kinds[CFI_CNTR_KINDS] = {
+			[CFI_CNTR_SEND] = FI_SEND, [CFI_CNTR_RECV] = FI_RECV,
+			[CFI_CNTR_READ] = FI_READ, [CFI_CNTR_WRITE] = FI_WRITE,
+		};
+		struct cfi_cntr *cntr = cfi_cntr_of(bfid);
+		int k;
+
+		/* what a peer does to our registrations cannot be counted */
+		if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+			ret = -FI_ENOSYS;
+			break;
+		}
+		if (!cntr || cntr->fab != ep->fab ||
+		    !(flags & (FI_SEND | FI_RECV | FI_READ | FI_WRITE)) ||
+		    (flags & ~(uint64_t)(FI_SEND | FI_RECV | FI_READ | FI_WRITE))) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		for (k = 0; k < CFI_CNTR_KINDS; k++) {
+			if (!(flags & kinds[k]))
+				continue;
+			if (ep->cntrs[k])
+				ep->cntrs[k]->refs--;
+			ep->cntrs[k] = cntr;
+			cntr->refs++;
+		}
+		break;
+	}
 	default:
 		ret = -FI_EINVAL;
 	}
@@ -1038,7 +1079,7 @@ static ssize_t cfi_cancel(fid_t fid, void *context)
 		if (ep->rq.tail == op)
 			ep->rq.tail = prev;
 		ep->rq.n--;
-		cfi_complete(ep->rcq, op, 0, FI_ECANCELED, 0);
+		cfi_complete(ep, true, op, 0, FI_ECANCELED, 0);
 		cfi_op_put(ep, op);
 		ret = 0;
 		break;
@@ -1152,7 +1193,7 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 				cfi_ep_lost(ep, r);
 				goto out;
 			}
-			cfi_complete(ep->tcq, op, op->len, 0, 0);
+			cfi_complete(ep, false, op, op->len, 0, 0);
 			ret = 0;
 			goto put;
 		}

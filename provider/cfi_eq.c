@@ -66,7 +66,7 @@ static void cfi_arm(struct cfi_fabric *fab, bool *armed, bool cq)
 }
 
 /* an entry for a CQ or EQ: kick, once, if armed; else no system call */
-static void cfi_wake(struct cfi_fabric *fab, bool *armed, bool cq)
+void cfi_wake(struct cfi_fabric *fab, bool *armed, bool cq)
 {
 	if (!*armed)
 		return;
@@ -124,8 +124,8 @@ static bool cfi_control_events(struct cfi_fabric *fab,
 	return false;
 }
 
-static int cfi_wait_some(struct cfi_fabric *fab, bool *armed, bool cq,
-			 uint64_t deadline)
+int cfi_wait_some(struct cfi_fabric *fab, bool *armed, bool cq,
+		  uint64_t deadline)
 {
 	struct clanq_net_event evs[8];
 	struct pollfd pfd = { .fd = fab->wait_fd, .events = POLLIN };
@@ -154,7 +154,7 @@ static int cfi_wait_some(struct cfi_fabric *fab, bool *armed, bool cq,
 	return 0;
 }
 
-static uint64_t cfi_deadline(int timeout)
+uint64_t cfi_deadline(int timeout)
 {
 	return timeout < 0 ? UINT64_MAX : cfi_now_ms() + (uint64_t)timeout;
 }
@@ -163,7 +163,7 @@ static uint64_t cfi_deadline(int timeout)
  * The wait objects: FI_WAIT_NONE, and FI_WAIT_FD for FI_WAIT_UNSPEC too.
  * Wait sets, mutex and condition variable, yield and pollfd: not had.
  */
-static int cfi_wait_obj(enum fi_wait_obj asked, enum fi_wait_obj *wait_obj)
+int cfi_wait_obj(enum fi_wait_obj asked, enum fi_wait_obj *wait_obj)
 {
 	switch (asked) {
 	case FI_WAIT_NONE:
@@ -184,8 +184,8 @@ static int cfi_wait_obj(enum fi_wait_obj asked, enum fi_wait_obj *wait_obj)
 }
 
 /* fi_control() of a CQ or an EQ: its wait object, the fabric's net's fd */
-static int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
-			    int command, void *arg)
+int cfi_wait_control(struct cfi_fabric *fab, enum fi_wait_obj wait_obj,
+		     int command, void *arg)
 {
 	switch (command) {
 	case FI_GETWAITOBJ:
@@ -771,7 +771,10 @@ int cfi_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 
 /* ---- fi_trywait() -------------------------------------------------------- */
 
-/* fid, a CQ or an EQ of fab with an fd to wait on: has it anything? */
+/*
+ * fid, a CQ, an EQ or a counter of fab with an fd to wait on: has it
+ * anything? (A counter: a count the application has not read.)
+ */
 static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready,
 			 bool arm)
 {
@@ -785,6 +788,16 @@ static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready,
 		*ready = cq->n || cq->en;
 		if (arm)
 			cfi_arm(fab, &cq->armed, true);
+		return 0;
+	}
+	if (fid->fclass == FI_CLASS_CNTR && cfi_cntr_of(fid)) {
+		struct cfi_cntr *cntr = cfi_cntr_of(fid);
+
+		if (cntr->fab != fab || cntr->wait_obj != FI_WAIT_FD)
+			return -FI_EINVAL;
+		*ready = cntr->value + cntr->err != cntr->seen;
+		if (arm)
+			cfi_arm(fab, &cntr->armed, true);
 		return 0;
 	}
 	if (fid->fclass == FI_CLASS_EQ && fid->ops == &cfi_eq_fi_ops) {

@@ -108,6 +108,8 @@ void cfi_rma_progress(struct cfi_fabric *fab)
 				memcpy(r->result, &c.value, sizeof(c.value));
 			if (ep->tcq && (r->comp || c.status))
 				cfi_cq_push(ep->tcq, &comp);
+			cfi_cntr_count(ep->cntrs[r->flags & FI_READ ? CFI_CNTR_READ :
+						 CFI_CNTR_WRITE], c.status);
 			if (r->notify && !c.status && cfi_send_notice(ep, r->data))
 				CFI_WARN(FI_LOG_EP_DATA, "fi_writedata's data lost\n");
 		}

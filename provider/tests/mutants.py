@@ -20,8 +20,8 @@ M = {
    '\top->next = ep->rq.head;\n\tep->rq.head = op;\n\tif (!ep->rq.tail)\n\t\tep->rq.tail = op;\n\tep->rq.n++;\n\t/*\n\t * Muted'),
  'm2-no-cq-data-flag': ('cfi_ep.c', '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n\t\t\top->flags |= FI_REMOTE_CQ_DATA;\n',
    '\t\tif (op->hdr.flags & CFI_HF_DATA) {\n'),
- 'm3-trunc-as-success': ('cfi_ep.c', 'cfi_complete(ep->rcq, op, op->len, FI_ETRUNC, left);',
-   'cfi_complete(ep->rcq, op, op->len, 0, left);'),
+ 'm3-trunc-as-success': ('cfi_ep.c', 'cfi_complete(ep, true, op, op->len, FI_ETRUNC, left);',
+   'cfi_complete(ep, true, op, op->len, 0, left);'),
  'm4-no-shutdown-event': ('cfi_ep.c', '\tcfi_eq_push_cm(ep->eq, FI_SHUTDOWN, &ep->ep.fid, NULL, NULL, 0);\n', ''),
  'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);\n\top->len = 0;\n\tfor',
    '\top->iov[0].iov_len = 8;\n\top->len = 0;\n\tfor'),
@@ -35,6 +35,12 @@ M = {
  'm12-no-kick': ('cfi_eq.c', '\tif (fab->kicked)\n\t\treturn;\n', '\treturn;\n'),
  'm13-read-as-write': ('cfi_rma.c', 'write ? CLANQ_RIGHT_WRITE : CLANQ_RIGHT_READ;', 'CLANQ_RIGHT_WRITE;'),
  'm14-rma-offset-ignored': ('cfi_rma.c', 'req.dst_off = q->addr - rap->first;', 'req.dst_off = 0;'),
+ # counters
+ 'm15-cntr-failure-as-success': ('cfi_cntr.c', '\tif (failed)\n\t\tcntr->err++;\n\telse\n\t\tcntr->value++;', '\tcntr->value++;'),
+ 'm16-cntr-no-wake': ('cfi_cntr.c', '\tcfi_wake(cntr->fab, &cntr->armed, true);\n}\n\nstatic uint64_t cfi_cntr_read', '}\n\nstatic uint64_t cfi_cntr_read'),
+ 'm17-rma-uncounted': ('cfi_rma.c', '\t\t\tcfi_cntr_count(ep->cntrs[', '\t\t\tif (0) cfi_cntr_count(ep->cntrs['),
+ 'm18-inject-uncounted': ('cfi_ep.c', '\tcfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV', '\tif (op->comp) cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV'),
+ 'm19-wait-ignores-errors': ('cfi_cntr.c', '\t\tif (cntr->err != err) {', '\t\tif (0) {'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))

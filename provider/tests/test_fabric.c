@@ -6,7 +6,8 @@
  * (accept, reject, nobody listening), messages of every kind with every
  * byte checked, truncation, cancel, shutdown and a killed peer; memory
  * registration and RMA (write, read, inject, writedata) with every byte
- * checked, rights, bad keys and a registration closed under a peer.
+ * checked, rights, bad keys and a registration closed under a peer;
+ * atomics; counters; FI_CLANQ_NIC.
  *
  * FI_PROVIDER_PATH must name the directory of libclanq-fi.so
  * (tests/vm/fabric.sh sets it).
@@ -370,8 +371,12 @@ struct side {
 	struct fid_cq *tcq, *rcq;
 	struct fid_pep *pep;
 	struct fid_ep *ep;
+	struct fid_cntr *csend, *crecv, *crma;	/* with_cntrs */
 	struct side *peer;	/* poked while we wait: one thread, two sides */
 };
+
+/* side_cqs_ep() also binds counters: sends, receives, RMA and atomics */
+static bool with_cntrs;
 
 static struct fi_info *info_for(unsigned int nic)
 {
@@ -411,6 +416,17 @@ static void side_cqs_ep(struct side *s, struct fi_info *info)
 	assert_int_equal(fi_ep_bind(s->ep, &s->eq->fid, 0), 0);
 	assert_int_equal(fi_ep_bind(s->ep, &s->tcq->fid, FI_TRANSMIT), 0);
 	assert_int_equal(fi_ep_bind(s->ep, &s->rcq->fid, FI_RECV), 0);
+	if (with_cntrs) {
+		struct fi_cntr_attr a = { .events = FI_CNTR_EVENTS_COMP,
+					  .wait_obj = FI_WAIT_FD };
+
+		assert_int_equal(fi_cntr_open(s->dom, &a, &s->csend, NULL), 0);
+		assert_int_equal(fi_cntr_open(s->dom, &a, &s->crecv, NULL), 0);
+		assert_int_equal(fi_cntr_open(s->dom, NULL, &s->crma, NULL), 0);
+		assert_int_equal(fi_ep_bind(s->ep, &s->csend->fid, FI_SEND), 0);
+		assert_int_equal(fi_ep_bind(s->ep, &s->crecv->fid, FI_RECV), 0);
+		assert_int_equal(fi_ep_bind(s->ep, &s->crma->fid, FI_READ | FI_WRITE), 0);
+	}
 	assert_int_equal(fi_enable(s->ep), 0);
 }
 
@@ -420,6 +436,12 @@ static void side_close(struct side *s)
 		assert_int_equal(fi_close(&s->ep->fid), 0);
 	if (s->pep)
 		assert_int_equal(fi_close(&s->pep->fid), 0);
+	if (s->csend)
+		assert_int_equal(fi_close(&s->csend->fid), 0);
+	if (s->crecv)
+		assert_int_equal(fi_close(&s->crecv->fid), 0);
+	if (s->crma)
+		assert_int_equal(fi_close(&s->crma->fid), 0);
 	if (s->tcq)
 		assert_int_equal(fi_close(&s->tcq->fid), 0);
 	if (s->rcq)
@@ -1732,7 +1754,258 @@ static void test_atomic(void **state)
 				   FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
 	assert_int_equal(words[1], 100);
 
+	/* the iov and msg forms: one ioc of one element, the same word */
+	{
+		struct fi_ioc iov = { &one, 1 }, cmpv = { &cmp, 1 }, resv = { &res, 1 };
+		struct fi_ioc two = { &one, 2 }, none = { NULL, 1 };
+		struct fi_rma_ioc rio = { .addr = 16, .count = 1, .key = key };
+		struct fi_msg_atomic m = {
+			.msg_iov = &iov, .iov_count = 1, .rma_iov = &rio,
+			.rma_iov_count = 1, .datatype = FI_UINT64, .op = FI_SUM,
+			.context = (void *)0x91,
+		};
+
+		assert_int_equal(fi_atomicv(cli.ep, &iov, NULL, 1, 0, 16, key,
+					    FI_UINT64, FI_SUM, (void *)0x90), 0);
+		atomic_done(&cli, (void *)0x90, FI_WRITE);
+		assert_int_equal(words[2], 201);
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, FI_COMPLETION), 0);
+		atomic_done(&cli, (void *)0x91, FI_WRITE);
+		assert_int_equal(words[2], 202);
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, FI_INJECT), 0);	/* no completion */
+		for (i = 0; i < 1000 && __atomic_load_n(&words[2], __ATOMIC_ACQUIRE) != 203; i++)
+			usleep(1000);
+		assert_int_equal(words[2], 203);
+		res = 0;
+		assert_int_equal(fi_fetch_atomicv(cli.ep, &iov, NULL, 1, &resv, NULL, 1,
+						  0, 16, key, FI_UINT64, FI_SUM,
+						  (void *)0x92), 0);
+		atomic_done(&cli, (void *)0x92, FI_READ);
+		assert_int_equal(res, 203);
+		/* FI_ATOMIC_READ: the operand's iov is ignored */
+		m.op = FI_ATOMIC_READ;
+		m.msg_iov = NULL;
+		m.iov_count = 0;
+		m.context = (void *)0x93;
+		assert_int_equal(fi_fetch_atomicmsg(cli.ep, &m, &resv, NULL, 1,
+						    FI_COMPLETION), 0);
+		atomic_done(&cli, (void *)0x93, FI_READ);
+		assert_int_equal(res, 204);
+		v = 7;
+		cmp = 204;
+		iov.addr = &v;
+		assert_int_equal(fi_compare_atomicv(cli.ep, &iov, NULL, 1, &cmpv, NULL,
+						    1, &resv, NULL, 1, 0, 16, key,
+						    FI_UINT64, FI_CSWAP, (void *)0x94), 0);
+		atomic_done(&cli, (void *)0x94, FI_READ);
+		assert_int_equal(res, 204);
+		assert_int_equal(words[2], 7);
+		m.op = FI_CSWAP;
+		m.msg_iov = &iov;
+		m.iov_count = 1;
+		m.context = (void *)0x95;
+		v = 8;
+		cmp = 7;
+		assert_int_equal(fi_compare_atomicmsg(cli.ep, &m, &cmpv, NULL, 1,
+						      &resv, NULL, 1, FI_COMPLETION), 0);
+		atomic_done(&cli, (void *)0x95, FI_READ);
+		assert_int_equal(words[2], 8);
+
+		/* garbage: more than one ioc or element, none, a bad target */
+		iov.addr = &one;
+		assert_int_equal(fi_atomicv(cli.ep, &iov, NULL, 2, 0, 16, key,
+					    FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+		assert_int_equal(fi_atomicv(cli.ep, &two, NULL, 1, 0, 16, key,
+					    FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+		assert_int_equal(fi_atomicv(cli.ep, &none, NULL, 1, 0, 16, key,
+					    FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+		assert_int_equal(fi_atomicv(cli.ep, NULL, NULL, 1, 0, 16, key,
+					    FI_UINT64, FI_SUM, NULL), -FI_EINVAL);
+		assert_int_equal(fi_atomicv(cli.ep, &iov, NULL, 1, 0, 16, key,
+					    FI_DOUBLE, FI_SUM, NULL), -FI_EOPNOTSUPP);
+		assert_int_equal(fi_fetch_atomicv(cli.ep, &iov, NULL, 1, &resv, NULL, 0,
+						  0, 16, key, FI_UINT64, FI_SUM,
+						  NULL), -FI_EINVAL);
+		assert_int_equal(fi_compare_atomicv(cli.ep, &iov, NULL, 1, &cmpv, NULL,
+						    0, &resv, NULL, 1, 0, 16, key,
+						    FI_UINT64, FI_CSWAP, NULL), -FI_EINVAL);
+		assert_int_equal(fi_atomicmsg(cli.ep, NULL, 0), -FI_EINVAL);
+		m.op = FI_SUM;
+		m.rma_iov_count = 2;
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, 0), -FI_EINVAL);
+		m.rma_iov_count = 1;
+		rio.count = 2;
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, 0), -FI_EINVAL);
+		rio.count = 1;
+		rio.addr = 5;
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, 0), -FI_EINVAL);	/* misaligned */
+		rio.addr = 16;
+		assert_int_equal(fi_atomicmsg(cli.ep, &m, 1ull << 61), -FI_EINVAL);
+		m.op = FI_ATOMIC_READ;
+		assert_int_equal(fi_fetch_atomicmsg(cli.ep, &m, &resv, NULL, 1, FI_INJECT),
+				 -FI_EINVAL);
+		m.op = FI_CSWAP;
+		assert_int_equal(fi_compare_atomicmsg(cli.ep, &m, &cmpv, NULL, 1, &resv,
+						      NULL, 1, FI_INJECT), -FI_EINVAL);
+		assert_int_equal(words[2], 8);
+		assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+	}
+
 	assert_int_equal(fi_close(&romr->fid), 0);
+	assert_int_equal(fi_close(&mr->fid), 0);
+	side_close(&cli);
+	side_close(&srv);
+}
+
+/* cntr reaches want (the wait moves the fabric on), and stays there */
+static void cntr_reaches(struct fid_cntr *cntr, uint64_t want)
+{
+	assert_int_equal(fi_cntr_wait(cntr, want, WAIT_MS), 0);
+	assert_int_equal(fi_cntr_read(cntr), want);
+}
+
+/*
+ * Counters: every completion counted by kind, those without a CQ entry
+ * (inject) too; failures in the error count, which ends a wait at once;
+ * RMA and atomics; the wait's timeout; what the application sets; the
+ * wait fd woken by a count; garbage refused.
+ */
+static void test_cntr(void **state)
+{
+	static uint64_t words[2] __attribute__((aligned(64)));
+	uint8_t out[100], in[8][100];
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP };
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry e;
+	struct fid_cntr *spare;
+	struct fid_ep *ep2;
+	struct fid_mr *mr;
+	struct side srv, cli;
+	struct fid *fids[1];
+	struct fid fake;
+	uint64_t key, old = 0, one = 1;
+	int64_t t0;
+	int i, fd;
+
+	(void)state;
+	want_rma = true;
+	with_cntrs = true;
+	connect_pair(&srv, &cli);
+	with_cntrs = false;
+	want_rma = false;
+	assert_int_equal(fi_cntr_read(cli.csend), 0);
+	assert_int_equal(fi_cntr_readerr(cli.csend), 0);
+
+	/* 5 sends and 2 injects (no CQ entry): 7 counted each side */
+	for (i = 0; i < 7; i++)
+		assert_int_equal(fi_recv(srv.ep, in[i], sizeof(in[i]), NULL, 0, NULL), 0);
+	memset(out, 0x42, sizeof(out));
+	for (i = 0; i < 5; i++)
+		assert_int_equal(fi_send(cli.ep, out, sizeof(out), NULL, 0, NULL), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(fi_inject(cli.ep, out, 10, 0), 0);
+	cntr_reaches(cli.csend, 7);
+	cntr_reaches(srv.crecv, 7);
+	for (i = 0; i < 5; i++)
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+	for (i = 0; i < 7; i++)
+		assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_int_equal(in[6][9], 0x42);
+	assert_int_equal(fi_cntr_read(srv.csend), 0);	/* kinds apart */
+	assert_int_equal(fi_cntr_read(cli.crecv), 0);
+
+	/* a failure: the error count moves, and a wait ends with FI_EAVAIL */
+	assert_int_equal(fi_recv(srv.ep, in[0], 4, NULL, 0, NULL), 0);
+	assert_int_equal(fi_send(cli.ep, out, sizeof(out), NULL, 0, NULL), 0);
+	assert_int_equal(fi_cntr_wait(srv.crecv, 100, WAIT_MS), -FI_EAVAIL);
+	assert_int_equal(fi_cntr_readerr(srv.crecv), 1);
+	assert_int_equal(fi_cntr_read(srv.crecv), 7);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	cntr_reaches(cli.csend, 8);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+
+	/* RMA and atomics: one counter bound for FI_READ | FI_WRITE */
+	memset(words, 0, sizeof(words));
+	assert_int_equal(fi_mr_reg(srv.dom, words, sizeof(words),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+				   NULL), 0);
+	key = fi_mr_key(mr);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(fi_inject_write(cli.ep, out, 8, 0, 8, key), 0);
+	assert_int_equal(fi_read(cli.ep, in[1], 8, NULL, 0, 8, key, NULL), 0);
+	assert_int_equal(fi_atomic(cli.ep, &one, 1, NULL, 0, 0, key, FI_UINT64,
+				   FI_SUM, NULL), 0);
+	assert_int_equal(fi_fetch_atomic(cli.ep, &old, 1, NULL, &old, NULL, 0, 0,
+					 key, FI_UINT64, FI_ATOMIC_READ, NULL), 0);
+	cntr_reaches(cli.crma, 6);
+	assert_int_equal(fi_cntr_readerr(cli.crma), 0);
+	assert_int_equal(words[1], 0x4242424242424242ull);
+	assert_int_equal(words[0], 1);
+	assert_int_equal(old, 1);	/* the atomic read, after the add */
+	/* refused when posted (a bad key): no count, no completion */
+	assert_int_equal(fi_read(cli.ep, in[1], 8, NULL, 0, 0, key ^ 1, NULL),
+			 -FI_EKEYREJECTED);
+	assert_int_equal(fi_cntr_read(cli.crma), 6);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);	/* read, atomics */
+	assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+
+	/* a wait for what does not come ends at its time, not before */
+	t0 = now_ms();
+	assert_int_equal(fi_cntr_wait(cli.csend, 1000, 50), -FI_ETIMEDOUT);
+	assert_true(now_ms() - t0 >= 45);
+	assert_true(now_ms() - t0 < 5000);
+
+	/* what the application does to its own counters */
+	assert_int_equal(fi_cntr_set(cli.csend, 100), 0);
+	assert_int_equal(fi_cntr_add(cli.csend, 5), 0);
+	assert_int_equal(fi_cntr_read(cli.csend), 105);
+	assert_int_equal(fi_cntr_seterr(cli.csend, 7), 0);
+	assert_int_equal(fi_cntr_adderr(cli.csend, 2), 0);
+	assert_int_equal(fi_cntr_readerr(cli.csend), 9);
+	assert_int_equal(fi_cntr_wait(cli.csend, 105, 0), 0);
+
+	/* the wait fd: armed by fi_trywait(), woken by the next count */
+	fd = wait_fd_of(&cli.csend->fid);
+	fids[0] = &cli.csend->fid;
+	try_until_armed(&cli, fids, 1);
+	assert_int_equal(fi_inject(cli.ep, out, 10, 0), 0);
+	assert_true(readable(fd, 2000));
+	assert_int_equal(fi_trywait(cli.fab, fids, 1), -FI_EAGAIN);
+	assert_int_equal(fi_cntr_read(cli.csend), 106);
+
+	/* garbage */
+	attr.events = 99;
+	assert_int_equal(fi_cntr_open(cli.dom, &attr, &spare, NULL), -FI_EINVAL);
+	attr.events = FI_CNTR_EVENTS_COMP;
+	attr.flags = 1;
+	assert_int_equal(fi_cntr_open(cli.dom, &attr, &spare, NULL), -FI_EINVAL);
+	attr.flags = 0;
+	attr.wait_obj = FI_WAIT_SET;
+	assert_int_equal(fi_cntr_open(cli.dom, &attr, &spare, NULL), -FI_ENOSYS);
+	attr.wait_obj = (enum fi_wait_obj)77;
+	assert_int_equal(fi_cntr_open(cli.dom, &attr, &spare, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_NONE;
+	assert_int_equal(fi_cntr_open(cli.dom, &attr, &spare, NULL), 0);
+	assert_int_equal(fi_control(&spare->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+	assert_int_equal(fi_endpoint(cli.dom, cli.info, &ep2, NULL), 0);
+	assert_int_equal(fi_ep_bind(ep2, &spare->fid, 0), -FI_EINVAL);
+	assert_int_equal(fi_ep_bind(ep2, &spare->fid, FI_SEND | (1ull << 60)), -FI_EINVAL);
+	assert_int_equal(fi_ep_bind(ep2, &spare->fid, FI_REMOTE_WRITE), -FI_ENOSYS);
+	assert_int_equal(fi_ep_bind(ep2, &spare->fid, FI_SEND | FI_REMOTE_READ), -FI_ENOSYS);
+	memset(&fake, 0, sizeof(fake));
+	fake.fclass = FI_CLASS_CNTR;
+	fake.ops = NULL;	/* a counter's class, not one of ours */
+	assert_int_equal(fi_ep_bind(ep2, &fake, FI_SEND), -FI_EINVAL);
+	assert_int_equal(fi_ep_bind(ep2, &srv.csend->fid, FI_SEND), -FI_EINVAL);	/* another fabric */
+	assert_int_equal(fi_ep_bind(ep2, &spare->fid, FI_RECV), 0);
+	assert_int_equal(fi_close(&spare->fid), -FI_EBUSY);	/* counted into */
+	assert_int_equal(fi_close(&ep2->fid), 0);
+	assert_int_equal(fi_close(&spare->fid), 0);
+	assert_int_equal(fi_ep_bind(cli.ep, &cli.crecv->fid, FI_RECV), -FI_EOPBADSTATE);
+
 	assert_int_equal(fi_close(&mr->fid), 0);
 	side_close(&cli);
 	side_close(&srv);
@@ -1813,6 +2086,7 @@ int main(void)
 		cmocka_unit_test(test_getinfo_rma),
 		cmocka_unit_test(test_rma),
 		cmocka_unit_test(test_atomic),
+		cmocka_unit_test(test_cntr),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
 	};
 

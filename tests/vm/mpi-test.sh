@@ -21,11 +21,12 @@ if ! make --no-print-directory -s provider build/mpi/mpi_check > "$t/build.log" 
 fi
 # vm.sh exec takes executables: the guest's scripts, copied as such
 install -m 755 tests/vm/mpi.sh tests/vm/checks.sh "$t/"
-fi_info=$(command -v fi_info) || { fail "build" "no fi_info (libfabric-bin: make deps)"; exit 1; }
+fi_info=$(command -v fi_info) && fi_pingpong=$(command -v fi_pingpong) ||
+	{ fail "build" "no fi_info or fi_pingpong (libfabric-bin: make deps)"; exit 1; }
 
 t0=$(date +%s)
 CLANQ_EXEC_TIMEOUT=${CLANQ_MPI_TIMEOUT:-1200} tests/vm/vm.sh exec build/mpi/mpi_check \
-	build/provider/libclanq-fi.so "$fi_info" "$t/mpi.sh" "$t/checks.sh" -- 'sh ./mpi.sh' \
+	build/provider/libclanq-fi.so "$fi_info" "$fi_pingpong" "$t/mpi.sh" "$t/checks.sh" -- 'sh ./mpi.sh' \
 	> "$t/out" 2> "$t/vm.log"
 rc=$?
 grep -v '^\[ *\(OK\|FAILED\) *\]' "$t/out" | sed 's/^/   /'

@@ -1,7 +1,7 @@
 # Open MPI on clanq (make test's mpi stage, tests/vm/mpi-test.sh; run by
 # vm.sh exec in the stock-kernel VM, with mpi_check, libclanq-fi.so and
-# Debian's fi_info beside this script, Open MPI packed by mpi-pack.sh):
-# mpi_check (provider/tests/mpi_check.c) on 2 and 4 ranks over
+# Debian's fi_info and fi_pingpong beside this script, Open MPI packed by
+# mpi-pack.sh): fi_pingpong -e rdm -c through ofi_rxm, then mpi_check (provider/tests/mpi_check.c) on 2 and 4 ranks over
 # --mca pml cm --mca mtl ofi with the provider forced, "clanq;ofi_rxm",
 # ranks spread over both soft NICs (FI_CLANQ_NIC by rank: two nodes, as
 # two hosts); the NICs' counters must show the job went through clanq.
@@ -24,6 +24,32 @@ fi
 # (fi_info's status is getinfo's error: 61, FI_ENODATA)
 expect "FI_CLANQ_NIC naming no NIC offers nothing, and says why" 61 "FI_CLANQ_NIC=clanq9: no such NIC" \
 	env FI_CLANQ_NIC=clanq9 FI_LOG_LEVEL=warn fi_info -p clanq
+
+# fi_pingpong -e rdm -c through ofi_rxm over the provider, one size per
+# protocol of ofi_rxm: eager, segmented, and (above 128 KiB) rendezvous,
+# which reads with the provider's RMA; server on NIC 0, client on NIC 1
+port=47600
+for s in 8 65536 1048576; do
+	case $s in 1048576) n=20 ;; 65536) n=100 ;; *) n=500 ;; esac
+	port=$((port + 1))
+	what="fi_pingpong -p \"clanq;ofi_rxm\" -e rdm -c, $s B x $n"
+	timeout 120 fi_pingpong -p "clanq;ofi_rxm" -e rdm -c -d clanq0 -S $s -I $n -B $port > $t/server 2>&1 &
+	sp=$!
+	sleep 1
+	timeout 120 fi_pingpong -p "clanq;ofi_rxm" -e rdm -c -d clanq1 -S $s -I $n -P $port 127.0.0.1 > $t/client 2>&1
+	rc=$?
+	wait $sp
+	src=$?
+	cat $t/client
+	if [ $rc != 0 ] || [ $src != 0 ]; then
+		bad "$what" "client exited $rc, server $src: $(head -c 400 $t/client) / $(head -c 400 $t/server)"
+	elif ! awk '$1 ~ /^[0-9]/ { rows++; ok += ($2 == $3 || "=" $2 == $3) } END { exit !(rows == 1 && ok == 1) }' $t/client ||
+	     grep -q "Error at" $t/client $t/server; then
+		bad "$what" "not every message acked or checked: $(head -c 400 $t/client)"
+	else
+		ok "$what"
+	fi
+done
 
 # the sum of a counter over the NICs
 counter() { cat /sys/class/misc/clanq*/statistics/$1 | awk '{ s += $1 } END { print s + 0 }'; }

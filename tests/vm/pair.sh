@@ -13,6 +13,10 @@
 #                 node 20: OOB messages between the hosts, checked
 #   conn-stream   clanq-stream: a connection from a to b (clanq_connect),
 #                 messages checksummed, carried by RDMA WRITEs
+#   fabric-pingpong  Debian's fi_pingpong -c from a to b on the libfabric
+#                 provider (-e msg) and through ofi_rxm (-e rdm), 8 B and
+#                 1 MiB (pair-run: more sizes and round trips, beside
+#                 verbs;ofi_rxm on the same rxe device and tcp;ofi_rxm)
 #
 # and in pair-run (no /clanq/pair-suite), clanq beside perftest on the
 # same two rxe devices, b serving each program in turn:
@@ -167,6 +171,83 @@ else
 	cat $t/stream
 	if [ $rc = 0 ]; then ok "conn-stream"
 	else bad "conn-stream" "the sender: exit status $rc: $(tail -n 3 $t/stream)"; fi
+fi
+
+# fabric-pingpong: Debian's fi_pingpong on the libfabric provider
+# between the hosts (clanq connections over the verbs wire), every
+# message checked (-c): -e msg on the provider, -e rdm through ofi_rxm
+# over it. b serves each run on a port of its own (the control socket is
+# TCP over the link: b's -B, a's -P), bounded by timeout; a retries its
+# client until b's server answers (libfabric takes ~12 s to start in
+# the debug kernel). Few round trips in the pair job: there an 8-byte
+# one costs ~130 ms and a 1 MiB message ~6 s (one vCPU each, a debug
+# kernel, rxe's work beside a spinning poller). In pair-run, a then runs
+# the same rdm round trip over libfabric's own paths on the same link:
+# verbs;ofi_rxm (the same rxe device) and tcp;ofi_rxm, and prints the
+# ratios.
+fab_runs="msg:8:50 msg:1048576:2 rdm:8:10 rdm:1048576:2"
+[ -f /clanq/pair-suite ] ||
+	fab_runs="msg:8:2000 msg:65536:500 msg:1048576:50 rdm:8:2000 rdm:65536:200 rdm:1048576:20 base-verbs:8:2000 base-tcp:8:2000"
+fab_port=47900
+fab_serve=$([ -f /clanq/pair-suite ] && echo 240 || echo 120)
+if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
+	bad "fabric-pingpong" "not run: $([ -x /clanq/fabric/fi_pingpong ] && echo "no network or clanq-setup failed" || echo "no fi_pingpong packed")"
+else
+	for run in $fab_runs; do
+		ep=${run%%:*} s=${run#*:} n=${s#*:} s=${s%:*}
+		case $ep in
+		msg)		prov=clanq ;;
+		rdm)		prov="clanq;ofi_rxm" ;;
+		base-verbs)	prov="verbs;ofi_rxm" ep=rdm ;;
+		base-tcp)	prov="tcp;ofi_rxm" ep=rdm ;;
+		esac
+		fab_port=$((fab_port + 1))
+		name="fabric-pingpong $prov -e $ep ${s} B x $n"
+		if [ $role = b ]; then
+			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric /clanq/fabric/fi_pingpong \
+				-p "$prov" -e $ep -c -S $s -I $n -B $fab_port > $t/fab-server 2>&1
+			rc=$?
+			case $run in
+			base-*)	[ $rc = 0 ] || echo "== b: $name: the baseline's server exited $rc: $(tail -c 300 $t/fab-server)" ;;
+			*)	if [ $rc = 0 ]; then ok "$name (server)"
+				else bad "$name (server)" "exited $rc: $(tail -c 400 $t/fab-server)"; fi ;;
+			esac
+			continue
+		fi
+		t0=$(uptime_s)
+		while :; do
+			env FI_PROVIDER_PATH=/clanq/fabric /clanq/fabric/fi_pingpong \
+				-p "$prov" -e $ep -c -S $s -I $n -P $fab_port $other > $t/fab-client 2>&1
+			rc=$?
+			# refused: b's server is not up yet
+			[ $rc != 0 ] && grep -qi "refused\|connect" $t/fab-client &&
+				[ $(($(uptime_s) - t0)) -lt 90 ] || break
+			sleep 1
+		done
+		cat $t/fab-client
+		# bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+		usec=$(awk '$1 ~ /^[0-9]/ && ($2 == $3 || "=" $2 == $3) { print $7 }' $t/fab-client)
+		case $run in
+		base-verbs)	base_verbs=$usec
+				[ -n "$usec" ] || echo "== a: $name: no result (exit $rc): $(tail -c 300 $t/fab-client)" ;;
+		base-tcp)	base_tcp=$usec
+				[ -n "$usec" ] || echo "== a: $name: no result (exit $rc): $(tail -c 300 $t/fab-client)" ;;
+		*)	if [ $rc = 0 ] && [ -n "$usec" ] && ! grep -q "Error at" $t/fab-client; then
+				ok "$name"
+				[ $ep = rdm ] && [ $s = 8 ] && clanq_rdm=$usec
+				[ $ep = msg ] && [ $s = 8 ] && clanq_msg=$usec
+			else
+				bad "$name" "exited $rc, not every message acked and checked: $(tail -c 400 $t/fab-client)"
+			fi ;;
+		esac
+	done
+	# usec/xfer is half a round trip, for all alike
+	[ $role = a ] && [ -n "${clanq_rdm:-}" ] && awk -v c="$clanq_rdm" -v m="${clanq_msg:-}" \
+		-v v="${base_verbs:-}" -v p="${base_tcp:-}" 'BEGIN {
+		printf "== fi_pingpong 8 B between the hosts, usec/xfer: clanq -e msg %s, clanq;ofi_rxm -e rdm %s", m, c
+		if (v != "") printf "; verbs;ofi_rxm (same rxe) %s: %.2fx", v, c / v
+		if (p != "") printf "; tcp;ofi_rxm %s: %.2fx", p, c / p
+		printf "\n" }'
 fi
 
 # step NAME CMD...: CMD's output shown, its status one result
