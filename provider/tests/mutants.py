@@ -41,6 +41,8 @@ M = {
  'm17-rma-uncounted': ('cfi_rma.c', '\t\t\tcfi_cntr_count(ep->cntrs[', '\t\t\tif (0) cfi_cntr_count(ep->cntrs['),
  'm18-inject-uncounted': ('cfi_ep.c', '\tcfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV', '\tif (op->comp) cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV'),
  'm19-wait-ignores-errors': ('cfi_cntr.c', '\t\tif (cntr->err != err) {', '\t\tif (0) {'),
+ # the atomics' iov and msg forms
+ 'm20-ioc-count-ignored': ('cfi_atomic.c', 'iov && count == 1 && iov[0].count == 1 && iov[0].addr', 'iov && iov[0].addr'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))
