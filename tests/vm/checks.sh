@@ -24,3 +24,27 @@ succeeds() {
 	if "$@" > $t/out 2>&1; then ok "$name"
 	else bad "$name" "'$*' exited $?: $(head -c 400 $t/out)"; fi
 }
+# pingpong PROVIDER EP SIZE N PORT: Debian's fi_pingpong -c, its server
+# on NIC 0 and its client on NIC 1 (the TCP control socket on loopback,
+# PORT), each bounded by 300 s: both end 0, the client's one row says
+# every message was acked, and neither found a wrong byte (fabric.sh,
+# mpi.sh; fi_pingpong on the PATH, FI_PROVIDER_PATH set)
+pingpong() {
+	what="fi_pingpong -p \"$1\" -e $2 -c, $3 B x $4"
+	timeout 300 fi_pingpong -p "$1" -e $2 -c -d clanq0 -S $3 -I $4 -B $5 > $t/server 2>&1 &
+	sp=$!
+	sleep 1
+	timeout 300 fi_pingpong -p "$1" -e $2 -c -d clanq1 -S $3 -I $4 -P $5 127.0.0.1 > $t/client 2>&1
+	rc=$?
+	wait $sp
+	src=$?
+	cat $t/client
+	if [ $rc != 0 ] || [ $src != 0 ]; then
+		bad "$what" "client exited $rc, server $src: $(head -c 400 $t/client) / $(head -c 400 $t/server)"
+	elif ! awk '$1 ~ /^[0-9]/ { rows++; ok += ($2 == $3 || "=" $2 == $3) } END { exit !(rows == 1 && ok == 1) }' $t/client ||
+	     grep -q "Error at" $t/client $t/server; then
+		bad "$what" "not every message acked or checked: $(head -c 400 $t/client)"
+	else
+		ok "$what"
+	fi
+}
