@@ -65,7 +65,7 @@ static void cfi_arm(struct cfi_fabric *fab, bool *armed, bool cq)
 	fab->cqs_armed += cq;
 }
 
-/* an entry for a CQ or EQ, a count: kick, once, if armed; else no system call */
+/* a CQ's or EQ's entry, a count: kick once if armed; else no system call */
 void cfi_wake(struct cfi_fabric *fab, bool *armed, bool cq)
 {
 	if (!*armed)
