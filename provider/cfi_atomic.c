@@ -241,8 +241,9 @@ static ssize_t cfi_atomic_fetchv(struct fid_ep *fep, const struct fi_ioc *iov,
 	return cfi_atomic_fetch(fep, buf, 1, result, datatype, op, to);
 }
 
-static ssize_t cfi_atomic_readwritev(struct fid_ep *fep, const struct fi_ioc *iov,
-				     void **desc, size_t count,
+static ssize_t cfi_atomic_readwritev(struct fid_ep *fep,
+				     const struct fi_ioc *iov, void **desc,
+				     size_t count,
 				     struct fi_ioc *resultv, void **result_desc,
 				     size_t result_count, fi_addr_t dest_addr,
 				     uint64_t addr, uint64_t key,
@@ -287,8 +288,9 @@ static ssize_t cfi_atomic_casv(struct fid_ep *fep, const struct fi_ioc *iov,
 	return cfi_atomic_cas(fep, buf, 1, compare, result, datatype, op, to);
 }
 
-static ssize_t cfi_atomic_compwritev(struct fid_ep *fep, const struct fi_ioc *iov,
-				     void **desc, size_t count,
+static ssize_t cfi_atomic_compwritev(struct fid_ep *fep,
+				     const struct fi_ioc *iov, void **desc,
+				     size_t count,
 				     const struct fi_ioc *comparev,
 				     void **compare_desc, size_t compare_count,
 				     struct fi_ioc *resultv, void **result_desc,

@@ -58,7 +58,8 @@ static uint64_t cfi_cntr_readerr(struct fid_cntr *fcntr)
 }
 
 /* add, set, adderr, seterr: what the application does to its counter */
-static int cfi_cntr_update(struct fid_cntr *fcntr, uint64_t *word, uint64_t v, bool add)
+static int cfi_cntr_update(struct fid_cntr *fcntr, uint64_t *word, uint64_t v,
+			   bool add)
 {
 	struct cfi_cntr *cntr = container_of(fcntr, struct cfi_cntr, cntr);
 
@@ -103,7 +104,8 @@ static int cfi_cntr_seterr(struct fid_cntr *fcntr, uint64_t value)
  * (negative: none); -FI_EAVAIL as soon as an operation fails (the error
  * count moved), as libfabric's own counters do.
  */
-static int cfi_cntr_wait(struct fid_cntr *fcntr, uint64_t threshold, int timeout)
+static int cfi_cntr_wait(struct fid_cntr *fcntr, uint64_t threshold,
+			 int timeout)
 {
 	struct cfi_cntr *cntr = container_of(fcntr, struct cfi_cntr, cntr);
 	struct cfi_fabric *fab = cntr->fab;
