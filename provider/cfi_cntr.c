@@ -31,30 +31,28 @@ void cfi_cntr_count(struct cfi_cntr *cntr, bool failed)
 	cfi_wake(cntr->fab, &cntr->armed, true);
 }
 
-static uint64_t cfi_cntr_read(struct fid_cntr *fcntr)
+/* fi_cntr_read(), fi_cntr_readerr(): the fabric moved on, then a look */
+static uint64_t cfi_cntr_look(struct fid_cntr *fcntr, bool errors)
 {
 	struct cfi_cntr *cntr = container_of(fcntr, struct cfi_cntr, cntr);
 	uint64_t v;
 
 	cfi_lock(cntr->fab);
 	cfi_progress(cntr->fab, false);
-	v = cntr->value;
+	v = errors ? cntr->err : cntr->value;
 	cntr->seen = cntr->value + cntr->err;
 	cfi_unlock(cntr->fab);
 	return v;
 }
 
+static uint64_t cfi_cntr_read(struct fid_cntr *fcntr)
+{
+	return cfi_cntr_look(fcntr, false);
+}
+
 static uint64_t cfi_cntr_readerr(struct fid_cntr *fcntr)
 {
-	struct cfi_cntr *cntr = container_of(fcntr, struct cfi_cntr, cntr);
-	uint64_t v;
-
-	cfi_lock(cntr->fab);
-	cfi_progress(cntr->fab, false);
-	v = cntr->err;
-	cntr->seen = cntr->value + cntr->err;
-	cfi_unlock(cntr->fab);
-	return v;
+	return cfi_cntr_look(fcntr, true);
 }
 
 /* add, set, adderr, seterr: what the application does to its counter */

@@ -790,7 +790,7 @@ static int cfi_fid_ready(struct cfi_fabric *fab, struct fid *fid, bool *ready,
 			cfi_arm(fab, &cq->armed, true);
 		return 0;
 	}
-	if (fid->fclass == FI_CLASS_CNTR && cfi_cntr_of(fid)) {
+	if (cfi_cntr_of(fid)) {
 		struct cfi_cntr *cntr = cfi_cntr_of(fid);
 
 		if (cntr->fab != fab || cntr->wait_obj != FI_WAIT_FD)

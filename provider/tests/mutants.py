@@ -37,7 +37,7 @@ M = {
  'm14-rma-offset-ignored': ('cfi_rma.c', 'req.dst_off = q->addr - rap->first;', 'req.dst_off = 0;'),
  # counters
  'm15-cntr-failure-as-success': ('cfi_cntr.c', '\tif (failed)\n\t\tcntr->err++;\n\telse\n\t\tcntr->value++;', '\tcntr->value++;'),
- 'm16-cntr-no-wake': ('cfi_cntr.c', '\tcfi_wake(cntr->fab, &cntr->armed, true);\n}\n\nstatic uint64_t cfi_cntr_read', '}\n\nstatic uint64_t cfi_cntr_read'),
+ 'm16-cntr-no-wake': ('cfi_cntr.c', '\tcfi_wake(cntr->fab, &cntr->armed, true);\n}\n\n/* fi_cntr_read()', '}\n\n/* fi_cntr_read()'),
  'm17-rma-uncounted': ('cfi_rma.c', '\t\t\tcfi_cntr_count(ep->cntrs[', '\t\t\tif (0) cfi_cntr_count(ep->cntrs['),
  'm18-inject-uncounted': ('cfi_ep.c', '\tcfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV', '\tif (op->comp) cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV'),
  'm19-wait-ignores-errors': ('cfi_cntr.c', '\t\tif (cntr->err != err) {', '\t\tif (0) {'),
