@@ -36,6 +36,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <clanq.h>
+#include <clanq/admin.h>
 #include <clanq/net.h>
 
 #define CFI_PROV_NAME	"clanq"
@@ -134,6 +135,7 @@ struct cfi_cq {
 	size_t ecap, ehead, en;
 	enum fi_wait_obj wait_obj;	/* FI_WAIT_NONE or FI_WAIT_FD */
 	bool armed;			/* slept for: kick at the next entry */
+	unsigned int empty_reads;	/* in a row, toward fab->yield_after */
 	int refs;
 };
 
@@ -300,6 +302,8 @@ struct cfi_fabric {
 	struct clanq_ep rdma;
 	struct cfi_rma *rma;		/* [CFI_RMA_MAX] */
 	struct cfi_rma *rma_free;
+	/* empty CQ reads in a row before a sched_yield() (0: never) */
+	unsigned int yield_after;
 };
 
 extern struct fi_provider cfi_prov;

@@ -299,6 +299,34 @@ static int cfi_only_nic(unsigned int nr, int *only)
 	return 0;
 }
 
+/*
+ * FI_CLANQ_YIELD: after how many empty CQ reads in a row a reader that
+ * spins (fi_cq_read() in a loop, as fi_pingpong and ofi_rxm do) calls
+ * sched_yield(). Between hosts the bytes move through kernel work: the
+ * RDMA core's (rxe's and siw's work items) and the verbs wire's
+ * completion handlers. A reader spinning in user space on the CPU that
+ * work is queued on holds it off until the scheduler's slice ends
+ * (milliseconds under EEVDF), each way of each round trip. Unset or
+ * negative: CFI_YIELD_AUTO when the NIC has peers on other hosts (its
+ * reads go through the kernel anyway), else never, so that between the
+ * processes of one host no read ever makes a system call; 0: never.
+ */
+#define CFI_YIELD_AUTO	64
+
+static unsigned int cfi_yield_after(const struct clanq_dev *dev)
+{
+	struct clanq_peer_stat rec;
+	unsigned int total = 0;
+	int val = -1;
+
+	if (fi_param_get_int(&cfi_prov, "yield", &val) == FI_SUCCESS &&
+	    val >= 0)
+		return (unsigned int)val;
+	if (clanq_peer_list(dev, &rec, 1, &total) < 0)
+		return 0;
+	return total ? CFI_YIELD_AUTO : 0;
+}
+
 static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		       uint64_t flags, const struct fi_info *hints,
 		       struct fi_info **info)
@@ -580,6 +608,7 @@ int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	}
 	pthread_mutex_init(&fab->lock, NULL);
 	fab->nic = nic;
+	fab->yield_after = cfi_yield_after(&fab->dev);
 	fab->fab.fid.fclass = FI_CLASS_FABRIC;
 	fab->fab.fid.context = context;
 	fab->fab.fid.ops = &cfi_fabric_fi_ops;
@@ -606,5 +635,9 @@ FI_EXT_INI
 {
 	fi_param_define(&cfi_prov, "nic", FI_PARAM_STRING,
 			"the one clanq NIC to offer, clanqN or N (default: all of them)");
+	fi_param_define(&cfi_prov, "yield", FI_PARAM_INT,
+			"empty CQ reads in a row before a sched_yield(); "
+			"0: never (default: 64 on a NIC with peers on "
+			"other hosts, else never)");
 	return &cfi_prov;
 }

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,6 +577,7 @@ static ssize_t cfi_cq_read_locked(struct cfi_cq *cq, void *buf, size_t count,
 		return -FI_EAVAIL;
 	if (!cq->n)
 		return -FI_EAGAIN;
+	cq->empty_reads = 0;
 	for (i = 0; i < count && cq->n; i++) {
 		cfi_cq_fill(cq, buf, i, &cq->ring[cq->head]);
 		if (src)
@@ -590,13 +592,22 @@ static ssize_t cfi_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 			       fi_addr_t *src)
 {
 	struct cfi_cq *cq = container_of(fcq, struct cfi_cq, cq);
+	bool yield;
 	ssize_t ret;
 
 	if (!buf && count)
 		return -FI_EINVAL;
 	cfi_lock(cq->fab);
 	ret = cfi_cq_read_locked(cq, buf, count, src);
+	yield = ret == -FI_EAGAIN && cq->fab->yield_after &&
+		++cq->empty_reads >= cq->fab->yield_after;
+	if (yield)
+		cq->empty_reads = 0;
 	cfi_unlock(cq->fab);
+	/* (cfi_core.c: FI_CLANQ_YIELD) out of the lock, which another
+	 * reader of this fabric may want meanwhile */
+	if (yield)
+		sched_yield();
 	return ret;
 }
 

@@ -7,7 +7,7 @@
  * byte checked, truncation, cancel, shutdown and a killed peer; memory
  * registration and RMA (write, read, inject, writedata) with every byte
  * checked, rights, bad keys and a registration closed under a peer;
- * atomics; counters; FI_CLANQ_NIC.
+ * atomics; counters; FI_CLANQ_NIC; FI_CLANQ_YIELD.
  *
  * FI_PROVIDER_PATH must name the directory of libclanq-fi.so
  * (tests/vm/fabric.sh sets it).
@@ -22,6 +22,12 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <cmocka.h>
+#include <stddef.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <clanq/admin.h>
 
 #include "itest.h"
 
@@ -1226,6 +1232,104 @@ static void test_wait_none(void **state)
 	side_close(&s);
 }
 
+/* ---- FI_CLANQ_YIELD ------------------------------------------------------ */
+
+static volatile sig_atomic_t sched_yields;
+
+static void count_sched_yield(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if (si->si_syscall == __NR_sched_yield)
+		sched_yields++;
+}
+
+/*
+ * In a child (seccomp cannot be undone): FI_CLANQ_YIELD=@yield (NULL:
+ * unset), a CQ of NIC 0 read @reads times while empty, each sched_yield()
+ * trapped by a seccomp filter and counted. The child's exit status is
+ * the count, or 200 + the step that failed.
+ */
+static int sched_yields_in(const char *yield, int reads)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_yield, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = 4, .filter = f };
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT,
+				 .wait_obj = FI_WAIT_NONE };
+	struct fi_info *info = info_for(0);
+	struct sigaction sa = { .sa_sigaction = count_sched_yield,
+				.sa_flags = SA_SIGINFO };
+	struct fi_cq_entry e;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_cq *cq;
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (yield)
+			setenv("FI_CLANQ_YIELD", yield, 1);
+		else
+			unsetenv("FI_CLANQ_YIELD");
+		if (fi_fabric(info->fabric_attr, &fab, NULL) ||
+		    fi_domain(fab, info, &dom, NULL) ||
+		    fi_cq_open(dom, &ca, &cq, NULL))
+			_exit(201);
+		if (sigaction(SIGSYS, &sa, NULL) ||
+		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+			_exit(202);
+		for (int i = 0; i < reads; i++)
+			if (fi_cq_read(cq, &e, 1) != -FI_EAGAIN)
+				_exit(203);
+		_exit(sched_yields < 200 ? sched_yields : 204);
+	}
+	fi_freeinfo(info);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/*
+ * A reader spinning on an empty CQ yields the CPU every FI_CLANQ_YIELD
+ * reads; never with 0; unset, only when the NIC has peers on other hosts
+ * (one is named here for the while: the connection is made only on
+ * first use, so nothing goes out). Garbage is as unset.
+ */
+static void test_cq_read_yields(void **state)
+{
+	const uint32_t ip = inet_addr("10.99.0.1");
+	struct clanq_peer_stat rec;
+	unsigned int peers = 0;
+	struct clanq_dev dev;
+
+	(void)state;
+	assert_int_equal(sched_yields_in("4", 64), 16);
+	assert_int_equal(sched_yields_in("1", 10), 10);
+	assert_int_equal(sched_yields_in("0", 200), 0);
+	assert_int_equal(clanq_open_nic(&dev, 0), 0);
+	assert_true(clanq_peer_list(&dev, &rec, 1, &peers) >= 0);
+	assert_int_equal(peers, 0);	/* the debug VM's NICs have none */
+	assert_int_equal(sched_yields_in(NULL, 200), 0);
+	assert_int_equal(sched_yields_in("-1", 200), 0);
+	assert_int_equal(sched_yields_in("x", 200), 0);
+	assert_int_equal(clanq_peer_add(&dev, 0xc1a9, ip, 0), 0);
+	assert_int_equal(sched_yields_in(NULL, 200), 3);	/* every 64th */
+	assert_int_equal(sched_yields_in("-1", 128), 2);
+	assert_int_equal(sched_yields_in("0", 200), 0);
+	assert_int_equal(clanq_peer_del(&dev, 0xc1a9), 0);
+	assert_int_equal(sched_yields_in(NULL, 200), 0);
+	clanq_close(&dev);
+}
+
 /* an orderly shutdown: FI_SHUTDOWN at the peer, its receive cancelled */
 static void test_shutdown(void **state)
 {
@@ -2081,6 +2185,7 @@ int main(void)
 		cmocka_unit_test(test_wait_fd),
 		cmocka_unit_test(test_wait_fd_kick),
 		cmocka_unit_test(test_wait_none),
+		cmocka_unit_test(test_cq_read_yields),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_reject_and_refused),
 		cmocka_unit_test(test_getinfo_rma),
