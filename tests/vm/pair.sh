@@ -185,10 +185,12 @@ fi
 # the same rdm round trip over tcp;ofi_rxm on the same link and prints
 # the ratio. (Not verbs;ofi_rxm on the same rxe device: Debian's
 # libfabric's verbs provider offers nothing here, fi_getinfo -61, even
-# with FI_VERBS_IFACE naming the link.)
+# with FI_VERBS_IFACE naming the link.) pair-run also runs the msg round
+# trip with FI_CLANQ_YIELD=0 (spin-msg): the poller that never
+# yields, so the yield's worth is measured in every run.
 fab_runs="msg:8:50 msg:1048576:2 rdm:8:10 rdm:1048576:2"
 [ -f /clanq/pair-suite ] ||
-	fab_runs="msg:8:500 msg:65536:100 msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
+	fab_runs="msg:8:500 spin-msg:8:100 msg:65536:100 msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
 fab_port=47900
 fab_serve=$([ -f /clanq/pair-suite ] && echo 240 || echo 120)
 if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
@@ -196,15 +198,18 @@ if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; t
 else
 	for run in $fab_runs; do
 		ep=${run%%:*} s=${run#*:} n=${s#*:} s=${s%:*}
+		yield_env=FI_CLANQ_YIELD=-1
 		case $ep in
 		msg)		prov=clanq ;;
+		spin-msg)	prov=clanq ep=msg yield_env=FI_CLANQ_YIELD=0 ;;
 		rdm)		prov="clanq;ofi_rxm" ;;
 		base-tcp)	prov="tcp;ofi_rxm" ep=rdm ;;
 		esac
 		fab_port=$((fab_port + 1))
 		name="fabric-pingpong $prov -e $ep ${s} B x $n"
+		[ $yield_env = FI_CLANQ_YIELD=0 ] && name="$name $yield_env"
 		if [ $role = b ]; then
-			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric /clanq/fabric/fi_pingpong \
+			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -B $fab_port > $t/fab-server 2>&1
 			rc=$?
 			case $run in
@@ -216,7 +221,7 @@ else
 		fi
 		t0=$(uptime_s)
 		while :; do
-			env FI_PROVIDER_PATH=/clanq/fabric /clanq/fabric/fi_pingpong \
+			env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -P $fab_port $other > $t/fab-client 2>&1
 			rc=$?
 			# refused: b's server is not up yet
@@ -233,7 +238,10 @@ else
 		*)	if [ $rc = 0 ] && [ -n "$usec" ] && ! grep -q "Error at" $t/fab-client; then
 				ok "$name"
 				[ $ep = rdm ] && [ $s = 8 ] && clanq_rdm=$usec
-				[ $ep = msg ] && [ $s = 8 ] && clanq_msg=$usec
+				[ $ep = msg ] && [ $s = 8 ] && case $run in
+					spin-*)	clanq_spin=$usec ;;
+					*)	clanq_msg=$usec ;;
+				esac
 			else
 				bad "$name" "exited $rc, not every message acked and checked: $(tail -c 400 $t/fab-client)"
 			fi ;;
@@ -241,9 +249,10 @@ else
 	done
 	# usec/xfer is half a round trip, for all alike
 	[ $role = a ] && [ -n "${clanq_rdm:-}" ] && awk -v c="$clanq_rdm" -v m="${clanq_msg:-}" \
-		-v p="${base_tcp:-}" 'BEGIN {
+		-v p="${base_tcp:-}" -v y="${clanq_spin:-}" 'BEGIN {
 		printf "== fi_pingpong 8 B between the hosts, usec/xfer: clanq -e msg %s, clanq;ofi_rxm -e rdm %s", m, c
 		if (p != "") printf "; tcp;ofi_rxm %s: %.2fx", p, c / p
+		if (y != "" && m > 0) printf "; clanq -e msg never yielding (FI_CLANQ_YIELD=0) %s: %.2fx the yielding", y, y / m
 		printf "\n" }'
 fi
 
