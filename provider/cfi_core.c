@@ -307,21 +307,30 @@ static int cfi_only_nic(unsigned int nr, int *only)
  * completion handlers. A reader spinning in user space on the CPU that
  * work is queued on holds it off until the scheduler's slice ends
  * (milliseconds under EEVDF), each way of each round trip. Unset or
- * negative: CFI_YIELD_AUTO when the NIC has peers on other hosts (its
+ * empty: CFI_YIELD_AUTO when the NIC has peers on other hosts (its
  * reads go through the kernel anyway), else never, so that between the
  * processes of one host no read ever makes a system call; 0: never.
+ * Read as a string, not as libfabric's int, whose strtol() would make
+ * garbage 0 without a word: garbage is the default, with a warning.
  */
 #define CFI_YIELD_AUTO	64
+#define CFI_YIELD_MAX	(1u << 20)
 
 static unsigned int cfi_yield_after(const struct clanq_dev *dev)
 {
 	struct clanq_peer_stat rec;
 	unsigned int total = 0;
-	int val = -1;
+	char *val = NULL;
+	uint32_t n;
 
-	if (fi_param_get_int(&cfi_prov, "yield", &val) == FI_SUCCESS &&
-	    val >= 0)
-		return (unsigned int)val;
+	if (fi_param_get_str(&cfi_prov, "yield", &val) == FI_SUCCESS &&
+	    val && *val) {
+		if (!cfi_parse_u32(val, 0, CFI_YIELD_MAX, &n))
+			return n;
+		CFI_WARN(FI_LOG_CORE,
+			 "FI_CLANQ_YIELD=%s: not a count of reads (0..%u); the default\n",
+			 val, CFI_YIELD_MAX);
+	}
 	if (clanq_peer_list(dev, &rec, 1, &total) < 0)
 		return 0;
 	return total ? CFI_YIELD_AUTO : 0;
@@ -635,7 +644,7 @@ FI_EXT_INI
 {
 	fi_param_define(&cfi_prov, "nic", FI_PARAM_STRING,
 			"the one clanq NIC to offer, clanqN or N (default: all of them)");
-	fi_param_define(&cfi_prov, "yield", FI_PARAM_INT,
+	fi_param_define(&cfi_prov, "yield", FI_PARAM_STRING,
 			"empty CQ reads in a row before a sched_yield(); "
 			"0: never (default: 64 on a NIC with peers on "
 			"other hosts, else never)");

@@ -1302,11 +1302,16 @@ static int sched_yields_in(const char *yield, int reads)
  * A reader spinning on an empty CQ yields the CPU every FI_CLANQ_YIELD
  * reads; never with 0; unset, only when the NIC has peers on other hosts
  * (one is named here for the while: the connection is made only on
- * first use, so nothing goes out). Garbage is as unset.
+ * first use, so nothing goes out). Garbage is as unset (with a warning
+ * in libfabric's log), not 0.
  */
 static void test_cq_read_yields(void **state)
 {
+	static const char *const garbage[] = {
+		"x", "-1", "4x", " 4", "0x10", "1048577", "99999999999999999999",
+	};
 	const uint32_t ip = inet_addr("10.99.0.1");
+	int yields[3 + sizeof(garbage) / sizeof(garbage[0])];
 	struct clanq_peer_stat rec;
 	unsigned int peers = 0;
 	struct clanq_dev dev;
@@ -1317,15 +1322,22 @@ static void test_cq_read_yields(void **state)
 	assert_int_equal(sched_yields_in("0", 200), 0);
 	assert_int_equal(clanq_open_nic(&dev, 0), 0);
 	assert_true(clanq_peer_list(&dev, &rec, 1, &peers) >= 0);
-	assert_int_equal(peers, 0);	/* the debug VM's NICs have none */
+	assert_int_equal(peers, 0);	/* the test VMs' NICs have none */
 	assert_int_equal(sched_yields_in(NULL, 200), 0);
-	assert_int_equal(sched_yields_in("-1", 200), 0);
+	assert_int_equal(sched_yields_in("", 200), 0);
 	assert_int_equal(sched_yields_in("x", 200), 0);
 	assert_int_equal(clanq_peer_add(&dev, 0xc1a9, ip, 0), 0);
-	assert_int_equal(sched_yields_in(NULL, 200), 3);	/* every 64th */
-	assert_int_equal(sched_yields_in("-1", 128), 2);
-	assert_int_equal(sched_yields_in("0", 200), 0);
+	yields[0] = sched_yields_in(NULL, 200);		/* every 64th: 3 */
+	yields[1] = sched_yields_in("", 128);
+	yields[2] = sched_yields_in("0", 200);
+	for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
+		yields[3 + i] = sched_yields_in(garbage[i], 128);
 	assert_int_equal(clanq_peer_del(&dev, 0xc1a9), 0);
+	assert_int_equal(yields[0], 3);
+	assert_int_equal(yields[1], 2);
+	assert_int_equal(yields[2], 0);
+	for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
+		assert_int_equal(yields[3 + i], 2);
 	assert_int_equal(sched_yields_in(NULL, 200), 0);
 	clanq_close(&dev);
 }

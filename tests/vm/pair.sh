@@ -198,7 +198,7 @@ if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; t
 else
 	for run in $fab_runs; do
 		ep=${run%%:*} s=${run#*:} n=${s#*:} s=${s%:*}
-		yield_env=FI_CLANQ_YIELD=-1
+		yield_env=
 		case $ep in
 		msg)		prov=clanq ;;
 		spin-msg)	prov=clanq ep=msg yield_env=FI_CLANQ_YIELD=0 ;;
@@ -207,7 +207,7 @@ else
 		esac
 		fab_port=$((fab_port + 1))
 		name="fabric-pingpong $prov -e $ep ${s} B x $n"
-		[ $yield_env = FI_CLANQ_YIELD=0 ] && name="$name $yield_env"
+		[ -n "$yield_env" ] && name="$name $yield_env"
 		if [ $role = b ]; then
 			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -B $fab_port > $t/fab-server 2>&1
