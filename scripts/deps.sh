@@ -54,6 +54,19 @@ newest_abi() {
 		sed -e 's/^linux-headers-//' -e 's/-amd64$//'
 }
 
+# The image package for an ABI: the signed one, or, while the archive's
+# signed build lags behind a security upload (seen for 6.12.118: only
+# linux-image-6.12.118+deb12-amd64-unsigned had a candidate), the unsigned
+# one, which installs the same /boot/vmlinuz-<abi>-amd64.
+image_pkg() {
+	local p=linux-image-$1-amd64
+	if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+		echo "$p"
+	else
+		echo "$p-unsigned"
+	fi
+}
+
 have_kernel_pair() {	# $1: glob of an installed ABI, e.g. 6.12.*+deb12
 	local v
 	for v in /usr/src/linux-headers-$1-amd64; do
@@ -73,7 +86,7 @@ if ! have_kernel_pair '6.12.*+deb12'; then
 	apt_update
 	abi=$(newest_abi '6\.12\.[0-9]+\+deb12')
 	[ -n "$abi" ] || { echo "deps: no Debian 6.12 kernel in the archive" >&2; exit 1; }
-	missing+=("linux-image-$abi-amd64" "linux-headers-$abi-amd64")
+	missing+=("$(image_pkg "$abi")" "linux-headers-$abi-amd64")
 fi
 if ! have_kernel_pair '6.1.0-*'; then
 	apt_update
