@@ -809,11 +809,17 @@ void clanq_recv_done(struct clanq_conn *c)
  * word at *word (our ring's hdr.credit, or hdr.bulk_credit): 0 and
  * *credit; -EAGAIN (CLANQ_MSG_DONTWAIT); the connection's error.
  * Waiting bumps the peer's hdr.want first, so a peer that polls hands
- * back what it consumed at once.
+ * back what it consumed at once. A CLANQ_MSG_DONTWAIT send that finds
+ * too little bumps it too, once per credit value (*asked_at: the credit
+ * it last asked at, plus one): a receiver hands back on its own only
+ * every quarter window, and a record with the PAD before it can need
+ * nearly the whole ring, so a sender that retried without asking could
+ * wait for ever on a peer that has consumed everything.
  */
 static int clanq_conn_wait_room(struct clanq_conn *c, const uint64_t *word,
 				uint64_t cap, uint64_t tail, uint64_t cost,
-				unsigned int flags, uint64_t *creditp)
+				unsigned int flags, uint64_t *creditp,
+				uint64_t *asked_at)
 {
 	uint64_t credit;
 	int64_t space;
@@ -846,6 +852,15 @@ static int clanq_conn_wait_room(struct clanq_conn *c, const uint64_t *word,
 				asked = true;	/* counted once */
 				continue;
 			}
+			if (*asked_at != credit + 1) {
+				err = clanq_conn_put_word(c,
+					offsetof(struct clanq_ring_hdr, want),
+					++c->tx_want);
+				if (err)
+					return c->state == CLANQ_CONN_RESET ?
+					       c->error : err;
+				*asked_at = credit + 1;
+			}
 			return -EAGAIN;
 		}
 		if (!asked) {
@@ -874,7 +889,7 @@ static int clanq_conn_wait_credit(struct clanq_conn *c, uint64_t cost,
 {
 	uint64_t credit = 0;
 	int err = clanq_conn_wait_room(c, &c->rx_hdr->credit, c->tx_cap, c->tx_tail,
-				       cost, flags, &credit);
+				       cost, flags, &credit, &c->tx_want_at);
 
 	/* credit only grows: what was checked last is the limit */
 	if (credit + c->tx_cap > c->tx_limit)
@@ -981,20 +996,27 @@ static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t typ
 
 /*
  * RDMA: the record into the stage, then requests for [PAD header,]
- * record, credit and tail (its trailer), in that order in one queue:
- * the engine makes them visible in that order.
+ * record and tail (its trailer), in that order in one queue: the engine
+ * makes them visible in that order.
+ *
+ * The credit we owe rides along only where it costs no request: by PIO
+ * through the mapping. Without one (a peer on another host) it would be
+ * a third request, and a wire such as verbs completes a queue's
+ * requests one after the other, each a round trip: measured in the pair
+ * run, a third of a small message's latency. It goes back by the
+ * receiver's other rules instead: every quarter ring, before it blocks,
+ * and when the sender asks (hdr.want), which every sender short of
+ * credit does, blocking or not (clanq_conn_wait_room()).
  */
 static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t type,
 				 struct clanq_iov_cur *cur, uint64_t len,
 				 uint64_t rec, uint64_t new_tail, uint64_t cookie)
 {
-	struct clanq_ring_hdr *sh;
 	uint64_t pos = c->tx_pos;
 	int err = clanq_conn_stage(c);
 
 	if (err)
 		return err;
-	sh = c->stage.mem;
 	clanq_conn_lay((char *)c->stage.mem + CLANQ_RING_HDR, pos, pad, type,
 		       cur, len, rec, new_tail);
 	if (pad) {
@@ -1006,21 +1028,12 @@ static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t ty
 		err = clanq_conn_post(c, CLANQ_RING_HDR + pos, CLANQ_RING_HDR + pos,
 				      rec, 0, cookie);
 	/*
-	 * The credit we owe. Through the mapping if there is one: credit is
-	 * not ordered with our data, and a PIO store of it must never be
-	 * overtaken by an older value the engine writes later.
+	 * Credit is not ordered with our data, and a PIO store of it must
+	 * never be overtaken by an older value the engine writes later:
+	 * with a mapping it only ever goes by PIO.
 	 */
-	if (!err && c->tx.base) {
+	if (!err && c->tx.base)
 		err = clanq_conn_return_credit(c);
-	} else if (!err && c->rx_head != c->rx_returned &&
-		   c->state != CLANQ_CONN_RESET) {
-		sh->credit = c->rx_head;
-		err = clanq_conn_post(c, offsetof(struct clanq_ring_hdr, credit),
-				      offsetof(struct clanq_ring_hdr, credit),
-				      sizeof(uint64_t), 0, cookie);
-		if (!err)
-			c->rx_returned = c->rx_head;
-	}
 	if (!err)
 		err = clanq_conn_post(c, CLANQ_RING_HDR + pos + rec - CLANQ_REC_TRAILER,
 				      0, sizeof(uint64_t), CLANQ_RDMA_LAST |
@@ -1166,7 +1179,7 @@ static int clanq_conn_write_bulk(struct clanq_conn *c, struct clanq_iov_cur *cur
 		}
 	}
 	err = clanq_conn_wait_room(c, &c->rx_hdr->bulk_credit, cap, c->bulk_tail, len,
-				   0, &credit);
+				   0, &credit, &c->bulk_want_at);
 	if (err)
 		return err;
 	if (zc) {

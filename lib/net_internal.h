@@ -114,6 +114,7 @@ struct clanq_conn {
 	/* send side: the peer's ring, through an aperture */
 	struct clanq_ap tx;
 	uint64_t tx_cap, tx_tail, tx_want;
+	uint64_t tx_want_at;		/**< credit + 1 a DONTWAIT send asked at */
 	uint64_t tx_pos;		/**< tx_tail % tx_cap */
 	uint64_t tx_limit;		/**< credit + tx_cap as last loaded: write below it */
 	const uint32_t *tx_armed;	/**< the armed word of the peer's ring header */
@@ -157,6 +158,7 @@ struct clanq_conn {
 	struct clanq_ap bulk_tx;
 	struct clanq_region bulk_stage;	/**< RDMA source, mirrors the peer's window */
 	uint64_t bulk_tx_cap, bulk_tail;
+	uint64_t bulk_want_at;		/**< as tx_want_at, for the bulk window */
 	uint64_t zc_done;		/**< zero-copy sends whose last write completed */
 	uint64_t zc_sends;		/**< large messages sent from registered memory */
 };

@@ -3,7 +3,8 @@
  * Connections, through the real driver: connect to nobody (refused), a
  * listener that never accepts (timeout), an echo across nodes in
  * polling and blocking mode with sizes up to the ring's limit, orderly
- * close (end of stream), and a peer killed mid-stream (reset, no hang).
+ * close (end of stream), a non-blocking sender short of credit (it asks),
+ * and a peer killed mid-stream (reset, no hang).
  *
  * Runs in the test VM (nr_nics=2).
  */
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,6 +224,118 @@ static void test_echo_rdma_only(void **state)
 	run_echo(false, 0, CLANQ_CONN_RDMA_ONLY);
 }
 
+/*
+ * 3b. A non-blocking sender short of credit asks for it. A receiver hands
+ * credit back on its own only every quarter ring, so with the ring laid
+ * out as below a polling receiver that consumed everything still holds
+ * 128 bytes the sender needs; only the sender's hdr.want (answered when
+ * the receiver finds its ring empty) moves them. With half the ring
+ * H = eager_max + 16 (a record's header and trailer):
+ *   A: a record of H - 64 bytes (returned on consume: >= a quarter)
+ *   4 records of 32 bytes: the tail at H + 64, 128 bytes unreturned
+ *   B: the largest record, H bytes, after a PAD of H - 64 to the ring's
+ *      end: 2H - 64 bytes needed, 2H - 128 free until the 128 come back.
+ * Both ways of writing: PIO (mapped) and RDMA (as to another host).
+ */
+#define SHORT_SMALLS	4
+#define SHORT_SMALL_LEN	16
+#define SHORT_WAIT_NS	(5 * ITEST_NS_PER_S)
+
+static void short_sender(void *p)
+{
+	const struct clanq_conn_opts *opts = p;
+	static uint8_t out[8192];
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	size_t max, len[SHORT_SMALLS + 2];
+	struct timespec ts;
+	uint64_t deadline, now;
+	unsigned int i;
+	int err;
+
+	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
+	do {
+		err = clanq_connect(net, &c, 0, SERVICE, opts);
+	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
+	CHILD_CHECK_INT(err, 0);
+	max = clanq_conn_eager_max(c);
+	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
+	len[0] = max - 64;
+	for (i = 1; i <= SHORT_SMALLS; i++)
+		len[i] = SHORT_SMALL_LEN;
+	len[SHORT_SMALLS + 1] = max;
+	for (i = 0; i < SHORT_SMALLS + 2; i++) {
+		fill(out, len[i], i);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		deadline = (uint64_t)ts.tv_sec * ITEST_NS_PER_S + ts.tv_nsec +
+			   SHORT_WAIT_NS;
+		do {
+			err = clanq_send(c, out, len[i], CLANQ_MSG_DONTWAIT);
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			now = (uint64_t)ts.tv_sec * ITEST_NS_PER_S + ts.tv_nsec;
+		} while (err == -EAGAIN && now < deadline);
+		if (err == -EAGAIN)
+			itest_child_fail(__FILE__, __LINE__,
+					 "message %u (%zu bytes, %s): no credit in 5 s",
+					 i, len[i], opts->flags ? "RDMA" : "PIO");
+		CHILD_CHECK_INT(err, 0);
+	}
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void run_short_of_credit(uint32_t conn_flags)
+{
+	struct clanq_conn_opts opts = { .flags = conn_flags };
+	static uint8_t buf[8192], want[8192];
+	struct clanq_listener *l;
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	unsigned int msgs = 0;
+	size_t max;
+	ssize_t n;
+	pid_t pid;
+
+	assert_int_equal(clanq_open_nic(&dev, 0), 0);
+	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
+	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
+	pid = itest_fork(short_sender, &opts);
+	assert_int_equal(clanq_accept(l, &c, &opts, 10 * ITEST_NS_PER_S), 0);
+	max = clanq_conn_eager_max(c);
+	/* the receiver polls and never blocks (blocking hands credit back) */
+	for (;;) {
+		n = clanq_recv(c, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			continue;
+		if (n <= 0)
+			break;
+		assert_true(msgs < SHORT_SMALLS + 2);
+		assert_int_equal(n, msgs == 0 ? max - 64 :
+				    msgs <= SHORT_SMALLS ? SHORT_SMALL_LEN : max);
+		fill(want, (size_t)n, msgs);
+		assert_memory_equal(buf, want, (size_t)n);
+		msgs++;
+	}
+	assert_int_equal(n, 0);
+	assert_int_equal(msgs, SHORT_SMALLS + 2);
+	assert_true(itest_status_ok(itest_wait(pid, 30 * ITEST_NS_PER_S), "sender"));
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void test_dontwait_short_of_credit(void **state)
+{
+	(void)state;
+	run_short_of_credit(0);
+	run_short_of_credit(CLANQ_CONN_RDMA_ONLY);
+}
+
 /* 4. A peer killed mid-stream: the survivor gets -ECONNRESET, no hang. */
 static void killed_sender(void *p)
 {
@@ -289,6 +403,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_echo_block, itest_teardown),
 		cmocka_unit_test_teardown(test_echo_mixed, itest_teardown),
 		cmocka_unit_test_teardown(test_echo_rdma_only, itest_teardown),
+		cmocka_unit_test_teardown(test_dontwait_short_of_credit, itest_teardown),
 		cmocka_unit_test_teardown(test_peer_killed, itest_teardown),
 	};
 
