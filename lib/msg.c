@@ -12,8 +12,8 @@
  * and the doorbell when the engine went idle.
  *
  * Credit: the receiver hands back what it consumed through the
- * sender's hdr.credit: with its next send, every quarter ring, before
- * it blocks, or when the sender asks (hdr.want) because it waits.
+ * sender's hdr.credit: with its next PIO send, every quarter ring, before
+ * it blocks, or when the sender asks (hdr.want) because it is short.
  *
  * A message longer than a record can be is a LARGE record (its length)
  * and FRAG records after it (ring.h), sent and received by the same

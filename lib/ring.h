@@ -301,8 +301,8 @@ static inline int clanq_large_len_ok(uint64_t cap, uint64_t total)
 /*
  * Should the reader hand credit back now? consumed: its total; returned:
  * what it last told the peer. Every quarter ring, so a streaming sender
- * never waits for it; otherwise it rides on the reader's next send, or
- * goes when the reader is about to block or the peer asks (hdr.want).
+ * never waits for it; otherwise it rides on the reader's next PIO send,
+ * or goes when the reader is about to block or the peer asks (hdr.want).
  */
 static inline int clanq_ring_credit_due(uint64_t cap, uint64_t consumed,
 					uint64_t returned)
