@@ -91,6 +91,50 @@ static void test_never_accepts(void **state)
 	clanq_close(&d0);
 }
 
+/* Node 0's side of a test: a listener, @fn forked on node 1, accepted. */
+struct served {
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_listener *l;
+	struct clanq_conn *c;
+	pid_t pid;
+};
+
+static void serve(struct served *s, void (*fn)(void *), void *arg,
+		  const struct clanq_conn_opts *opts)
+{
+	assert_int_equal(clanq_open_nic(&s->dev, 0), 0);
+	assert_int_equal(clanq_net_open(&s->net, &s->dev, NULL), 0);
+	assert_int_equal(clanq_listen(s->net, &s->l, SERVICE, 8), 0);
+	s->pid = itest_fork(fn, arg);
+	assert_int_equal(clanq_accept(s->l, &s->c, opts, 10 * ITEST_NS_PER_S), 0);
+}
+
+static void unserve(struct served *s, const char *who)
+{
+	assert_true(itest_status_ok(itest_wait(s->pid, 60 * ITEST_NS_PER_S), who));
+	assert_int_equal(clanq_conn_close(s->c), 0);
+	assert_int_equal(clanq_listener_close(s->l), 0);
+	clanq_net_close(s->net);
+	clanq_close(&s->dev);
+}
+
+/* Node 1's side: connect to the service, retried until it listens. */
+static struct clanq_conn *client_connect(struct clanq_dev *dev, struct clanq_net **net,
+					 const struct clanq_conn_opts *opts)
+{
+	struct clanq_conn *c = NULL;
+	int err;
+
+	CHILD_CHECK_INT(clanq_open_nic(dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(net, dev, NULL), 0);
+	do {
+		err = clanq_connect(*net, &c, 0, SERVICE, opts);
+	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
+	CHILD_CHECK_INT(err, 0);
+	return c;
+}
+
 struct echo_arg {
 	bool poll;
 	unsigned int msgs;
@@ -112,12 +156,7 @@ static void echo_client(void *p)
 	ssize_t n;
 	int err;
 
-	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
-	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	do {
-		err = clanq_connect(net, &c, 0, SERVICE, &a->opts);
-	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
-	CHILD_CHECK_INT(err, 0);
+	c = client_connect(&dev, &net, &a->opts);
 	max = clanq_conn_eager_max(c);
 	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
 	CHILD_CHECK_INT(clanq_ctx_entries(&dev, &e0), 0);
@@ -158,20 +197,14 @@ static void run_echo(bool poll, uint32_t rdma_threshold, uint32_t conn_flags)
 			      { .rdma_threshold = rdma_threshold, .flags = conn_flags } };
 	unsigned int flags = poll ? CLANQ_MSG_DONTWAIT : 0;
 	static uint8_t buf[8192];
-	struct clanq_listener *l;
-	struct clanq_dev dev;
-	struct clanq_net *net;
+	struct served sv;
 	struct clanq_conn *c;
 	unsigned int msgs = 0;
 	ssize_t n;
-	pid_t pid;
 	int err;
 
-	assert_int_equal(clanq_open_nic(&dev, 0), 0);
-	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
-	pid = itest_fork(echo_client, &a);
-	assert_int_equal(clanq_accept(l, &c, &a.opts, 10 * ITEST_NS_PER_S), 0);
+	serve(&sv, echo_client, &a, &a.opts);
+	c = sv.c;
 	for (;;) {
 		n = clanq_recv(c, buf, sizeof(buf), flags);
 		if (n == -EAGAIN)
@@ -189,11 +222,7 @@ static void run_echo(bool poll, uint32_t rdma_threshold, uint32_t conn_flags)
 	assert_int_equal(clanq_recv(c, buf, sizeof(buf), 0), 0);
 	assert_int_equal(clanq_send(c, buf, 1, 0), -EPIPE);
 	assert_int_equal(msgs, ECHO_MSGS);
-	assert_true(itest_status_ok(itest_wait(pid, 60 * ITEST_NS_PER_S), "client"));
-	assert_int_equal(clanq_conn_close(c), 0);
-	assert_int_equal(clanq_listener_close(l), 0);
-	clanq_net_close(net);
-	clanq_close(&dev);
+	unserve(&sv, "client");
 }
 
 static void test_echo_poll(void **state)
@@ -254,12 +283,7 @@ static void short_sender(void *p)
 	unsigned int i;
 	int err;
 
-	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
-	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	do {
-		err = clanq_connect(net, &c, 0, SERVICE, opts);
-	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
-	CHILD_CHECK_INT(err, 0);
+	c = client_connect(&dev, &net, opts);
 	max = clanq_conn_eager_max(c);
 	CHILD_CHECK(max >= 1024 && max <= sizeof(out));
 	len[0] = max - 64;
@@ -291,20 +315,14 @@ static void run_short_of_credit(uint32_t conn_flags)
 {
 	struct clanq_conn_opts opts = { .flags = conn_flags };
 	static uint8_t buf[8192], want[8192];
-	struct clanq_listener *l;
-	struct clanq_dev dev;
-	struct clanq_net *net;
+	struct served sv;
 	struct clanq_conn *c;
 	unsigned int msgs = 0;
 	size_t max;
 	ssize_t n;
-	pid_t pid;
 
-	assert_int_equal(clanq_open_nic(&dev, 0), 0);
-	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
-	assert_int_equal(clanq_listen(net, &l, SERVICE, 8), 0);
-	pid = itest_fork(short_sender, &opts);
-	assert_int_equal(clanq_accept(l, &c, &opts, 10 * ITEST_NS_PER_S), 0);
+	serve(&sv, short_sender, &opts, &opts);
+	c = sv.c;
 	max = clanq_conn_eager_max(c);
 	/* the receiver polls and never blocks (blocking hands credit back) */
 	for (;;) {
@@ -322,11 +340,7 @@ static void run_short_of_credit(uint32_t conn_flags)
 	}
 	assert_int_equal(n, 0);
 	assert_int_equal(msgs, SHORT_SMALLS + 2);
-	assert_true(itest_status_ok(itest_wait(pid, 30 * ITEST_NS_PER_S), "sender"));
-	assert_int_equal(clanq_conn_close(c), 0);
-	assert_int_equal(clanq_listener_close(l), 0);
-	clanq_net_close(net);
-	clanq_close(&dev);
+	unserve(&sv, "sender");
 }
 
 static void test_dontwait_short_of_credit(void **state)
@@ -343,15 +357,9 @@ static void killed_sender(void *p)
 	struct clanq_dev dev;
 	struct clanq_net *net;
 	struct clanq_conn *c;
-	int err;
 
 	(void)p;
-	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
-	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
-	do {
-		err = clanq_connect(net, &c, 0, SERVICE, NULL);
-	} while (err == -ECONNREFUSED && (itest_sleep_ns(10 * ITEST_NS_PER_MS), 1));
-	CHILD_CHECK_INT(err, 0);
+	c = client_connect(&dev, &net, NULL);
 	for (uint32_t i = 0; ; i++) {
 		fill(out, sizeof(out), i);
 		CHILD_CHECK_INT(clanq_send(c, out, sizeof(out), 0), 0);
