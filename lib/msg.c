@@ -1002,11 +1002,11 @@ static int clanq_conn_write_pio(struct clanq_conn *c, uint64_t pad, uint16_t typ
  * The credit we owe rides along only where it costs no request: by PIO
  * through the mapping. Without one (a peer on another host) it would be
  * a third request, and a wire such as verbs completes a queue's
- * requests one after the other, each a round trip: measured in the pair
- * run, a third of a small message's latency. It goes back by the
- * receiver's other rules instead: every quarter ring, before it blocks,
- * and when the sender asks (hdr.want), which every sender short of
- * credit does, blocking or not (clanq_conn_wait_room()).
+ * requests one after the other, each a network round trip, before the
+ * tail can go. It goes back by the receiver's other rules instead:
+ * every quarter ring, before it blocks, and when the sender asks
+ * (hdr.want), which every sender short of credit does, blocking or not
+ * (clanq_conn_wait_room()).
  */
 static int clanq_conn_write_rdma(struct clanq_conn *c, uint64_t pad, uint16_t type,
 				 struct clanq_iov_cur *cur, uint64_t len,
