@@ -431,8 +431,26 @@ struct clanq_rdma_xfer {
 	struct clanq_rdma_req req;
 	struct clanq_kregion *src;	/* referenced, and its memory held */
 	struct clanq_kap *dst;		/* referenced */
-	u64 done;			/* bytes written so far */
+	u64 done;			/* bytes given to the wire so far */
 	u64 result;			/* CAS, FADD: the word's old value */
+};
+
+/*
+ * Chunks of one queue a wire may hold at once (rdma.c, "The window"):
+ * enough to cover a round trip between hosts for small writes and
+ * atomics, as perftest's default depth does, without making an
+ * endpoint's state large.
+ */
+#define CLANQ_RDMA_WINDOW	16
+
+/* A chunk given to a wire, retired in the order it was given. */
+struct clanq_rdma_chunk {
+	/* its request, with references of its own (the request's for its last) */
+	struct clanq_rdma_xfer x;
+	u64 len;
+	int status;		/* once landed */
+	bool landed;
+	bool final;		/* its request's last chunk: completes it */
 };
 
 /* An endpoint's OOB receive queue (oob.c). */
@@ -451,15 +469,21 @@ struct clanq_kep_rdma {
 	struct list_head node;	/* on ctx->engine.queues */
 	/* the engine has it: listed or in a turn (for good once detached) */
 	bool active;
-	bool busy;		/* cur is in progress (engine->serve) */
-	/* a chunk of cur is in flight on a wire: off the line until done */
+	bool busy;		/* cur is being cut into chunks (engine->serve) */
+	/* the window holds the next chunk back: off the line until one retires */
 	bool parked;		/* engine->serve */
 	bool detached;		/* engine->serve: the endpoint is gone */
-	u64 in_flight;		/* bytes of that chunk */
+	/* the window (engine->serve): chunks [retired, issued) are on wires */
+	u32 issued, retired;
+	u32 reqs_out;		/* requests taken, not yet completed */
+	/* the request at the window's head: bytes landed, its first error */
+	u64 head_done;
+	int head_status;
 	u64 last_take_ns;	/* when a request was last taken (engine->serve) */
 	/* the last inline turn: when it ended, how long it took (engine->serve) */
 	u64 inline_end_ns, inline_ns;
 	struct clanq_rdma_xfer cur;
+	struct clanq_rdma_chunk window[CLANQ_RDMA_WINDOW];
 	/* mirrored; written under engine->serve, read with READ_ONCE() */
 	u64 reqs, bytes, errors;
 	u64 kicks;			/* mirrored; under engine->lock */
@@ -753,8 +777,8 @@ void clanq_engine_init(struct clanq_engine *eng);
 void clanq_engine_ctx_init(struct clanq_engine_ctx *ec);
 int clanq_engine_start(struct clanq_nic *nic);
 void clanq_engine_stop(struct clanq_nic *nic);
-void clanq_engine_write_done(struct clanq_kep *ep, int status);
-bool clanq_engine_write_done_now(struct clanq_kep *ep, int status);
+void clanq_engine_write_done(struct clanq_kep *ep, u32 chunk, int status);
+bool clanq_engine_write_done_now(struct clanq_kep *ep, u32 chunk, int status);
 void clanq_engine_detach_ep(struct clanq_kep *ep);
 
 /* evq.c */
@@ -783,8 +807,10 @@ struct clanq_wire_write {
 	/* rdma_atomic: CLANQ_RDMA_OP_CAS or _FADD, the request's operands */
 	u32 op;
 	u64 operand[2];
-	/* rdma_atomic: the old value goes here (the engine's, while parked) */
+	/* rdma_atomic: the old value goes here (the engine's, until done) */
 	u64 *result;
+	/* the chunk's name in its queue's window, for clanq_engine_write_done() */
+	u32 chunk;
 	/*
 	 * A wire that fires the destination's tripwires before it returns
 	 * (a local one) adds how many here: the engine bounds a turn by
@@ -816,10 +842,13 @@ struct clanq_wire_ops {
 	 * engine's thread: 0 once written, or -errno (-ENXIO: revoked).
 	 * A wire whose writes complete later (a remote one, on its send
 	 * completion) returns -EINPROGRESS instead, holding a reference on
-	 * w->ep, and calls clanq_engine_write_done(w->ep, status) once,
-	 * from process context, when it knows. The endpoint's queue waits
-	 * meanwhile, and the engine keeps the request's regions (the
-	 * source's memory too) until then, even if the endpoint goes.
+	 * w->ep, and calls clanq_engine_write_done(w->ep, w->chunk,
+	 * status) once, from process context, when it knows, in any order.
+	 * Meanwhile the engine may give it the queue's next chunks to the
+	 * same aperture (rdma.c, "The window"): a wire that takes them must
+	 * land them in the order it took them, as an RC QP does. The engine
+	 * keeps each chunk's regions (the source's memory too) until it is
+	 * done, even if the endpoint goes.
 	 */
 	int (*rdma_write)(struct clanq_nic *src, const struct clanq_wire_write *w);
 	/*

@@ -24,8 +24,9 @@
  * the final look both take, so a kick cannot slip between them.
  *
  * Completion queue (engine -> application). A request is taken only
- * while the completion queue has a free slot and one request per queue
- * is in progress, so a completion always has room: none is dropped. A
+ * while the completion queue has a free slot for it and for every
+ * request taken before it and not yet completed (the window below may
+ * hold several), so a completion always has room: none is dropped. A
  * full completion queue stops that queue, nobody else's; freeing a slot
  * rings the doorbell from clanq_rdma_poll() if requests are waiting
  * (pairing [B] of queue.h).
@@ -40,11 +41,7 @@
  * region) and is chunked, split and scheduled exactly as a write is; it
  * ends in clanq_rx_read(). CAS and FADD are one 8-byte chunk each and
  * end in clanq_rx_atomic(); the old value travels in the xfer
- * (clanq_rdma_xfer.result) to the completion. Every request of a queue
- * finishes before the next one starts (one in progress per queue, a
- * parked queue waits for its chunk), so CLANQ_RDMA_FENCE is always kept
- * and costs nothing here; the uapi header promises less, so that an
- * engine that pipelines may come.
+ * (clanq_rdma_xfer.result) to the completion.
  *
  * The engine is a kernel thread per NIC, not a workqueue: it is one
  * serial resource, as a NIC's DMA engine is, and the round-robin over
@@ -54,13 +51,28 @@
  * compete with unrelated work items on a shared pool. KUnit's NICs have
  * no thread and step the engine by hand (clanq_engine_step()).
  *
- * A wire may take a chunk and complete it later (-EINPROGRESS from its
- * rdma_write): the queue is then parked, off the line and still
- * "active", until clanq_engine_write_done() accounts the chunk and puts
- * it back in line if its request has bytes left, or else lets it go as
- * a turn that found nothing would (the sleep flag, which looks at the
- * queue once more); other queues are served meanwhile.
- *
+ * The window. A wire may take a chunk and complete it later
+ * (-EINPROGRESS: a remote one, on its send completion). The engine then
+ * goes on with the queue's next chunks, up to CLANQ_RDMA_WINDOW of them
+ * out at once, as long as they go through the same aperture: one
+ * connection carries them, and RC lands a QP's requests in the order
+ * they were posted, so "requests land in queue order" holds without the
+ * engine waiting a round trip per chunk (a small message over another
+ * host was two round trips, record and tail, and a fetch-and-add stream
+ * one per atomic). A chunk through another aperture, a FENCE request
+ * and anything past a full window wait until the window has room or is
+ * empty: the queue is parked, off the line and still "active", and the
+ * wire's report (clanq_engine_write_done(), naming the chunk) puts it
+ * back in line. Reports may come in any order (a wire's handler that
+ * finds the engine busy defers its report); chunks retire in the order
+ * they were given out, and the request a final chunk ends completes
+ * then, with the bytes that landed before its first error. Each chunk
+ * out holds references of its own on the regions it touches (the final
+ * one the request's), so an endpoint that goes, or a request cut short
+ * by an error, leaves every chunk a wire holds valid until it reports.
+ * A wire that completes at once (the loop wire) has its chunk retired
+ * before the next is cut: nothing changes for it.
+
  * Scheduling. A turn serves one logical message (requests up to one
  * flagged LAST), so a message's requests stay together; it ends early
  * after rdma_max_xfer bytes (the rest of the request waits for the
@@ -262,19 +274,118 @@ static void clanq_rdma_complete(struct clanq_kep *ep,
 	clanq_kep_raise(ep, CLANQ_EV_RDMA);
 }
 
-/* The request in progress is done (or failed): complete it if asked. */
-static void clanq_rdma_finish(struct clanq_kep *ep, int status)
+/* The window's entry for chunk @seq of @rd's queue. */
+static struct clanq_rdma_chunk *clanq_rdma_slot(struct clanq_kep_rdma *rd,
+						u32 seq)
 {
-	struct clanq_rdma_xfer *x = &ep->rdma.cur;
-
-	if (status || (x->req.flags & CLANQ_RDMA_SIGNAL))
-		clanq_rdma_complete(ep, &x->req, x->done, status,
-				    status ? 0 : x->result);
-	clanq_rdma_xfer_put(x);
-	ep->rdma.busy = false;
+	return &rd->window[seq % CLANQ_RDMA_WINDOW];
 }
 
-/* Take the next request: copy, validate. false if there is none to take. */
+/* Chunks given to wires and not yet retired. */
+static u32 clanq_rdma_out(const struct clanq_kep_rdma *rd)
+{
+	return rd->issued - rd->retired;
+}
+
+/*
+ * Retire the landed chunks at the window's head, in the order they were
+ * given out: count their bytes, and complete (if asked, or failed) the
+ * request a final one ends, with the bytes that landed before its first
+ * error. A chunk that lands before an older one waits for it, so
+ * completions come in queue order. A detached endpoint's only let go.
+ */
+static void clanq_rdma_retire(struct clanq_kep *ep)
+{
+	struct clanq_kep_rdma *rd = &ep->rdma;
+	struct clanq_rdma_chunk *c;
+	int status;
+
+	while (rd->retired != rd->issued) {
+		c = clanq_rdma_slot(rd, rd->retired);
+		if (!c->landed)
+			break;
+		rd->retired++;
+		c->landed = false;
+		if (!rd->head_status) {
+			rd->head_status = c->status;
+			if (!c->status && c->len && !rd->detached) {
+				rd->head_done += c->len;
+				clanq_count(&rd->bytes, &ep->counters->rdma_bytes,
+					    c->len);
+				atomic64_add(c->len, &ep->nic->stats.rdma_bytes);
+			}
+		}
+		if (c->final) {
+			status = rd->head_status;
+			if (!rd->detached &&
+			    (status || (c->x.req.flags & CLANQ_RDMA_SIGNAL)))
+				clanq_rdma_complete(ep, &c->x.req, rd->head_done,
+						    status, status ? 0 : c->x.result);
+			rd->reqs_out--;
+			rd->head_done = 0;
+			rd->head_status = 0;
+		}
+		clanq_rdma_xfer_put(&c->x);
+	}
+}
+
+/*
+ * The window's next entry, for the request in progress: the request
+ * itself, moved out of cur, for its @final chunk; else a copy holding
+ * references of its own, so that each chunk keeps what it touches until
+ * it is retired, whatever becomes of the others or of the endpoint.
+ */
+static struct clanq_rdma_chunk *clanq_rdma_issue(struct clanq_kep_rdma *rd,
+						 u64 len, bool final)
+{
+	struct clanq_rdma_chunk *c = clanq_rdma_slot(rd, rd->issued++);
+	struct clanq_rdma_xfer *x = &rd->cur;
+
+	c->x = *x;
+	if (final) {
+		x->src = NULL;
+		x->dst = NULL;
+		rd->busy = false;
+	} else {
+		/* cur holds both: these cannot fail */
+		clanq_kregion_get(x->src);
+		refcount_inc(&x->src->mem_ref);
+		kref_get(&x->dst->ref);
+	}
+	c->len = len;
+	c->final = final;
+	c->status = 0;
+	c->landed = false;
+	return c;
+}
+
+/* The request in progress ends here with @status, in queue order. */
+static void clanq_rdma_end_here(struct clanq_kep *ep, int status)
+{
+	struct clanq_rdma_chunk *c = clanq_rdma_issue(&ep->rdma, 0, true);
+
+	c->status = status;
+	c->landed = true;
+	clanq_rdma_retire(ep);
+}
+
+/*
+ * Completion slots for @n more requests beyond those taken and not yet
+ * completed: each of those may complete (an error always does), so a
+ * request is taken only when there is room for all of them.
+ */
+static bool clanq_rdma_cq_room(struct clanq_kep_rdma *rd, u32 n)
+{
+	u32 need = rd->reqs_out + n;
+
+	return clanq_q_prod_space_for(&rd->cq, need) >= need;
+}
+
+/*
+ * Take the next request: copy, validate. false if there is none to take.
+ * The window has room for an entry (a request that fails validation
+ * takes one too, to complete in its place).
+ */
 static bool clanq_rdma_take(struct clanq_kep *ep)
 {
 	struct clanq_kep_rdma *rd = &ep->rdma;
@@ -282,7 +393,7 @@ static bool clanq_rdma_take(struct clanq_kep *ep)
 	int status;
 
 	/* room for its completion first: then it can never be dropped */
-	if (!clanq_q_prod_space(&rd->cq) || !clanq_q_get(&rd->rq, &x->req))
+	if (!clanq_rdma_cq_room(rd, 1) || !clanq_q_get(&rd->rq, &x->req))
 		return false;
 	clanq_count(&rd->reqs, &ep->counters->rdma_reqs, 1);
 	atomic64_inc(&ep->nic->stats.rdma_reqs);
@@ -291,33 +402,33 @@ static bool clanq_rdma_take(struct clanq_kep *ep)
 	x->done = 0;
 	x->result = 0;
 	rd->busy = true;
+	rd->reqs_out++;
 	status = clanq_rdma_validate(ep->ctx, &x->req, x);
 	if (status)
-		clanq_rdma_finish(ep, status);
+		clanq_rdma_end_here(ep, status);
 	return true;
 }
 
 /*
- * @n bytes of the request in progress were written, or failed with
- * @status: account them, and finish the request if it is over. Returns
- * true if it was, with *@last telling whether it ended a message.
+ * Does the window hold back the next chunk of @x (@first: its request's
+ * first)? Only chunks that a wire lands in the order it took them may
+ * be out together: those to one aperture, which one connection carries
+ * (RC keeps a QP's requests in order). A chunk to another aperture
+ * could land before the ones out, so it waits for the window to empty,
+ * as does a FENCE request and anything once the window is full.
  */
-static bool clanq_rdma_chunk_done(struct clanq_kep *ep, u64 n, int status,
-				  bool *last)
+static bool clanq_rdma_window_holds(struct clanq_kep_rdma *rd,
+				    const struct clanq_rdma_xfer *x, bool first)
 {
-	struct clanq_kep_rdma *rd = &ep->rdma;
-	struct clanq_rdma_xfer *x = &rd->cur;
+	u32 out = clanq_rdma_out(rd);
 
-	if (!status) {
-		x->done += n;
-		clanq_count(&rd->bytes, &ep->counters->rdma_bytes, n);
-		atomic64_add(n, &ep->nic->stats.rdma_bytes);
-		if (x->done != x->req.len)
-			return false;
-	}
-	*last = x->req.flags & CLANQ_RDMA_LAST;
-	clanq_rdma_finish(ep, status);
-	return true;
+	if (!out)
+		return false;
+	if (out >= CLANQ_RDMA_WINDOW ||
+	    (first && (x->req.flags & CLANQ_RDMA_FENCE)))
+		return true;
+	/* the newest chunk out: not retired, so its reference holds */
+	return clanq_rdma_slot(rd, rd->issued - 1)->x.dst != x->dst;
 }
 
 /*
@@ -360,7 +471,7 @@ static int clanq_rdma_do(struct clanq_nic *nic, const struct clanq_wire_write *w
 enum clanq_rdma_turn {
 	CLANQ_TURN_IDLE,	/* nothing the engine can take now: let go */
 	CLANQ_TURN_MORE,	/* maybe more: the back of the line */
-	CLANQ_TURN_PARKED,	/* a chunk in flight on a wire: off the line */
+	CLANQ_TURN_PARKED,	/* the window holds it back: off the line */
 };
 
 /*
@@ -373,9 +484,10 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 	struct clanq_kep_rdma *rd = &ep->rdma;
 	struct clanq_rdma_xfer *x = &rd->cur;
 	u64 budget = max(READ_ONCE(clanq_rdma_max_xfer), CLANQ_RDMA_MIN_XFER);
+	struct clanq_rdma_chunk *c;
 	struct clanq_wire_write w;
 	unsigned int taken = 0, fired = 0;
-	bool last;
+	bool final, last;
 	int status;
 
 	for (;;) {
@@ -386,6 +498,10 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 		if (!rd->busy) {
 			if (taken == CLANQ_RDMA_TURN_REQS)
 				return CLANQ_TURN_MORE;
+			/* no entry, or room only the requests out may need */
+			if (clanq_rdma_out(rd) >= CLANQ_RDMA_WINDOW ||
+			    (clanq_rdma_out(rd) && !clanq_rdma_cq_room(rd, 1)))
+				return CLANQ_TURN_PARKED;
 			if (!clanq_rdma_take(ep))
 				return CLANQ_TURN_IDLE;
 			taken++;
@@ -394,6 +510,16 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 					return CLANQ_TURN_MORE;
 				continue;
 			}
+		}
+		last = x->req.flags & CLANQ_RDMA_LAST;
+		if (rd->head_status) {
+			/* a chunk of it failed: it ends, with that error */
+			if (clanq_rdma_out(rd) >= CLANQ_RDMA_WINDOW)
+				return CLANQ_TURN_PARKED;
+			clanq_rdma_end_here(ep, 0);
+			if (last)
+				return CLANQ_TURN_MORE;
+			continue;
 		}
 		w = (struct clanq_wire_write){
 			.ep = ep,
@@ -405,7 +531,7 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 						    budget),
 			.op = x->req.op,
 			.operand = { x->req.operand[0], x->req.operand[1] },
-			.result = &x->result,
+			.chunk = rd->issued,
 			.fired = &fired,
 		};
 		if (!w.len && x->done < x->req.len) {
@@ -413,16 +539,29 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 				atomic64_inc(&ep->nic->stats.rdma_splits);
 			return CLANQ_TURN_MORE;
 		}
-		status = clanq_rdma_do(ep->nic, &w);
-		if (status == -EINPROGRESS) {
-			rd->parked = true;
-			rd->in_flight = w.len;
+		if (clanq_rdma_window_holds(rd, x, !x->done))
 			return CLANQ_TURN_PARKED;
+		final = x->done + w.len == x->req.len;
+		x->done += w.len;
+		c = clanq_rdma_issue(rd, w.len, final);
+		w.result = &c->x.result;
+		status = clanq_rdma_do(ep->nic, &w);
+		if (status != -EINPROGRESS) {
+			c->status = status;
+			c->landed = true;
+			clanq_rdma_retire(ep);
 		}
-		if (!status)
+		if (!status || status == -EINPROGRESS)
 			budget -= w.len;
-		if (clanq_rdma_chunk_done(ep, w.len, status, &last) && last)
-			return CLANQ_TURN_MORE;
+		/*
+		 * A message out on a wire lets go at once, with the sleep
+		 * flag's look (a request posted meanwhile is lined up):
+		 * lining up would cost a turn that, in a ping-pong, finds
+		 * nothing.
+		 */
+		if (final && last)
+			return status == -EINPROGRESS ? CLANQ_TURN_IDLE :
+							CLANQ_TURN_MORE;
 		if (!budget) {
 			if (rd->busy)
 				atomic64_inc(&ep->nic->stats.rdma_splits);
@@ -523,7 +662,9 @@ static struct clanq_kep *__clanq_engine_step(struct clanq_nic *nic, bool inline_
 
 		atomic64_inc(&nic->stats.rdma_turns);
 		/* parked: clanq_engine_write_done() puts it back in line */
-		if (turn != CLANQ_TURN_PARKED)
+		if (turn == CLANQ_TURN_PARKED)
+			ep->rdma.parked = true;
+		else
 			clanq_rdma_requeue(eng, ep, turn == CLANQ_TURN_MORE &&
 					   (!inline_turn || ep->rdma.busy));
 	}
@@ -637,29 +778,31 @@ static void clanq_engine_wake(struct clanq_engine *eng)
 }
 
 /* clanq_engine_write_done()'s work, with eng->serve held. */
-static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)
+static void clanq_engine_chunk_landed(struct clanq_kep *ep, u32 chunk, int status)
 {
 	struct clanq_kep_rdma *rd = &ep->rdma;
-	bool last;
+	struct clanq_rdma_chunk *c = clanq_rdma_slot(rd, chunk);
+	u32 retired = rd->retired;
 
 	lockdep_assert_held(&ep->nic->engine.serve);
-	if (WARN_ON_ONCE(!rd->parked))
+	/* a chunk out, reported once: anything else is the wire's bug */
+	if (WARN_ON_ONCE(chunk - rd->retired >= clanq_rdma_out(rd) || c->landed))
+		return;
+	c->status = status;
+	c->landed = true;
+	clanq_rdma_retire(ep);
+	/*
+	 * A queue the window held back goes back in line once a chunk
+	 * retired, if it has a request with chunks left; else it lets go
+	 * (the sleep-flag pattern looks at the queue once more, so a
+	 * request posted meanwhile is lined up): waking the thread for a
+	 * turn that, in a ping-pong, finds nothing cost a context switch
+	 * per write on a CPU the next write's receive path needs. A queue
+	 * not held back is in line, or idle with nothing to take.
+	 */
+	if (!rd->parked || rd->retired == retired || rd->detached)
 		return;
 	rd->parked = false;
-	if (rd->detached) {
-		/* detach left the request, and its source memory, to us */
-		clanq_rdma_xfer_put(&rd->cur);
-		rd->busy = false;
-		return;
-	}
-	clanq_rdma_chunk_done(ep, rd->in_flight, status, &last);
-	/*
-	 * A request with chunks left goes back in line. One that is over
-	 * lets go (the sleep-flag pattern looks at the queue once more, so
-	 * a request posted meanwhile is lined up): waking the thread for
-	 * a turn that, in a ping-pong, finds nothing cost a context switch
-	 * per write on a CPU the next write's receive path needs.
-	 */
 	clanq_rdma_requeue(&ep->nic->engine, ep,
 			   rd->busy || clanq_rdma_polling(rd));
 }
@@ -667,19 +810,21 @@ static void clanq_engine_chunk_landed(struct clanq_kep *ep, int status)
 /**
  * clanq_engine_write_done() - a chunk a wire took is written, or failed
  * @ep: the requester (clanq_wire_write.ep), referenced by the wire
+ * @chunk: which (clanq_wire_write.chunk)
  * @status: 0 once written, or -errno
  *
  * For a wire whose rdma_write returned -EINPROGRESS; process context.
- * Accounts the chunk, completes the request if it is over, and puts the
- * queue back in line. An endpoint destroyed meanwhile only has its
- * request dropped.
+ * Retires the chunk, completing its request if it is over, once every
+ * chunk given out before it is done too, and puts a queue the window
+ * held back in line again. An endpoint destroyed meanwhile only has its
+ * chunk dropped.
  */
-void clanq_engine_write_done(struct clanq_kep *ep, int status)
+void clanq_engine_write_done(struct clanq_kep *ep, u32 chunk, int status)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
 
 	mutex_lock(&eng->serve);
-	clanq_engine_chunk_landed(ep, status);
+	clanq_engine_chunk_landed(ep, chunk, status);
 	mutex_unlock(&eng->serve);
 	clanq_engine_wake(eng);
 }
@@ -689,20 +834,22 @@ EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done);
  * clanq_engine_write_done_now() - clanq_engine_write_done() if it can be
  * done without waiting for the engine
  * @ep: as there
+ * @chunk: as there
  * @status: as there
  *
  * For a wire's completion handler, which must not wait for an engine
  * that may itself be waiting for that handler (for room on a send
  * queue): false if the engine is busy, and then the wire calls
- * clanq_engine_write_done() from elsewhere.
+ * clanq_engine_write_done() from elsewhere. Chunks may so be reported
+ * out of order; the window puts them back in it.
  */
-bool clanq_engine_write_done_now(struct clanq_kep *ep, int status)
+bool clanq_engine_write_done_now(struct clanq_kep *ep, u32 chunk, int status)
 {
 	struct clanq_engine *eng = &ep->nic->engine;
 
 	if (!mutex_trylock(&eng->serve))
 		return false;
-	clanq_engine_chunk_landed(ep, status);
+	clanq_engine_chunk_landed(ep, chunk, status);
 	mutex_unlock(&eng->serve);
 	clanq_engine_wake(eng);
 	return true;
@@ -711,9 +858,9 @@ EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done_now);
 
 /*
  * The endpoint is going: wait for a turn in progress, take it off the
- * engine for good, drop the request it held (unless a wire still has a
- * chunk of it: clanq_engine_write_done() drops it then). The engine
- * never looks at it again. Its context leaves the engine's line with
+ * engine for good, drop the request in progress (chunks of it that a
+ * wire still holds keep their own references, and are dropped as they
+ * are reported). The engine never looks at its queues again. Its context leaves the engine's line with
  * its last queue in line, so once all its endpoints are detached
  * (clanq_ctx_release() destroys them first) the context may go too.
  */
@@ -734,7 +881,8 @@ void clanq_engine_detach_ep(struct clanq_kep *ep)
 	rd->active = true;
 	spin_unlock_irq(&eng->lock);
 	rd->detached = true;
-	if (rd->busy && !rd->parked) {
+	rd->parked = false;
+	if (rd->busy) {
 		clanq_rdma_xfer_put(&rd->cur);
 		rd->busy = false;
 	}

@@ -97,6 +97,7 @@ struct clanq_vwrite_piece {
 
 struct clanq_vwrite {
 	struct clanq_kep *ep;		/* referenced until the engine is told */
+	u32 chunk;			/* the engine's name for it */
 	int status;
 	struct work_struct done;	/* tells the engine (clanq_v_done_wq) */
 	struct list_head orphan;	/* conn->orphans: half posted */

@@ -128,7 +128,7 @@ void clanq_vconn_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 		if (!wr->status && wr->result)
 			*wr->result = READ_ONCE(*wr->old);
 		/* an idle engine hears now; a busy one from the work queue */
-		if (clanq_engine_write_done_now(wr->ep, wr->status)) {
+		if (clanq_engine_write_done_now(wr->ep, wr->chunk, wr->status)) {
 			clanq_kep_put(wr->ep);
 			clanq_vwrite_release(wr);
 		} else {

@@ -70,7 +70,7 @@ static void clanq_vwrite_done(struct work_struct *work)
 {
 	struct clanq_vwrite *wr = container_of(work, struct clanq_vwrite, done);
 
-	clanq_engine_write_done(wr->ep, wr->status);
+	clanq_engine_write_done(wr->ep, wr->chunk, wr->status);
 	clanq_kep_put(wr->ep);
 	clanq_vwrite_release(wr);
 }
@@ -375,6 +375,7 @@ static int clanq_vwrite_go(struct clanq_nic *src, const struct clanq_wire_write 
 
 	wr->imp = imp;
 	wr->ap = w->dst;
+	wr->chunk = w->chunk;
 	wr->src_node = src->node;
 	wr->credits = credits;
 	wr->wrote = wrote;
@@ -473,6 +474,7 @@ void clanq_vwrite_retry(struct work_struct *work)
 	struct clanq_kep *ep;
 	struct clanq_vbuf *b;
 	bool stalled;
+	u32 chunk;
 	int err;
 
 	for (;;) {
@@ -512,10 +514,11 @@ void clanq_vwrite_retry(struct work_struct *work)
 			continue;
 		}
 		ep = wr->waiter;
+		chunk = wr->chunk;
 		err = clanq_vwrite_send(wr, b);
 		/* failed, @wr is gone: the engine hears it from us */
 		if (err)
-			clanq_engine_write_done(ep, err);
+			clanq_engine_write_done(ep, chunk, err);
 		clanq_kep_put(ep);	/* the post took its own */
 	}
 }

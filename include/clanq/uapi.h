@@ -545,9 +545,10 @@ struct clanq_ioc_ap_close {
  *    READ and atomic of its queue completed (verbs' IB_SEND_FENCE).
  *    WRITEs and atomics are ordered among themselves without it, and a
  *    READ sees what the same queue's earlier WRITEs and atomics wrote.
- *    (Today's engine runs one request of a queue at a time, so FENCE
- *    costs nothing; it is what keeps a program right on an engine that
- *    pipelines.)
+ *    (The engine has several requests of a queue out at once only
+ *    through one aperture, where one connection keeps their order, and
+ *    a FENCE request waits for every one out: it costs a round trip to
+ *    another host when requests are out, nothing otherwise.)
  */
 #define CLANQ_RDMA_LAST		0x1u	/* last of a logical message */
 #define CLANQ_RDMA_SIGNAL	0x2u	/* complete even on success */

@@ -34,9 +34,10 @@ struct fake_wire {
 	struct clanq_nic *remote;	/* the NIC that is FAKE_NODE */
 	unsigned int oobs, imports, writes;
 	u64 bytes;
-	/* complete writes later: keep the chunk, hold its requester */
+	/* complete writes later: keep the chunks in order, hold their requester */
 	bool later;
-	struct clanq_wire_write held;
+	unsigned int nr_held;
+	struct clanq_wire_write held[2 * CLANQ_RDMA_WINDOW];
 };
 
 static struct fake_wire *fake;
@@ -72,8 +73,10 @@ static int fake_rdma_write(struct clanq_nic *src,
 	fake->writes++;
 	fake->bytes += w->len;
 	if (fake->later) {
+		if (WARN_ON(fake->nr_held == ARRAY_SIZE(fake->held)))
+			return -ENOBUFS;
 		refcount_inc(&w->ep->ref);
-		fake->held = *w;
+		fake->held[fake->nr_held++] = *w;
 		return -EINPROGRESS;
 	}
 	return clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
@@ -81,20 +84,33 @@ static int fake_rdma_write(struct clanq_nic *src,
 }
 
 /*
- * The held chunk's send completion: deliver it (unless @status says it
- * failed on the way), tell the engine, let go of the requester.
+ * The @i-th held chunk's send completion: deliver it (unless @status
+ * says it failed on the way), tell the engine, let go of the requester.
+ * A wire delivers in order; only the reports may come out of it.
  */
+static void fake_complete_at(unsigned int i, int status)
+{
+	struct clanq_wire_write w;
+	struct clanq_kap *ap;
+
+	if (WARN_ON(i >= fake->nr_held))
+		return;
+	w = fake->held[i];
+	ap = w.dst;
+	memmove(&fake->held[i], &fake->held[i + 1],
+		(fake->nr_held - i - 1) * sizeof(w));
+	fake->nr_held--;
+	if (!status)
+		status = clanq_rx_write(ap->region, ap->off + w.dst_off, w.src,
+					w.src_off, w.len, ap, NULL);
+	clanq_engine_write_done(w.ep, w.chunk, status);
+	clanq_kep_put(w.ep);
+}
+
+/* The oldest held chunk's completion. */
 static void fake_complete(int status)
 {
-	struct clanq_wire_write *w = &fake->held;
-	struct clanq_kap *ap = w->dst;
-
-	if (!status)
-		status = clanq_rx_write(ap->region, ap->off + w->dst_off, w->src,
-					w->src_off, w->len, ap, NULL);
-	clanq_engine_write_done(w->ep, status);
-	clanq_kep_put(w->ep);
-	memset(w, 0, sizeof(*w));
+	fake_complete_at(0, status);
 }
 
 static const struct clanq_wire_ops fake_wire_ops = {
@@ -263,6 +279,7 @@ struct rdma_path {
 	struct clanq_queue rq, cq;
 	struct clanq_rdma_req req;	/* the whole region, SIGNAL | LAST */
 	u32 ap;
+	u64 key;			/* dst's export's */
 };
 
 static void rdma_path_init(struct kunit *test, struct wire_env *e,
@@ -284,6 +301,7 @@ static void rdma_path_init(struct kunit *test, struct wire_env *e,
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_region_export(e->remote.ctx, &ex), 0);
 	im.region.id = p->dst->id;
 	im.key = ex.key;
+	p->key = ex.key;
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
 	KUNIT_EXPECT_EQ(test, fake->imports, 1);
 	p->ap = im.id;
@@ -423,16 +441,14 @@ static void ops_a_wire_lacks_complete_eopnotsupp(struct kunit *test)
 }
 
 /*
- * A wire that completes a write later (-EINPROGRESS) parks the queue:
- * the engine serves nothing more of it, a kick does not put it back in
- * line, the application is not asked to kick (need_wakeup stays clear)
- * and no completion appears, until the wire reports the chunk; then the
- * request goes on where it stopped. Its last chunk reported, the queue
- * lets go at once (need_wakeup set) unless a request came meanwhile. A
- * chunk that fails on the wire completes the request with that status
- * and the bytes written so far.
+ * Chunks a wire completes later (-EINPROGRESS) go out together, up to
+ * the window, each turn giving the next one (rdma_max_xfer is half the
+ * region): the wire holds both chunks of a request before either lands.
+ * Its last chunk out, the queue lets go (need_wakeup set) rather than
+ * line up for a turn that would find nothing. No completion appears
+ * until every chunk landed, whatever order the wire reports them in.
  */
-static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
+static void writes_that_complete_later_go_out_together(struct kunit *test)
 {
 	struct wire_env *e = test->priv;
 	struct clanq_rdma_comp comp;
@@ -442,72 +458,193 @@ static void a_write_that_completes_later_parks_its_queue(struct kunit *test)
 	fake->later = true;
 	rdma_path_post(test, &p, 5);
 	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_EXPECT_EQ(test, fake->writes, 1);
-	KUNIT_EXPECT_PTR_EQ(test, fake->held.ep, p.ep);
-	KUNIT_EXPECT_EQ(test, fake->held.len, REGION_LEN / 2);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
-	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	KUNIT_EXPECT_PTR_EQ(test, fake->held[0].ep, p.ep);
+	KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, 0);
+	KUNIT_EXPECT_EQ(test, fake->held[1].dst_off, REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, fake->held[1].chunk, fake->held[0].chunk + 1);
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 1, 5), 0);
 
-	/* first chunk done: the queue is back, the second chunk parks */
-	fake_complete(0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_EXPECT_EQ(test, fake->writes, 2);
-	KUNIT_EXPECT_EQ(test, fake->held.dst_off, REGION_LEN / 2);
+	/* the second is reported first: it waits for the first */
+	fake_complete_at(1, 0);
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
 	fake_complete(0);
 	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
-	/*
-	 * The request is over and nothing else was posted: the queue lets go
-	 * when its chunk lands (no turn that would find nothing), and asks
-	 * for a doorbell again: need_wakeup set
-	 */
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_bytes), REGION_LEN);
+}
 
-	/* the first chunk is written, the second fails on the wire */
-	rdma_path_post(test, &p, 6);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+/*
+ * The window holds CLANQ_RDMA_WINDOW chunks: with chunks of 512 bytes,
+ * two whole-region requests are 32; the first 16 go, then the queue is
+ * parked (need_wakeup clear, a kick does not line it up), and each chunk
+ * that retires lets one more go. Two completions, in order, once all
+ * landed.
+ */
+static void a_full_window_parks_the_queue_until_a_chunk_retires(struct kunit *test)
+{
+	const u32 per_req = REGION_LEN / 512;
+	struct wire_env *e = test->priv;
+	struct clanq_rdma_comp comp;
+	struct rdma_path p;
+	u32 i;
+
+	BUILD_BUG_ON(REGION_LEN / 512 != CLANQ_RDMA_WINDOW);
+	rdma_path_init(test, e, &p);
+	max_xfer_set(test, 512);
+	fake->later = true;
+	region_fill(p.src, REGION_LEN, 8);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));
+	rdma_path_post(test, &p, 8);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, CLANQ_RDMA_WINDOW);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	for (i = 0; i < 2 * per_req; i++) {
+		KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, (i % per_req) * 512);
+		fake_complete(0);
+		if (i == per_req - 1)
+			rdma_path_comp(test, &p, REGION_LEN, 0);
+		while (clanq_engine_step(e->local))
+			;
+		KUNIT_EXPECT_EQ(test, fake->nr_held,
+				min(2 * per_req - i - 1, CLANQ_RDMA_WINDOW));
+	}
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 8), REGION_LEN);
+}
+
+/*
+ * Only chunks to one aperture are out together (one connection keeps
+ * them in order): a request through a second aperture onto the same
+ * region waits until the window is empty, and so does a FENCE request
+ * through the first. Then each goes out.
+ */
+static void another_aperture_or_a_fence_waits_for_an_empty_window(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_ioc_ap_import im = {
+		.region = { .node = FAKE_NODE },
+		.len = REGION_LEN,
+		.rights = CLANQ_RIGHT_WRITE,
+	};
+	struct clanq_rdma_req other, fence;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	fake->later = true;
+	im.region.id = p.dst->id;
+	im.key = p.key;
+	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
+	other = p.req;
+	other.dst_ap = im.id;
+	other.len = 64;
+	fence = p.req;
+	fence.len = 64;
+	fence.flags |= CLANQ_RDMA_FENCE;
+
+	region_fill(p.src, REGION_LEN, 2);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));	/* 2 chunks */
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &other));
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &fence));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
 	fake_complete(0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->nr_held, 1);
+	fake_complete(0);
+	rdma_path_comp(test, &p, REGION_LEN, 0);
+	/* empty: the other aperture's goes, and the fence waits for it */
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	KUNIT_EXPECT_EQ(test, fake->held[0].dst->id, im.id);
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	KUNIT_EXPECT_EQ(test, fake->held[0].dst->id, p.ap);
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 2), REGION_LEN);
+}
+
+/*
+ * A chunk that fails on the wire completes its request with that status
+ * and the bytes that landed before it, once every chunk of it is back,
+ * whichever failed and in whatever order they are reported; the next
+ * request goes on. A chunk that fails while later chunks of the request
+ * are still to go ends the request there: they never go.
+ */
+static void a_chunk_that_fails_completes_its_request_in_order(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_rdma_comp comp;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	fake->later = true;
+
+	/* the first chunk is written, the second fails */
+	rdma_path_post(test, &p, 6);
+	while (clanq_engine_step(e->local))
+		;
+	fake_complete(0);
 	fake_complete(-EIO);
 	rdma_path_comp(test, &p, REGION_LEN / 2, -EIO);
 	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 1);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 6),
 			REGION_LEN / 2);
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, REGION_LEN / 2, REGION_LEN, 5),
-			REGION_LEN);
 
-	/*
-	 * A request posted while the last chunk of the one before is parked
-	 * (need_wakeup clear: no doorbell) is lined up when that chunk lands
-	 */
+	/* the first fails, reported after the second, which landed */
+	rdma_path_post(test, &p, 7);
+	while (clanq_engine_step(e->local))
+		;
+	fake_complete_at(1, 0);
+	fake_complete(-EIO);
+	rdma_path_comp(test, &p, 0, -EIO);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 2);
+
+	/* the first fails before the second goes: one chunk, one completion */
+	rdma_path_post(test, &p, 9);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	fake_complete(-EIO);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->nr_held, 0);
+	rdma_path_comp(test, &p, 0, -EIO);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+
+	/* and the queue goes on */
 	rdma_path_post(test, &p, 4);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	while (clanq_engine_step(e->local))
+		;
 	fake_complete(0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
-	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));
-	fake_complete(0);
-	rdma_path_comp(test, &p, REGION_LEN, 0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	fake_complete(0);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
 	fake_complete(0);
 	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 4), REGION_LEN);
-	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 3);
 }
 
 /*
- * The endpoint is destroyed while a chunk of its request is on the wire:
- * the request stays with the engine until the wire reports, which then
- * only drops it (no completion is posted into a segment nobody owns).
+ * The endpoint is destroyed while the chunks of its request are on the
+ * wire: they stay with the engine until the wire reports them, in any
+ * order, which then only drops them (no completion is posted into a
+ * segment nobody owns).
  * The wire's reference kept the endpoint; kmemleak, after the suite,
  * sees that nothing was left behind.
  */
@@ -521,27 +658,67 @@ static void an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports(str
 	src = p.src;
 	fake->later = true;
 	rdma_path_post(test, &p, 7);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_ASSERT_PTR_EQ(test, fake->held.ep, p.ep);
-	/* the engine holds the source's memory for the request: 2 holds */
-	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 2);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	/*
+	 * The chunks out hold the source's memory, each its own: the
+	 * owner's and 2 more. The endpoint goes; they stay until reported.
+	 */
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 3);
 	ep_destroy(e->ctx, p.ep);
-	KUNIT_EXPECT_TRUE(test, p.ep->rdma.busy);
-	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 2);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 3);
+	fake_complete_at(1, 0);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 3);
 	fake_complete(0);
 	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 1);
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 7),
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 7), REGION_LEN);
+}
+
+/*
+ * The endpoint is destroyed between two chunks of a request: the rest
+ * never goes, and the chunk out keeps the source's memory until the
+ * wire reports it.
+ */
+static void an_endpoint_destroyed_mid_request_sends_nothing_more(struct kunit *test)
+{
+	struct wire_env *e = test->priv;
+	struct clanq_kregion *src;
+	struct rdma_path p;
+
+	rdma_path_init(test, e, &p);
+	src = p.src;
+	fake->later = true;
+	rdma_path_post(test, &p, 3);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	/* the owner's, the request's and the chunk's */
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 3);
+	ep_destroy(e->ctx, p.ep);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 2);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	fake_complete(0);
+	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 1);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, fake->writes, 1);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 3),
 			REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, REGION_LEN / 2,
+					   REGION_LEN / 2 + 1, 3), REGION_LEN / 2);
 }
 
 static struct kunit_case clanq_wire_cases[] = {
 	KUNIT_CASE(route_picks_the_wire_that_reaches_the_node),
 	KUNIT_CASE(oob_send_goes_through_the_wire_of_the_destination),
 	KUNIT_CASE(rdma_write_goes_through_the_wire_of_the_import),
-	KUNIT_CASE(a_write_that_completes_later_parks_its_queue),
+	KUNIT_CASE(writes_that_complete_later_go_out_together),
+	KUNIT_CASE(a_full_window_parks_the_queue_until_a_chunk_retires),
+	KUNIT_CASE(another_aperture_or_a_fence_waits_for_an_empty_window),
+	KUNIT_CASE(a_chunk_that_fails_completes_its_request_in_order),
 	KUNIT_CASE(ops_a_wire_lacks_complete_eopnotsupp),
 	KUNIT_CASE(an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports),
+	KUNIT_CASE(an_endpoint_destroyed_mid_request_sends_nothing_more),
 	{}
 };
 
