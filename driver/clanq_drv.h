@@ -104,6 +104,7 @@ extern unsigned int clanq_max_regions;
 extern unsigned int clanq_max_aps;
 extern unsigned long clanq_max_region_bytes;
 extern unsigned int clanq_rdma_max_xfer;
+extern unsigned int clanq_rdma_window;
 extern bool clanq_rdma_inline;
 extern unsigned int clanq_rdma_poll_us;
 extern unsigned int clanq_max_tripwires;
@@ -437,9 +438,8 @@ struct clanq_rdma_xfer {
 
 /*
  * Chunks of one queue a wire may hold at once (rdma.c, "The window"):
- * enough to cover a round trip between hosts for small writes and
- * atomics, as perftest's default depth does, without making an
- * endpoint's state large.
+ * small writes, reads and atomics, enough to keep a link between hosts
+ * busy, without making an endpoint's state large.
  */
 #define CLANQ_RDMA_WINDOW	16
 
@@ -476,6 +476,7 @@ struct clanq_kep_rdma {
 	/* the window (engine->serve): chunks [retired, issued) are on wires */
 	u32 issued, retired;
 	u32 reqs_out;		/* requests taken, not yet completed */
+	u64 out_bytes;		/* of the chunks out */
 	/* the request at the window's head: bytes landed, its first error */
 	u64 head_done;
 	int head_status;

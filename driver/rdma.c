@@ -53,7 +53,7 @@
  *
  * The window. A wire may take a chunk and complete it later
  * (-EINPROGRESS: a remote one, on its send completion). The engine then
- * goes on with the queue's next chunks, up to CLANQ_RDMA_WINDOW of them
+ * goes on with the queue's next chunks, up to rdma_window of them
  * out at once, as long as they go through the same aperture: one
  * connection carries them, and RC lands a QP's requests in the order
  * they were posted, so "requests land in queue order" holds without the
@@ -305,6 +305,7 @@ static void clanq_rdma_retire(struct clanq_kep *ep)
 		if (!c->landed)
 			break;
 		rd->retired++;
+		rd->out_bytes -= c->len;
 		c->landed = false;
 		if (!rd->head_status) {
 			rd->head_status = c->status;
@@ -353,6 +354,7 @@ static struct clanq_rdma_chunk *clanq_rdma_issue(struct clanq_kep_rdma *rd,
 		kref_get(&x->dst->ref);
 	}
 	c->len = len;
+	rd->out_bytes += len;
 	c->final = final;
 	c->status = 0;
 	c->landed = false;
@@ -409,22 +411,35 @@ static bool clanq_rdma_take(struct clanq_kep *ep)
 	return true;
 }
 
+/* rdma_window, read through its bounds */
+static u32 clanq_rdma_window_size(void)
+{
+	return clamp(READ_ONCE(clanq_rdma_window), 1u, CLANQ_RDMA_WINDOW);
+}
+
 /*
- * Does the window hold back the next chunk of @x (@first: its request's
- * first)? Only chunks that a wire lands in the order it took them may
- * be out together: those to one aperture, which one connection carries
- * (RC keeps a QP's requests in order). A chunk to another aperture
- * could land before the ones out, so it waits for the window to empty,
- * as does a FENCE request and anything once the window is full.
+ * Does the window hold back the next chunk of @x, @len bytes (@first:
+ * its request's first)? Only chunks that a wire lands in the order it
+ * took them may be out together: those to one aperture, which one
+ * connection carries (RC keeps a QP's requests in order). A chunk to
+ * another aperture could land before the ones out, so it waits for the
+ * window to empty, as does a FENCE request. And the chunks out are small
+ * ones: at most rdma_window of them and rdma_max_xfer bytes in all, the
+ * bytes a turn may move, so a large transfer still has one chunk out at
+ * a time (over rxe, 16 READs of 64 KiB out per queue cut bandwidth to a
+ * third: a long burst of responses is where a soft device drops and
+ * waits for its retry timer).
  */
 static bool clanq_rdma_window_holds(struct clanq_kep_rdma *rd,
-				    const struct clanq_rdma_xfer *x, bool first)
+				    const struct clanq_rdma_xfer *x, u64 len,
+				    bool first)
 {
+	u64 bytes = max(READ_ONCE(clanq_rdma_max_xfer), CLANQ_RDMA_MIN_XFER);
 	u32 out = clanq_rdma_out(rd);
 
 	if (!out)
 		return false;
-	if (out >= CLANQ_RDMA_WINDOW ||
+	if (out >= clanq_rdma_window_size() || rd->out_bytes + len > bytes ||
 	    (first && (x->req.flags & CLANQ_RDMA_FENCE)))
 		return true;
 	/* the newest chunk out: not retired, so its reference holds */
@@ -499,11 +514,13 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 			if (taken == CLANQ_RDMA_TURN_REQS)
 				return CLANQ_TURN_MORE;
 			/* no entry, or room only the requests out may need */
-			if (clanq_rdma_out(rd) >= CLANQ_RDMA_WINDOW ||
+			if (clanq_rdma_out(rd) >= clanq_rdma_window_size() ||
 			    (clanq_rdma_out(rd) && !clanq_rdma_cq_room(rd, 1)))
 				return CLANQ_TURN_PARKED;
+			/* chunks out: their reports look again, no doorbell */
 			if (!clanq_rdma_take(ep))
-				return CLANQ_TURN_IDLE;
+				return clanq_rdma_out(rd) ? CLANQ_TURN_PARKED :
+							    CLANQ_TURN_IDLE;
 			taken++;
 			if (!rd->busy) {	/* failed validation: completed */
 				if (x->req.flags & CLANQ_RDMA_LAST)
@@ -539,7 +556,7 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 				atomic64_inc(&ep->nic->stats.rdma_splits);
 			return CLANQ_TURN_MORE;
 		}
-		if (clanq_rdma_window_holds(rd, x, !x->done))
+		if (clanq_rdma_window_holds(rd, x, w.len, !x->done))
 			return CLANQ_TURN_PARKED;
 		final = x->done + w.len == x->req.len;
 		x->done += w.len;
@@ -554,14 +571,14 @@ static enum clanq_rdma_turn clanq_rdma_turn(struct clanq_kep *ep)
 		if (!status || status == -EINPROGRESS)
 			budget -= w.len;
 		/*
-		 * A message out on a wire lets go at once, with the sleep
-		 * flag's look (a request posted meanwhile is lined up):
-		 * lining up would cost a turn that, in a ping-pong, finds
-		 * nothing.
+		 * A message out on a wire, and nothing posted behind it:
+		 * parked, its report looks again (lining up would cost a
+		 * turn that, in a ping-pong, finds nothing)
 		 */
 		if (final && last)
-			return status == -EINPROGRESS ? CLANQ_TURN_IDLE :
-							CLANQ_TURN_MORE;
+			return status == -EINPROGRESS &&
+			       !clanq_q_cons_avail(&rd->rq) ?
+			       CLANQ_TURN_PARKED : CLANQ_TURN_MORE;
 		if (!budget) {
 			if (rd->busy)
 				atomic64_inc(&ep->nic->stats.rdma_splits);
@@ -801,6 +818,14 @@ static void clanq_engine_chunk_landed(struct clanq_kep *ep, u32 chunk, int statu
 	 * not held back is in line, or idle with nothing to take.
 	 */
 	if (!rd->parked || rd->retired == retired || rd->detached)
+		return;
+	/*
+	 * Parked with nothing to take while chunks are out: the reports
+	 * look for new requests, so the application need not ring. A
+	 * request missed here (no barrier) is seen by a later report; the
+	 * last one lets go with the full sleep-flag pattern.
+	 */
+	if (!rd->busy && clanq_rdma_out(rd) && !clanq_q_cons_avail(&rd->rq))
 		return;
 	rd->parked = false;
 	clanq_rdma_requeue(&ep->nic->engine, ep,

@@ -274,6 +274,10 @@ static inline void *clanq_q_slot(const struct clanq_queue *q, __u32 i)
  *
  * Reads the consumer's index (A) only when the cached copy shows fewer
  * than @n free. A consumer index outside [0, nr_slots) reads as "full".
+ * One that moved backwards, or past what was produced, reads as no
+ * progress: the cached copy stays, so space already proven (and counted
+ * on: the RDMA engine takes a request only with room for the completions
+ * of all those out) is never taken back by a consumer that lies.
  */
 static inline __u32 clanq_q_prod_space_for(struct clanq_queue *q, __u32 n)
 {
@@ -285,6 +289,8 @@ static inline __u32 clanq_q_prod_space_for(struct clanq_queue *q, __u32 n)
 	cons = clanq_q_load_acquire(q->cons);		/* (A) */
 	if (cons & ~q->mask)
 		return 0;
+	if (((cons - q->peer) & q->mask) > ((q->own - q->peer) & q->mask))
+		return space;
 	q->peer = cons;
 	return (cons - q->own - 1) & q->mask;
 }

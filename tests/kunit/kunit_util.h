@@ -231,6 +231,21 @@ static inline void max_xfer_set(struct kunit *test, unsigned int bytes)
 	WRITE_ONCE(clanq_rdma_max_xfer, bytes);
 }
 
+static inline void rdma_window_restore(void *old)
+{
+	WRITE_ONCE(clanq_rdma_window, (unsigned int)(uintptr_t)old);
+}
+
+/* Set the module parameter rdma_window until the test ends. */
+static inline void rdma_window_set(struct kunit *test, unsigned int chunks)
+{
+	void *old = (void *)(uintptr_t)READ_ONCE(clanq_rdma_window);
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, rdma_window_restore,
+							old), 0);
+	WRITE_ONCE(clanq_rdma_window, chunks);
+}
+
 static inline s64 nic_stat(atomic64_t *counter)
 {
 	return atomic64_read(counter);

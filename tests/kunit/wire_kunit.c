@@ -440,13 +440,42 @@ static void ops_a_wire_lacks_complete_eopnotsupp(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
 }
 
+/* A request of @len bytes at @off of the path's region and aperture. */
+static struct clanq_rdma_req rdma_path_req(const struct rdma_path *p, u64 off,
+					   u64 len)
+{
+	struct clanq_rdma_req r = p->req;
+
+	r.src_off = off;
+	r.dst_off = off;
+	r.len = len;
+	return r;
+}
+
+/* Post @n requests of @len bytes, one after the other, and kick. */
+static void rdma_path_post_small(struct kunit *test, struct rdma_path *p,
+				 u32 n, u64 len, u8 seed)
+{
+	struct clanq_rdma_req r;
+	u32 i;
+
+	region_fill(p->src, REGION_LEN, seed);
+	for (i = 0; i < n; i++) {
+		r = rdma_path_req(p, i * len, len);
+		KUNIT_ASSERT_TRUE(test, clanq_q_put(&p->rq, &r));
+	}
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p->ep), 0);
+}
+
 /*
- * Chunks a wire completes later (-EINPROGRESS) go out together, up to
- * the window, each turn giving the next one (rdma_max_xfer is half the
- * region): the wire holds both chunks of a request before either lands.
- * Its last chunk out, the queue lets go (need_wakeup set) rather than
- * line up for a turn that would find nothing. No completion appears
- * until every chunk landed, whatever order the wire reports them in.
+ * Small requests a wire completes later (-EINPROGRESS) go out together,
+ * one message a turn: the wire holds both before either lands. With
+ * chunks out and nothing more to take the queue is parked: it does not
+ * ask for a doorbell (need_wakeup stays clear), the reports look again.
+ * No completion appears out of order, whatever order the wire reports
+ * in; the last report lets go (need_wakeup set). A request of two
+ * chunks of rdma_max_xfer has one out at a time: the window holds small
+ * chunks, rdma_max_xfer bytes in all.
  */
 static void writes_that_complete_later_go_out_together(struct kunit *test)
 {
@@ -456,71 +485,92 @@ static void writes_that_complete_later_go_out_together(struct kunit *test)
 
 	rdma_path_init(test, e, &p);
 	fake->later = true;
-	rdma_path_post(test, &p, 5);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+	rdma_path_post_small(test, &p, 2, 64, 5);
+	while (clanq_engine_step(e->local))
+		;
 	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
 	KUNIT_EXPECT_PTR_EQ(test, fake->held[0].ep, p.ep);
 	KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, 0);
-	KUNIT_EXPECT_EQ(test, fake->held[1].dst_off, REGION_LEN / 2);
+	KUNIT_EXPECT_EQ(test, fake->held[1].dst_off, 64);
 	KUNIT_EXPECT_EQ(test, fake->held[1].chunk, fake->held[0].chunk + 1);
-	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 1, 5), 0);
 
 	/* the second is reported first: it waits for the first */
 	fake_complete_at(1, 0);
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
+	rdma_path_comp(test, &p, 64, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 128, 5), 128);
+	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+
+	/* two chunks of rdma_max_xfer: the second goes once the first is back */
+	rdma_path_post(test, &p, 6);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	fake_complete(0);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, REGION_LEN / 2);
 	fake_complete(0);
 	rdma_path_comp(test, &p, REGION_LEN, 0);
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 5), REGION_LEN);
-	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_bytes), REGION_LEN);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 6), REGION_LEN);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_bytes),
+			128 + REGION_LEN);
 }
 
 /*
- * The window holds CLANQ_RDMA_WINDOW chunks: with chunks of 512 bytes,
- * two whole-region requests are 32; the first 16 go, then the queue is
- * parked (need_wakeup clear, a kick does not line it up), and each chunk
- * that retires lets one more go. Two completions, in order, once all
- * landed.
+ * The window holds rdma_window chunks (CLANQ_RDMA_WINDOW by default):
+ * of 20 small requests 16 go, then the queue is parked (need_wakeup
+ * clear, a kick does not line it up), and each one that retires lets
+ * one more go; 20 completions in order. With rdma_window 1, one at a
+ * time.
  */
 static void a_full_window_parks_the_queue_until_a_chunk_retires(struct kunit *test)
 {
-	const u32 per_req = REGION_LEN / 512;
 	struct wire_env *e = test->priv;
 	struct clanq_rdma_comp comp;
 	struct rdma_path p;
 	u32 i;
 
-	BUILD_BUG_ON(REGION_LEN / 512 != CLANQ_RDMA_WINDOW);
 	rdma_path_init(test, e, &p);
-	max_xfer_set(test, 512);
 	fake->later = true;
-	region_fill(p.src, REGION_LEN, 8);
-	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));
-	rdma_path_post(test, &p, 8);
+	rdma_path_post_small(test, &p, 20, 64, 8);
 	while (clanq_engine_step(e->local))
 		;
 	KUNIT_ASSERT_EQ(test, fake->nr_held, CLANQ_RDMA_WINDOW);
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
 	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	for (i = 0; i < 2 * per_req; i++) {
-		KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, (i % per_req) * 512);
+	for (i = 0; i < 20; i++) {
+		KUNIT_EXPECT_EQ(test, fake->held[0].dst_off, i * 64);
 		fake_complete(0);
-		if (i == per_req - 1)
-			rdma_path_comp(test, &p, REGION_LEN, 0);
+		rdma_path_comp(test, &p, 64, 0);
 		while (clanq_engine_step(e->local))
 			;
 		KUNIT_EXPECT_EQ(test, fake->nr_held,
-				min(2 * per_req - i - 1, CLANQ_RDMA_WINDOW));
+				min(20 - i - 1, CLANQ_RDMA_WINDOW));
 	}
-	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 8), REGION_LEN);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 20 * 64, 8), 20 * 64);
+
+	rdma_window_set(test, 1);
+	rdma_path_post_small(test, &p, 3, 64, 9);
+	for (i = 0; i < 3; i++) {
+		while (clanq_engine_step(e->local))
+			;
+		KUNIT_EXPECT_EQ(test, fake->nr_held, 1);
+		fake_complete(0);
+		rdma_path_comp(test, &p, 64, 0);
+	}
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 3 * 64, 9), 3 * 64);
 }
 
 /*
@@ -545,15 +595,13 @@ static void another_aperture_or_a_fence_waits_for_an_empty_window(struct kunit *
 	im.region.id = p.dst->id;
 	im.key = p.key;
 	KUNIT_ASSERT_EQ(test, clanq_ioctl_ap_import(e->ctx, &im), 0);
-	other = p.req;
+	other = rdma_path_req(&p, 128, 64);
 	other.dst_ap = im.id;
-	other.len = 64;
-	fence = p.req;
-	fence.len = 64;
+	fence = rdma_path_req(&p, 192, 64);
 	fence.flags |= CLANQ_RDMA_FENCE;
 
 	region_fill(p.src, REGION_LEN, 2);
-	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &p.req));	/* 2 chunks */
+	rdma_path_post_small(test, &p, 2, 64, 2);
 	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &other));
 	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &fence));
 	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
@@ -565,7 +613,8 @@ static void another_aperture_or_a_fence_waits_for_an_empty_window(struct kunit *
 		;
 	KUNIT_EXPECT_EQ(test, fake->nr_held, 1);
 	fake_complete(0);
-	rdma_path_comp(test, &p, REGION_LEN, 0);
+	rdma_path_comp(test, &p, 64, 0);
+	rdma_path_comp(test, &p, 64, 0);
 	/* empty: the other aperture's goes, and the fence waits for it */
 	while (clanq_engine_step(e->local))
 		;
@@ -579,65 +628,148 @@ static void another_aperture_or_a_fence_waits_for_an_empty_window(struct kunit *
 	KUNIT_EXPECT_EQ(test, fake->held[0].dst->id, p.ap);
 	fake_complete(0);
 	rdma_path_comp(test, &p, 64, 0);
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 2), REGION_LEN);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 256, 2), 256);
 }
 
 /*
  * A chunk that fails on the wire completes its request with that status
  * and the bytes that landed before it, once every chunk of it is back,
- * whichever failed and in whatever order they are reported; the next
- * request goes on. A chunk that fails while later chunks of the request
- * are still to go ends the request there: they never go.
+ * in whatever order they are reported; the next request goes on. With
+ * rdma_max_xfer 4 KiB, a request of 64 bytes and one of 4 KiB are three
+ * chunks: 64, then 4,032 (the turn's budget), then 64 once the first is
+ * back. A request whose chunk failed while its last was still to go
+ * ends there: that one never goes.
  */
 static void a_chunk_that_fails_completes_its_request_in_order(struct kunit *test)
 {
 	struct wire_env *e = test->priv;
+	struct clanq_rdma_req a, b;
 	struct clanq_rdma_comp comp;
 	struct rdma_path p;
 
 	rdma_path_init(test, e, &p);
 	fake->later = true;
+	a = rdma_path_req(&p, 0, 64);
+	a.flags = CLANQ_RDMA_SIGNAL;	/* one message with b: one turn */
+	b = rdma_path_req(&p, 64, 4096);
 
-	/* the first chunk is written, the second fails */
-	rdma_path_post(test, &p, 6);
+	/* b's first two chunks out together, the first fails: (0, -EIO) */
+	region_fill(p.src, REGION_LEN, 6);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &a));
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &b));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	KUNIT_EXPECT_EQ(test, fake->held[1].len, 4032);
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	KUNIT_EXPECT_EQ(test, fake->held[1].len, 64);
+	fake_complete_at(1, 0);
+	fake_complete(-EIO);
+	rdma_path_comp(test, &p, 0, -EIO);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 1);
+
+	/* the first of b's lands, its last fails: (4,032, -EIO) */
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &a));
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &b));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
 	while (clanq_engine_step(e->local))
 		;
 	fake_complete(0);
 	fake_complete(-EIO);
-	rdma_path_comp(test, &p, REGION_LEN / 2, -EIO);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 1);
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2, 6),
-			REGION_LEN / 2);
+	rdma_path_comp(test, &p, 4032, -EIO);
 
-	/* the first fails, reported after the second, which landed */
-	rdma_path_post(test, &p, 7);
+	/* b's first fails before its last went: that one never goes */
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &a));
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &b));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
 	while (clanq_engine_step(e->local))
 		;
-	fake_complete_at(1, 0);
-	fake_complete(-EIO);
-	rdma_path_comp(test, &p, 0, -EIO);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 2);
-
-	/* the first fails before the second goes: one chunk, one completion */
-	rdma_path_post(test, &p, 9);
-	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
-	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
-	fake_complete(-EIO);
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
+	fake_complete_at(1, -EIO);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
 	while (clanq_engine_step(e->local))
 		;
 	KUNIT_EXPECT_EQ(test, fake->nr_held, 0);
 	rdma_path_comp(test, &p, 0, -EIO);
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	KUNIT_EXPECT_EQ(test, fake->writes, 8);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 3);
 
 	/* and the queue goes on */
 	rdma_path_post(test, &p, 4);
 	while (clanq_engine_step(e->local))
 		;
 	fake_complete(0);
+	while (clanq_engine_step(e->local))
+		;
 	fake_complete(0);
 	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 4), REGION_LEN);
-	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_errors), 3);
+}
+
+/*
+ * Every request out may complete (an error always does), so the engine
+ * takes one only with completion slots for it and for all those out:
+ * with 3 slots free it lets 3 single-chunk requests go and holds the
+ * rest, even though the window has room. Once the application has read
+ * its completions and rung, the rest go.
+ */
+static void the_completion_queue_keeps_room_for_every_request_out(struct kunit *test)
+{
+	const u32 cq_free = CLANQ_DEFAULT_RDMA_SLOTS - 1;
+	struct wire_env *e = test->priv;
+	struct clanq_rdma_comp comp;
+	struct clanq_rdma_req small;
+	struct rdma_path p;
+	u32 i;
+
+	rdma_path_init(test, e, &p);
+	small = p.req;
+	small.len = 64;
+	region_fill(p.src, REGION_LEN, 1);
+	/* completions nobody reads yet: 3 slots left */
+	for (i = 0; i < cq_free - 3; i++)
+		KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &small));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	fake->later = true;
+	for (i = 0; i < 10; i++)
+		KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &small));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 3);
+	for (i = 0; i < 3; i++)
+		fake_complete(0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->nr_held, 0);
+	for (i = 0; i < cq_free; i++)
+		rdma_path_comp(test, &p, 64, 0);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	/* read: the application rings, as clanq_rdma_poll() would */
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 7);
+	for (i = 0; i < 7; i++)
+		fake_complete(0);
+	for (i = 0; i < 7; i++)
+		rdma_path_comp(test, &p, 64, 0);
+	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 64, 1), 64);
 }
 
 /*
@@ -657,13 +789,14 @@ static void an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports(str
 	rdma_path_init(test, e, &p);
 	src = p.src;
 	fake->later = true;
-	rdma_path_post(test, &p, 7);
+	rdma_path_post_small(test, &p, 2, 64, 7);
 	while (clanq_engine_step(e->local))
 		;
 	KUNIT_ASSERT_EQ(test, fake->nr_held, 2);
 	/*
 	 * The chunks out hold the source's memory, each its own: the
-	 * owner's and 2 more. The endpoint goes; they stay until reported.
+	 * owner's and 2 more. The endpoint goes; they stay until reported,
+	 * and are let go in order.
 	 */
 	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 3);
 	ep_destroy(e->ctx, p.ep);
@@ -673,7 +806,7 @@ static void an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports(str
 	fake_complete(0);
 	KUNIT_EXPECT_EQ(test, refcount_read(&src->mem_ref), 1);
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
-	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 7), REGION_LEN);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 128, 7), 128);
 }
 
 /*
@@ -716,6 +849,7 @@ static struct kunit_case clanq_wire_cases[] = {
 	KUNIT_CASE(a_full_window_parks_the_queue_until_a_chunk_retires),
 	KUNIT_CASE(another_aperture_or_a_fence_waits_for_an_empty_window),
 	KUNIT_CASE(a_chunk_that_fails_completes_its_request_in_order),
+	KUNIT_CASE(the_completion_queue_keeps_room_for_every_request_out),
 	KUNIT_CASE(ops_a_wire_lacks_complete_eopnotsupp),
 	KUNIT_CASE(an_endpoint_destroyed_mid_write_is_dropped_when_the_wire_reports),
 	KUNIT_CASE(an_endpoint_destroyed_mid_request_sends_nothing_more),

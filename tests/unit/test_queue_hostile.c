@@ -190,6 +190,56 @@ static void test_out_of_range_cons_reads_as_full_to_the_producer(void **state)
 }
 
 /*
+ * A consumer index that moves backwards, or past what was produced, is
+ * in range but a lie: the producer sees no progress, and never less
+ * room than it had already proven (the RDMA engine counts on that room
+ * for completions it owes). The honest index then counts again.
+ */
+static void lying_cons_one(uint32_t nr, uint32_t size)
+{
+	unsigned char *buf = tmalloc(size);
+	struct seg *s = seg_new(nr, size);
+	uint32_t i, room, legit, lies[2];
+	unsigned int b;
+
+	if (nr < 4)
+		goto out;
+	advance(s, nr / 2, buf);
+	/* half full, a quarter consumed: the producer proves its room */
+	for (i = 0; i < nr / 2; i++) {
+		item_fill(buf, size, i);
+		check(clanq_q_put(&s->p, buf));
+	}
+	for (i = 0; i < nr / 4; i++)
+		check(clanq_q_get(&s->c, buf));
+	room = clanq_q_prod_space_for(&s->p, nr - 1);
+	check_eq(room, nr - 1 - (nr / 2 - nr / 4));
+	legit = load_word(s->c.cons);
+	lies[0] = (legit - 1) & s->p.mask;		/* backwards */
+	lies[1] = (s->p.own + 1) & s->p.mask;		/* past the producer */
+	for (b = 0; b < ARRAY_SIZE(lies); b++) {
+		set_ctx("nr_slots %u, room %u, cons %u -> %u", nr, room, legit,
+			lies[b]);
+		store_word(s->p.cons, lies[b]);
+		check_eq(clanq_q_prod_space_for(&s->p, nr - 1), room);
+		check_eq(clanq_q_prod_space(&s->p), room);
+	}
+	store_word(s->p.cons, legit);
+	for (i = nr / 4; i < nr / 2; i++)
+		check(clanq_q_get(&s->c, buf));
+	check_eq(clanq_q_prod_space_for(&s->p, nr - 1), nr - 1);
+out:
+	seg_check_free(s);
+	tfree(buf);
+}
+
+static void test_a_consumer_that_lies_never_takes_back_room(void **state)
+{
+	(void)state;
+	each_geometry(lying_cons_one);
+}
+
+/*
  * Random words, in range or not, written by a peer at random moments
  * between honest operations of both sides, including batches sized by
  * whatever the garbage made the other side believe. The other side may
@@ -310,6 +360,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_out_of_range_prod_reads_as_empty_to_the_consumer),
 		T(test_out_of_range_cons_reads_as_full_to_the_producer),
+		T(test_a_consumer_that_lies_never_takes_back_room),
 		T(test_random_peer_index_words_never_lead_outside_the_slots),
 		T(test_guard_check_catches_a_stray_byte_next_to_the_slots),
 	};

@@ -187,10 +187,12 @@ fi
 # libfabric's verbs provider offers nothing here, fi_getinfo -61, even
 # with FI_VERBS_IFACE naming the link.) pair-run also runs the msg round
 # trip with FI_CLANQ_YIELD=0 (spin-msg): the poller that never
-# yields, so the yield's worth is measured in every run.
+# yields, so the yield's worth is measured in every run; and with
+# rdma_window=1 on both hosts (win1-msg): each engine one chunk at a
+# time, a round trip each, as before the window, for its worth.
 fab_runs="msg:8:50 msg:1048576:2 rdm:8:10 rdm:1048576:2"
 [ -f /clanq/pair-suite ] ||
-	fab_runs="msg:8:500 spin-msg:8:100 msg:65536:100 msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
+	fab_runs="msg:8:500 spin-msg:8:100 win1-msg:8:500 msg:65536:100 msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
 fab_port=47900
 fab_serve=$([ -f /clanq/pair-suite ] && echo 240 || echo 120)
 if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
@@ -198,20 +200,29 @@ if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; t
 else
 	for run in $fab_runs; do
 		ep=${run%%:*} s=${run#*:} n=${s#*:} s=${s%:*}
-		yield_env=
+		yield_env= window=
 		case $ep in
 		msg)		prov=clanq ;;
 		spin-msg)	prov=clanq ep=msg yield_env=FI_CLANQ_YIELD=0 ;;
+		win1-msg)	prov=clanq ep=msg window=1 ;;
 		rdm)		prov="clanq;ofi_rxm" ;;
 		base-tcp)	prov="tcp;ofi_rxm" ep=rdm ;;
 		esac
 		fab_port=$((fab_port + 1))
 		name="fabric-pingpong $prov -e $ep ${s} B x $n"
 		[ -n "$yield_env" ] && name="$name $yield_env"
+		# both sides' engines one chunk at a time, as before the window
+		win=/sys/module/clanq/parameters/rdma_window
+		if [ -n "$window" ]; then
+			name="$name rdma_window=$window"
+			win_was=$(cat $win)
+			echo $window > $win
+		fi
 		if [ $role = b ]; then
 			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -B $fab_port > $t/fab-server 2>&1
 			rc=$?
+			[ -n "$window" ] && echo $win_was > $win
 			case $run in
 			base-*)	[ $rc = 0 ] || echo "== b: $name: the baseline's server exited $rc: $(tail -c 300 $t/fab-server)" ;;
 			*)	if [ $rc = 0 ]; then ok "$name (server)"
@@ -229,6 +240,7 @@ else
 				[ $(($(uptime_s) - t0)) -lt 90 ] || break
 			sleep 1
 		done
+		[ -n "$window" ] && echo $win_was > $win
 		cat $t/fab-client
 		# bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
 		usec=$(awk '$1 ~ /^[0-9]/ && ($2 == $3 || "=" $2 == $3) { print $7 }' $t/fab-client)
@@ -240,6 +252,7 @@ else
 				[ $ep = rdm ] && [ $s = 8 ] && clanq_rdm=$usec
 				[ $ep = msg ] && [ $s = 8 ] && case $run in
 					spin-*)	clanq_spin=$usec ;;
+					win1-*)	clanq_win1=$usec ;;
 					*)	clanq_msg=$usec ;;
 				esac
 			else
@@ -249,10 +262,11 @@ else
 	done
 	# usec/xfer is half a round trip, for all alike
 	[ $role = a ] && [ -n "${clanq_rdm:-}" ] && awk -v c="$clanq_rdm" -v m="${clanq_msg:-}" \
-		-v p="${base_tcp:-}" -v y="${clanq_spin:-}" 'BEGIN {
+		-v p="${base_tcp:-}" -v y="${clanq_spin:-}" -v w="${clanq_win1:-}" 'BEGIN {
 		printf "== fi_pingpong 8 B between the hosts, usec/xfer: clanq -e msg %s, clanq;ofi_rxm -e rdm %s", m, c
 		if (p != "") printf "; tcp;ofi_rxm %s: %.2fx", p, c / p
 		if (y != "" && m > 0) printf "; clanq -e msg never yielding (FI_CLANQ_YIELD=0) %s: %.2fx the yielding", y, y / m
+		if (w != "" && m > 0) printf "; clanq -e msg one chunk at a time (rdma_window=1) %s: %.2fx the windowed", w, w / m
 		printf "\n" }'
 fi
 
