@@ -481,6 +481,7 @@ static void writes_that_complete_later_go_out_together(struct kunit *test)
 {
 	struct wire_env *e = test->priv;
 	struct clanq_rdma_comp comp;
+	struct clanq_rdma_req r;
 	struct rdma_path p;
 
 	rdma_path_init(test, e, &p);
@@ -507,6 +508,19 @@ static void writes_that_complete_later_go_out_together(struct kunit *test)
 	KUNIT_EXPECT_NULL(test, clanq_engine_step(e->local));
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
 
+	/* one that ends no message: the same, parked with nothing to take */
+	r = rdma_path_req(&p, 0, 64);
+	r.flags = CLANQ_RDMA_SIGNAL;
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &r));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_ASSERT_EQ(test, fake->nr_held, 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 0);
+	fake_complete(0);
+	rdma_path_comp(test, &p, 64, 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
+
 	/* two chunks of rdma_max_xfer: the second goes once the first is back */
 	rdma_path_post(test, &p, 6);
 	while (clanq_engine_step(e->local))
@@ -522,7 +536,7 @@ static void writes_that_complete_later_go_out_together(struct kunit *test)
 	rdma_path_comp(test, &p, REGION_LEN, 0);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN, 6), REGION_LEN);
 	KUNIT_EXPECT_EQ(test, READ_ONCE(p.ep->counters->rdma_bytes),
-			128 + REGION_LEN);
+			128 + 64 + REGION_LEN);
 }
 
 /*
@@ -536,6 +550,7 @@ static void a_full_window_parks_the_queue_until_a_chunk_retires(struct kunit *te
 {
 	struct wire_env *e = test->priv;
 	struct clanq_rdma_comp comp;
+	struct clanq_rdma_req r;
 	struct rdma_path p;
 	u32 i;
 
@@ -560,6 +575,38 @@ static void a_full_window_parks_the_queue_until_a_chunk_retires(struct kunit *te
 	KUNIT_EXPECT_FALSE(test, clanq_q_get(&p.cq, &comp));
 	KUNIT_EXPECT_EQ(test, READ_ONCE(*p.ep->rdma.need_wakeup), 1);
 	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, 20 * 64, 8), 20 * 64);
+
+	/*
+	 * The count holds even where the bytes would not: 15 small requests
+	 * and a first chunk of 3,136 fill the window and rdma_max_xfer;
+	 * rdma_max_xfer raised, the last 64 bytes still wait for a slot.
+	 */
+	region_fill(p.src, REGION_LEN, 10);
+	for (i = 0; i < CLANQ_RDMA_WINDOW - 1; i++) {
+		r = rdma_path_req(&p, i * 64, 64);
+		r.flags = CLANQ_RDMA_SIGNAL;
+		KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &r));
+	}
+	r = rdma_path_req(&p, i * 64, REGION_LEN / 2 - i * 64 + 64);
+	KUNIT_ASSERT_TRUE(test, clanq_q_put(&p.rq, &r));
+	KUNIT_ASSERT_EQ(test, clanq_engine_kick(p.ep), 0);
+	KUNIT_ASSERT_PTR_EQ(test, clanq_engine_step(e->local), p.ep);
+	KUNIT_ASSERT_EQ(test, fake->nr_held, CLANQ_RDMA_WINDOW);
+	max_xfer_set(test, REGION_LEN);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->nr_held, CLANQ_RDMA_WINDOW);
+	fake_complete(0);
+	while (clanq_engine_step(e->local))
+		;
+	KUNIT_EXPECT_EQ(test, fake->nr_held, CLANQ_RDMA_WINDOW);
+	while (fake->nr_held)
+		fake_complete(0);
+	for (i = 0; i < CLANQ_RDMA_WINDOW - 1; i++)
+		rdma_path_comp(test, &p, 64, 0);
+	rdma_path_comp(test, &p, r.len, 0);
+	KUNIT_EXPECT_EQ(test, region_check(p.dst, 0, REGION_LEN / 2 + 64, 10),
+			REGION_LEN / 2 + 64);
 
 	rdma_window_set(test, 1);
 	rdma_path_post_small(test, &p, 3, 64, 9);
