@@ -80,7 +80,7 @@ EXPORT_SYMBOL_IF_KUNIT(clanq_rdma_max_xfer);
 
 unsigned int clanq_rdma_window = CLANQ_RDMA_WINDOW;
 module_param_named(rdma_window, clanq_rdma_window, uint, 0644);
-MODULE_PARM_DESC(rdma_window, "Chunks of one queue the RDMA engine lets a wire to another host hold at once (1.." __stringify(CLANQ_RDMA_WINDOW) "; default " __stringify(CLANQ_RDMA_WINDOW) "; 1: one chunk at a time, a round trip each)");
+MODULE_PARM_DESC(rdma_window, "Chunks of one queue the RDMA engine lets a wire to another host hold at once (1..16; default 16; 1: one chunk at a time, a round trip each)");
 /* KUnit narrows it in a test, and restores it */
 EXPORT_SYMBOL_IF_KUNIT(clanq_rdma_window);
 

@@ -885,8 +885,9 @@ EXPORT_SYMBOL_CLANQ_WIRE(clanq_engine_write_done_now);
  * The endpoint is going: wait for a turn in progress, take it off the
  * engine for good, drop the request in progress (chunks of it that a
  * wire still holds keep their own references, and are dropped as they
- * are reported). The engine never looks at its queues again. Its context leaves the engine's line with
- * its last queue in line, so once all its endpoints are detached
+ * are reported). The engine never looks at its queues again. Its
+ * context leaves the engine's line with its last queue in line, so
+ * once all its endpoints are detached
  * (clanq_ctx_release() destroys them first) the context may go too.
  */
 void clanq_engine_detach_ep(struct clanq_kep *ep)
