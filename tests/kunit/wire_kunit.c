@@ -121,8 +121,15 @@ static const struct clanq_wire_ops fake_wire_ops = {
 	.rdma_write	= fake_rdma_write,
 };
 
+/*
+ * The wire goes first at cleanup: the chunks it still holds fail, as a
+ * remote wire's do when it goes, so that a test that stopped half way
+ * (a failed assertion) leaves neither endpoints nor regions behind.
+ */
 static void fake_unregister(void *data)
 {
+	while (fake->nr_held)
+		fake_complete(-ENXIO);
 	clanq_wire_unregister(&fake->wire);
 	fake = NULL;
 }
