@@ -54,6 +54,12 @@ END {
 	row("polled 8 B round trip, clanq / raw shm", c8, get(typ, "lat/shm/spin/8/0"), 1.5, "le")
 	row("  UCX tag_lat shm / clanq (how much faster clanq is)", get(typ, "lat/ucx/tag-shm/8/0"), c8, 3, "ge")
 	row("  libfabric fi_pingpong shm / clanq", get(typ, "lat/libfabric/shm/8/0"), c8, 1, "ge")
+	f8 = get(typ, "lat/libfabric/clanq-msg/8/0")
+	row("fi_pingpong 8 B round trip over clanq (msg) / clanq echo", f8, c8, 1.2, "le")
+	row("fi_pingpong 8 B round trip, clanq (msg) / shm", f8, get(typ, "lat/libfabric/shm/8/0"),
+	    0.5, "le")
+	row("  the same, clanq;ofi_rxm (rdm) / shm", get(typ, "lat/libfabric/clanq-rdm/8/0"),
+	    get(typ, "lat/libfabric/shm/8/0"), 0.5, "le")
 	row("  Soft-RoCE ib_write_lat / clanq", get(typ, "lat/rxe/ib_write_lat/8/0"), c8, 5, "ge")
 	row("64 B RDMA write round trip, clanq / raw shm", get(typ, "lat/clanq/rdma-poll/64/0"),
 	    get(typ, "lat/shm/spin/64/0"), 3, "le")
@@ -82,7 +88,8 @@ END {
 	    get(cpu, "load/udp/epoll/8/" maxload), 0.333, "le")
 	row("server CPU per message, clanq / UCX (saturated)", cl, get(cpu, "load/ucx/tag-shm/8/1"), 1.0, "le")
 	# bandwidth: the worst ratio over sizes >= 64 KiB, and over every size for UCX
-	wm = wr = wu = wl = -1
+	# and for fi_pingpong over clanq against shm
+	wm = wr = wu = wl = wf = wx = -1
 	for (s in sizes) {
 		r = get(bw, "bw/clanq/rdma-write/" s "/0"); m = get(bw, "bw/memcpy/1-core/" s "/0")
 		x = get(bw, "bw/rxe/ib_write_bw/" s "/0"); u = get(bw, "bw/ucx/tag-shm/" s "/0")
@@ -92,6 +99,10 @@ END {
 		best = (p > q) ? p : q
 		if (best > 0 && u > 0 && (wu < 0 || best / u < wu)) { wu = best / u; wus = s }
 		d = get(bw, "bw/clanq/pio-default/" s "/0")
+		fs = get(bw, "bw/libfabric/shm/" s "/0"); fm = get(bw, "bw/libfabric/clanq-msg/" s "/0")
+		fr = get(bw, "bw/libfabric/clanq-rdm/" s "/0")
+		if (fm > 0 && fs > 0 && (wf < 0 || fm / fs < wf)) { wf = fm / fs; wfs = s }
+		if (fr > 0 && fs > 0 && (wx < 0 || fr / fs < wx)) { wx = fr / fs; wxs = s }
 		if (s + 0 >= 65536 && d > 0 && r > 0 && (wl < 0 || d / r < wl)) { wl = d / r; wls = s }
 	}
 	row(sprintf("RDMA write bandwidth / memcpy, worst size >= 64 KiB (%s B)", wms), wm, 1, 0.8, "ge")
@@ -99,6 +110,8 @@ END {
 	row(sprintf("messaging bandwidth / UCX tag_bw, worst size (%s B)", wus), wu, 1, 1, "ge")
 	row(sprintf("large messages, default rings / the engine, worst >= 64 KiB (%s B)", wls),
 	    wl, 1, 0.8, "ge")
+	row(sprintf("fi_pingpong bandwidth, clanq (msg) / shm, worst size (%s B)", wfs), wf, 1, 1, "ge")
+	row(sprintf("  the same, clanq;ofi_rxm (rdm) / shm, worst size (%s B)", wxs), wx, 1, 1, "ge")
 	if ("x" in maxsys)
 		printf "%-62s %9.3f   %-8s %s\n", "system calls per message, worst clanq PIO polling mode",
 		       maxsys["x"], "0", (maxsys["x"] < 0.05 ? "met" : "NOT met") " (" maxsys_at ")"

@@ -18,6 +18,8 @@
  * Every lat row is a round trip, like clanq's: ucx_perftest, fi_pingpong
  * and ib_write_lat all print half a round trip (they divide a ping-pong
  * by two), so their numbers are doubled here, and the note says so.
+ * The libfabric bw rows are fi_pingpong's too, one message in flight
+ * (fi_bw_on()).
  *
  * System calls are counted, not estimated: both programs run once more
  * for two iteration counts under a ptrace counter (syscall-entry stops
@@ -900,25 +902,38 @@ static int fi_lat_on(const struct fi_prov *fp, const char *path)
  * Every provider's rows; one that fails is reported and skipped (shm
  * fails in some VMs: its ctrl/read), the others still run.
  */
+/*
+ * Can fp run here? Ours needs two NICs and libclanq-fi.so where
+ * libfabric finds it (*path: the FI_PROVIDER_PATH setting, or ""); a
+ * skip of test's row says which is missing.
+ */
+static bool fi_prov_ready(const char *test, const struct fi_prov *fp, char *path, size_t size)
+{
+	*path = 0;
+	if (!fp->clanq)
+		return true;
+	if (access("/dev/clanq0", F_OK) || access("/dev/clanq1", F_OK)) {
+		cb_skip(test, "libfabric", fp->mode, "no /dev/clanq0 and /dev/clanq1");
+		return false;
+	}
+	if (!fi_clanq_path(path, size)) {
+		cb_skip(test, "libfabric", fp->mode,
+			"libclanq-fi.so not found (make install, or FI_PROVIDER_PATH)");
+		return false;
+	}
+	return true;
+}
+
 static int fi_lat(void)
 {
 	char path[300];
-	bool clanq = fi_clanq_path(path, sizeof(path));
-	bool nics = access("/dev/clanq0", F_OK) == 0 && access("/dev/clanq1", F_OK) == 0;
 
 	for (size_t i = 0; i < sizeof(fi_provs) / sizeof(fi_provs[0]); i++) {
 		const struct fi_prov *fp = &fi_provs[i];
 
-		if (fp->clanq && !nics) {
-			cb_skip("lat", "libfabric", fp->mode, "no /dev/clanq0 and /dev/clanq1");
+		if (!fi_prov_ready("lat", fp, path, sizeof(path)))
 			continue;
-		}
-		if (fp->clanq && !clanq) {
-			cb_skip("lat", "libfabric", fp->mode,
-				"libclanq-fi.so not found (make install, or FI_PROVIDER_PATH)");
-			continue;
-		}
-		if (fi_lat_on(fp, fp->clanq ? path : ""))
+		if (fi_lat_on(fp, path))
 			cb_skip("lat", "libfabric", fp->mode, "fi_pingpong failed (above)");
 	}
 	return 0;
@@ -1190,6 +1205,98 @@ static int rxe_bw(void)
 	return err;
 }
 
+/*
+ * fi_pingpong's bandwidth at every bw size: one message in flight (it
+ * is a ping-pong; libfabric's own bandwidth tests, fabtests, are not in
+ * Debian), so bytes over half a round trip, for every provider alike.
+ * The steady state, from two runs of n and 3n transfers: an rdm
+ * endpoint connects lazily inside fi_pingpong's timed loop (ofi_rxm's
+ * buffer pools, ~0.35 s under TCG: provider/README.md), which one run's
+ * usec/xfer would spread over its count. The lat rows count the system
+ * calls; these do not.
+ */
+static int fi_bw_on(const struct fi_prov *fp, const char *path,
+		    const unsigned long long *sizes, unsigned int n)
+{
+	struct fi_arg a = { .bytes = sizes[0], .fp = fp };
+	struct pair *p = pair_new();
+	double rtt;
+	char why[256];
+	int err;
+
+	/* the first size's round trip, from a short run: 20 us to 2 ms a transfer */
+	snprintf(a.path, sizeof(a.path), "%s", path);
+	cb_progress("bw libfabric/%s %llu B (pilot)", fp->mode, sizes[0]);
+	fi_make(p, 200, &a);
+	p->timeout = run_timeout();
+	err = run_pair(p, why, sizeof(why));
+	if (!err && fi_parse(p->out, &rtt)) {
+		snprintf(why, sizeof(why), "fi_pingpong: no result line: %s", tail_of(p->out));
+		err = -EIO;
+	}
+	rtt *= 2;
+	for (unsigned int i = 0; i < n && !err; i++) {
+		double iters = cb.seconds * 1e6 / 4 / rtt, us[2], t[2], one_way;
+		unsigned long long k[2];
+		struct cb_row r;
+
+		k[0] = iters < 10 ? 10 : iters > 1e6 ? 1000000 : (unsigned long long)iters;
+		k[1] = 3 * k[0];
+		a.bytes = sizes[i];
+		for (unsigned int j = 0; j < 2 && !err; j++) {
+			cb_progress("bw libfabric/%s %llu B (%llu)", fp->mode, sizes[i], k[j]);
+			fi_make(p, k[j], &a);
+			p->timeout = run_timeout();
+			err = run_pair(p, why, sizeof(why));
+			if (!err && fi_parse(p->out, &us[j])) {
+				snprintf(why, sizeof(why), "fi_pingpong: no result line: %s",
+					 tail_of(p->out));
+				err = -EIO;
+			}
+			t[j] = us[j] * 2 * (double)k[j];	/* the timed loop, usec */
+		}
+		if (err)
+			break;
+		one_way = (t[1] - t[0]) / (2.0 * (double)(k[1] - k[0]));
+		cb_row_init(&r, "bw", "libfabric", fp->mode, sizes[i]);
+		r.iters = k[1];
+		snprintf(r.note, sizeof(r.note), "ping-pong: bytes / half a round trip, "
+			 "%llu vs %llu transfers", k[1], k[0]);
+		if (one_way <= 0) {	/* noise beat the difference: the longer run */
+			one_way = us[1];
+			snprintf(r.note, sizeof(r.note), "ping-pong: bytes / usec/xfer of %llu "
+				 "(no steady state)", k[1]);
+		}
+		r.mpps = 1 / one_way;
+		r.bw_mibs = (double)sizes[i] / one_way * 1e6 / (1 << 20);
+		cb_emit(&r);
+		/* the next size's round trip: its bytes at this bandwidth, past 20 MB/s */
+		rtt = 2 * one_way;
+		if (i + 1 < n && (double)sizes[i] / one_way > 20)
+			rtt *= (double)sizes[i + 1] / (double)sizes[i];
+	}
+	if (err)
+		fprintf(stderr, "clanq-bench: bw libfabric/%s: %s\n", fp->mode, why);
+	pair_free(p);
+	return err;
+}
+
+/* Every provider's bw rows, skipped as fi_lat() skips them. */
+static int fi_bw(const unsigned long long *sizes, unsigned int n)
+{
+	char path[300];
+
+	for (size_t i = 0; i < sizeof(fi_provs) / sizeof(fi_provs[0]); i++) {
+		const struct fi_prov *fp = &fi_provs[i];
+
+		if (!fi_prov_ready("bw", fp, path, sizeof(path)))
+			continue;
+		if (fi_bw_on(fp, path, sizes, n))
+			cb_skip("bw", "libfabric", fp->mode, "fi_pingpong failed (above)");
+	}
+	return 0;
+}
+
 int peers_bw(void)
 {
 	unsigned long long sizes[32];
@@ -1207,6 +1314,14 @@ int peers_bw(void)
 			cb_skip("bw", "rxe", "ib_write_bw", "ib_write_bw not found (perftest)");
 		else
 			err = rxe_bw();
+	}
+	if (!err && cb_wanted("libfabric")) {
+		if (!have_tool("fi_pingpong"))
+			for (size_t i = 0; i < sizeof(fi_provs) / sizeof(fi_provs[0]); i++)
+				cb_skip("bw", "libfabric", fi_provs[i].mode,
+					"fi_pingpong not found (libfabric-bin)");
+		else
+			err = fi_bw(sizes, n);
 	}
 	return err;
 }
