@@ -768,6 +768,9 @@ static inline uint64_t clanq_ep_tw_take(struct clanq_ep *ep, unsigned int word)
 {
 	if (word >= ep->tw_words)
 		return 0;
+	/* a look first: an exchange is a locked bus cycle, and words are mostly 0 */
+	if (!__atomic_load_n(&ep->tw_fired[word], __ATOMIC_ACQUIRE))
+		return 0;
 	return __atomic_exchange_n(&ep->tw_fired[word], 0, __ATOMIC_SEQ_CST);
 }
 

@@ -48,8 +48,17 @@
 #define CFI_CM_DATA_MAX	256	/* ep_attr->max_cm_data_size ... our own */
 #define CFI_QUEUE_SIZE	1024	/* tx_attr->size, rx_attr->size */
 #define CFI_MSG_MAX	(CLANQ_CONN_MSG_MAX - sizeof(struct cfi_hdr))
-/* each connection's receive ring: 16 pages less the ring's header */
-#define CFI_RING	(16u * 4096 - 64)
+/*
+ * Each connection's receive ring, by default: 64 pages less the ring's
+ * header, so that messages up to 131,008 bytes go eager (one record,
+ * half the ring less the record's and our headers) rather than as a
+ * large message's pieces; FI_CLANQ_RING_SIZE picks another
+ * (cfi_ring_size()). Measured: docs/decisions.md, "The provider's ring".
+ */
+#define CFI_RING_DEFAULT	(64u * 4096)
+#define CFI_RING_MIN		(2u * 4096)
+#define CFI_RING_MAX		(64u << 20)
+#define CFI_RING_HDR		64u
 #define CFI_BACKLOG	64
 /* a passive endpoint without a service picks one from here */
 #define CFI_AUTO_SERVICE_MIN	40000u
@@ -273,6 +282,7 @@ struct cfi_ep {
 	enum cfi_ep_state state;
 	struct clanq_conn *conn;
 	uint32_t want;			/* clanq_conn_want() of conn */
+	unsigned int idle_looks;	/* empty looks at conn in a row */
 	struct cfi_connreq *req;	/* from info->handle, until accepted */
 	struct cfi_addr peer;
 	struct cfi_opq sq, rq;
@@ -304,6 +314,8 @@ struct cfi_fabric {
 	struct cfi_rma *rma_free;
 	/* empty CQ reads in a row before a sched_yield() (0: never) */
 	unsigned int yield_after;
+	unsigned int progress_calls;	/* cfi_progress(): when the net's turn comes */
+	uint32_t ring;			/* each connection's receive ring (record bytes) */
 };
 
 extern struct fi_provider cfi_prov;

@@ -336,6 +336,30 @@ static unsigned int cfi_yield_after(const struct clanq_dev *dev)
 	return total ? CFI_YIELD_AUTO : 0;
 }
 
+/*
+ * FI_CLANQ_RING_SIZE: bytes of each connection's receive ring, its
+ * header included, rounded down to pages (CFI_RING_MIN .. CFI_RING_MAX).
+ * Messages up to about half of it go eager, through the ring; longer
+ * ones go as pieces. Both sides' settings count: a listener caps what a
+ * client asks at its own (clanq_listen_attr.max_rx_ring). Garbage is
+ * the default, with a warning.
+ */
+static uint32_t cfi_ring_size(void)
+{
+	char *val = NULL;
+	uint32_t n;
+
+	if (fi_param_get_str(&cfi_prov, "ring_size", &val) == FI_SUCCESS &&
+	    val && *val) {
+		if (!cfi_parse_u32(val, CFI_RING_MIN, CFI_RING_MAX, &n))
+			return (n & ~4095u) - CFI_RING_HDR;
+		CFI_WARN(FI_LOG_CORE,
+			 "FI_CLANQ_RING_SIZE=%s: not a ring size in bytes (%u..%u); the default\n",
+			 val, CFI_RING_MIN, CFI_RING_MAX);
+	}
+	return CFI_RING_DEFAULT - CFI_RING_HDR;
+}
+
 static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		       uint64_t flags, const struct fi_info *hints,
 		       struct fi_info **info)
@@ -618,6 +642,7 @@ int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	pthread_mutex_init(&fab->lock, NULL);
 	fab->nic = nic;
 	fab->yield_after = cfi_yield_after(&fab->dev);
+	fab->ring = cfi_ring_size();
 	fab->fab.fid.fclass = FI_CLASS_FABRIC;
 	fab->fab.fid.context = context;
 	fab->fab.fid.ops = &cfi_fabric_fi_ops;
@@ -648,5 +673,9 @@ FI_EXT_INI
 			"empty CQ reads in a row before a sched_yield(); "
 			"0: never (default: 64 on a NIC with peers on "
 			"other hosts, else never)");
+	fi_param_define(&cfi_prov, "ring_size", FI_PARAM_STRING,
+			"bytes of each connection's receive ring, rounded down "
+			"to pages; messages up to about half of it go eager "
+			"(default: 262144)");
 	return &cfi_prov;
 }

@@ -42,6 +42,7 @@
 
 #define VER		FI_VERSION(1, 17)
 #define WAIT_MS		10000
+#define LATE_RX_MS	400	/* test_ring_size's receiver naps first */
 
 /*
  * The provider's address (provider/cfi.h: cfi_addr_put()): an IPv6
@@ -706,6 +707,105 @@ static void test_exchange(void **state)
 	}
 	side_close(&cli);
 	side_close(&srv);
+}
+
+/* b's side, a thread: as rx_waiter(), after a nap and a receive posted */
+struct late_rx {
+	struct rx_wait w;
+	uint8_t *buf;
+	size_t len;
+};
+
+static void *late_rx_waiter(void *arg)
+{
+	struct late_rx *l = arg;
+
+	usleep(LATE_RX_MS * 1000);
+	if (fi_recv(l->w.s->ep, l->buf, l->len, NULL, 0, l) != 0) {
+		l->w.n = -1;
+		return NULL;
+	}
+	return rx_waiter(&l->w);
+}
+
+/*
+ * FI_CLANQ_RING_SIZE sets each connection's ring, so the eager size:
+ * a message of half the ring less the headers (E) completes at the
+ * sender while the receiver does nothing, and one of 3E bytes, more
+ * than the ring holds, waits for the receiver (a ring larger than asked
+ * would have taken it whole). Garbage and sizes out of range are the
+ * default (256 KiB). Every byte checked.
+ */
+static void test_ring_size(void **state)
+{
+	static const struct {
+		const char *env;
+		size_t eager;
+	} cases[] = {
+		{ NULL, 131008 },		/* 262,144 - 64: 131,040 - 16 - 16 */
+		{ "65536", 32704 },
+		{ "69631", 32704 },		/* down to pages */
+		{ "8192", 4032 },
+		{ "4096", 131008 },		/* below the least */
+		{ "67108865", 131008 },		/* above the most */
+		{ "64k", 131008 }, { "-8192", 131008 }, { "", 131008 },
+	};
+	struct side srv, cli;
+	struct fi_cq_data_entry c;
+	uint32_t seq = 500;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		size_t e = cases[i].eager;
+		uint8_t *tx = malloc(3 * e), *rx = malloc(3 * e + 64);
+		struct late_rx l = { .w.s = &srv, .buf = rx, .len = 3 * e + 64 };
+		int64_t t0;
+		pthread_t t;
+
+		if (cases[i].env)
+			setenv("FI_CLANQ_RING_SIZE", cases[i].env, 1);
+		else
+			unsetenv("FI_CLANQ_RING_SIZE");
+		connect_pair(&srv, &cli);
+		unsetenv("FI_CLANQ_RING_SIZE");
+
+		/* E bytes: out and complete with the server untouched */
+		fill(tx, e, seq);
+		cli.peer = NULL;
+		assert_int_equal(fi_send(cli.ep, tx, e, NULL, 0, tx), 0);
+		if (wait_cq(&cli, cli.tcq, &c) != 1)
+			fail_msg("FI_CLANQ_RING_SIZE=%s: %zu bytes did not go eager",
+				 cases[i].env ? cases[i].env : "(unset)", e);
+		cli.peer = &srv;
+		memset(rx, 0xee, 3 * e + 64);
+		assert_int_equal(fi_recv(srv.ep, rx, e + 64, NULL, 0, rx), 0);
+		assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+		assert_int_equal(c.len, e);
+		check(rx, e, seq);
+		assert_int_equal(rx[e], 0xee);
+		seq++;
+
+		/* 3E: the send returns only after the late receiver took some */
+		fill(tx, 3 * e, seq);
+		memset(rx, 0xee, 3 * e + 64);
+		assert_int_equal(pthread_create(&t, NULL, late_rx_waiter, &l), 0);
+		t0 = now_ms();
+		assert_int_equal(fi_send(cli.ep, tx, 3 * e, NULL, 0, tx), 0);
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		if (now_ms() - t0 < LATE_RX_MS / 2)
+			fail_msg("FI_CLANQ_RING_SIZE=%s: %zu bytes fit a ring that should hold %zu",
+				 cases[i].env ? cases[i].env : "(unset)", 3 * e, 2 * e);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal(l.w.n, 1);
+		assert_int_equal(l.w.c.len, 3 * e);
+		check(rx, 3 * e, seq);
+		assert_int_equal(rx[3 * e], 0xee);
+		seq++;
+		side_close(&cli);
+		side_close(&srv);
+		free(tx);
+		free(rx);
+	}
 }
 
 /* many sends before any receive: queued, in order, none lost */
@@ -2189,6 +2289,7 @@ int main(void)
 		cmocka_unit_test(test_getinfo_addresses),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_exchange),
+		cmocka_unit_test(test_ring_size),
 		cmocka_unit_test(test_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
 		cmocka_unit_test(test_cq_formats),
