@@ -88,6 +88,12 @@ enum cfi_hdr_type {
 #define CFI_HDR_MAGIC	0x6366u	/* "cf" */
 #define CFI_HF_DATA	0x1u	/* data is remote CQ data */
 #define CFI_HF_RMA	0x2u	/* fi_writedata()'s data: its write landed */
+/*
+ * A piece of a message longer than the connection's eager size: len is
+ * the whole message's length, the pieces follow each other in order,
+ * nothing between them (cfi_ep.c, "Pieces").
+ */
+#define CFI_HF_PIECE	0x4u
 
 /* RMA: requests in the engine per fabric; apertures kept per endpoint */
 #define CFI_RMA_MAX	CFI_QUEUE_SIZE
@@ -97,7 +103,8 @@ struct cfi_hdr {
 	uint16_t magic;
 	uint8_t type;		/* enum cfi_hdr_type */
 	uint8_t flags;		/* CFI_HF_* */
-	uint32_t len;		/* CM records: bytes of connection data after */
+	uint32_t len;		/* CM records: bytes of connection data after;
+				 * CFI_HF_PIECE: the whole message's bytes */
 	uint64_t data;
 };
 
@@ -117,6 +124,8 @@ struct cfi_op {
 	bool comp;		/* a completion is wanted */
 	void *copy;		/* an injected send's own copy */
 	struct cfi_hdr hdr;
+	size_t done;		/* in pieces: the bytes sent, or received */
+	size_t whole;		/* a receive in pieces: the message's bytes */
 };
 
 struct cfi_opq {

@@ -331,19 +331,91 @@ failed:
  */
 #define CFI_SMALL	256u
 
-static int cfi_send_now(struct cfi_ep *ep, const struct cfi_op *op)
+/*
+ * Pieces. A message longer than the connection's eager size goes as
+ * records of up to that size, each with our header (CFI_HF_PIECE, the
+ * whole length), one after another: each is a send that never waits,
+ * so a sender short of credit stops between two pieces, keeps its
+ * place (op->done) and goes on at the next progress, and fi_send()
+ * never blocks. (libclanq's own large messages wait inside the call
+ * for the receiver: two processes sending large messages to each other
+ * before receiving would each hold its lock for ever.) The receiver
+ * puts each piece where it belongs in the posted receive, dropping
+ * what does not fit (FI_ETRUNC at the end), and completes it with the
+ * last. Two copies, as for any message through the ring.
+ */
+
+/* v: our header, then len bytes of op's iovs from byte off. How many. */
+static int cfi_iov_slice(const struct cfi_op *op, size_t off, size_t len,
+			 struct iovec *v)
 {
-	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
-	size_t off = 0;
+	int i, n = 1;
+
+	v[0] = op->iov[0];
+	for (i = 1; i < op->iovcnt && len; i++) {
+		size_t have = op->iov[i].iov_len;
+
+		if (off >= have) {
+			off -= have;
+			continue;
+		}
+		v[n].iov_base = (char *)op->iov[i].iov_base + off;
+		v[n].iov_len = have - off < len ? have - off : len;
+		len -= v[n].iov_len;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
+/* len bytes of a received message at byte off into op's iovs: what fits */
+static void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len)
+{
 	int i;
 
-	if (op->len > CFI_SMALL)
-		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
-	for (i = 0; i < op->iovcnt; i++) {
-		memcpy(buf + off, op->iov[i].iov_base, op->iov[i].iov_len);
-		off += op->iov[i].iov_len;
+	for (i = 1; i < op->iovcnt && len; i++) {
+		size_t have = op->iov[i].iov_len, k;
+
+		if (off >= have) {
+			off -= have;
+			continue;
+		}
+		k = have - off < len ? have - off : len;
+		memcpy((char *)op->iov[i].iov_base + off, src, k);
+		src += k;
+		len -= k;
+		off = 0;
 	}
-	return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
+}
+
+static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
+{
+	size_t piece = clanq_conn_eager_max(ep->conn) - sizeof(struct cfi_hdr);
+	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
+	struct iovec v[CFI_IOV_MAX + 1];
+	size_t off = 0, n;
+	int i, ret;
+
+	if (op->len <= CFI_SMALL) {
+		for (i = 0; i < op->iovcnt; i++) {
+			memcpy(buf + off, op->iov[i].iov_base, op->iov[i].iov_len);
+			off += op->iov[i].iov_len;
+		}
+		return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
+	}
+	if (op->len <= piece)
+		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
+	op->hdr.flags |= CFI_HF_PIECE;
+	op->hdr.len = (uint32_t)op->len;	/* <= CFI_MSG_MAX */
+	while (op->done < op->len) {
+		n = op->len - op->done < piece ? op->len - op->done : piece;
+		ret = clanq_sendv(ep->conn, v, cfi_iov_slice(op, op->done, n, v),
+				  CLANQ_MSG_DONTWAIT);
+		if (ret)
+			return ret;	/* -EAGAIN: on from here at the next progress */
+		op->done += n;
+	}
+	return 0;
 }
 
 static void cfi_send_progress(struct cfi_ep *ep)
@@ -418,9 +490,18 @@ static int cfi_recv_trunc(struct cfi_ep *ep, struct cfi_op *op)
 		return -EPROTO;
 	}
 	memcpy(&h, tmp, sizeof(h));
-	if (h.magic != CFI_HDR_MAGIC || h.type != CFI_H_DATA) {
+	if (h.magic != CFI_HDR_MAGIC || h.type != CFI_H_DATA ||
+	    ((h.flags & CFI_HF_PIECE) && h.len <= (size_t)n - sizeof(h))) {
 		free(tmp);
 		return -EPROTO;
+	}
+	if (h.flags & CFI_HF_PIECE) {	/* the first piece: more to come */
+		op->hdr = h;
+		op->whole = h.len;
+		op->done = (size_t)n - sizeof(h);
+		cfi_iov_put(op, 0, tmp + sizeof(h), op->done);
+		free(tmp);
+		return 0;
 	}
 	off = sizeof(h);
 	left = (size_t)n - off;
@@ -474,6 +555,44 @@ static ssize_t cfi_recv_now(struct cfi_ep *ep, struct cfi_op *op)
  */
 #define CFI_IDLE_RECV_EVERY	16u
 
+/* The next piece of op's message, into its place: 0, -EAGAIN, or why not. */
+static int cfi_recv_piece(struct cfi_ep *ep, struct cfi_op *op)
+{
+	const uint8_t *p;
+	struct cfi_hdr h;
+	size_t len;
+	ssize_t n;
+
+	n = clanq_recv_peek(ep->conn, (const void **)&p, CLANQ_MSG_DONTWAIT);
+	if (n <= 0)
+		return n ? (int)n : -ECONNRESET;
+	if ((size_t)n <= sizeof(h))
+		return -EPROTO;
+	memcpy(&h, p, sizeof(h));
+	len = (size_t)n - sizeof(h);
+	if (h.magic != CFI_HDR_MAGIC || h.type != CFI_H_DATA || !(h.flags & CFI_HF_PIECE) ||
+	    h.len != op->whole || len > op->whole - op->done)
+		return -EPROTO;
+	cfi_iov_put(op, op->done, p + sizeof(h), len);
+	clanq_recv_done(ep->conn);
+	op->done += len;
+	return 0;
+}
+
+/* A receive whose last piece came: complete it, truncated if it was short. */
+static void cfi_recv_pieces_done(struct cfi_ep *ep, struct cfi_op *op)
+{
+	size_t len = op->whole < op->len ? op->whole : op->len;
+
+	cfi_opq_pop(&ep->rq);
+	if (op->hdr.flags & CFI_HF_DATA) {
+		op->flags |= FI_REMOTE_CQ_DATA;
+		op->data = op->hdr.data;
+	}
+	cfi_complete(ep, true, op, len, op->whole > op->len ? FI_ETRUNC : 0, op->whole - len);
+	cfi_op_put(ep, op);
+}
+
 static void cfi_recv_progress(struct cfi_ep *ep)
 {
 	ssize_t n;
@@ -485,6 +604,18 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 	while (ep->rq.head) {
 		struct cfi_op *op = ep->rq.head;
 
+		if (op->whole) {	/* a message in pieces, begun */
+			ret = cfi_recv_piece(ep, op);
+			if (ret == -EAGAIN)
+				return;
+			if (ret) {
+				cfi_ep_lost(ep, ret);
+				return;
+			}
+			if (op->done == op->whole)
+				cfi_recv_pieces_done(ep, op);
+			continue;
+		}
 		n = cfi_recv_now(ep, op);
 		if (n == -EAGAIN)
 			return;
@@ -496,7 +627,8 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 				cfi_ep_lost(ep, ret);
 				return;
 			}
-			cfi_op_put(ep, cfi_opq_pop(&ep->rq));
+			if (!op->whole)
+				cfi_op_put(ep, cfi_opq_pop(&ep->rq));
 			continue;
 		}
 		if (n <= 0) {
@@ -507,6 +639,15 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 		    op->hdr.type != CFI_H_DATA) {
 			cfi_ep_lost(ep, -EPROTO);
 			return;
+		}
+		if (op->hdr.flags & CFI_HF_PIECE) {	/* the first piece, in place */
+			if (op->hdr.len <= (size_t)n - sizeof(op->hdr)) {
+				cfi_ep_lost(ep, -EPROTO);
+				return;
+			}
+			op->whole = op->hdr.len;
+			op->done = (size_t)n - sizeof(op->hdr);
+			continue;
 		}
 		cfi_opq_pop(&ep->rq);
 		if (op->hdr.flags & CFI_HF_DATA) {
@@ -1132,7 +1273,8 @@ static ssize_t cfi_cancel(fid_t fid, void *context)
 
 	cfi_lock(ep->fab);
 	for (pp = &ep->rq.head; (op = *pp); prev = op, pp = &op->next) {
-		if (op->context != context)
+		/* one whose pieces are coming in is no longer the caller's to take */
+		if (op->context != context || op->whole)
 			continue;
 		*pp = op->next;
 		if (ep->rq.tail == op)

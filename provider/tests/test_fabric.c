@@ -808,6 +808,88 @@ static void test_ring_size(void **state)
 	}
 }
 
+/*
+ * Messages longer than the eager size go in pieces, and fi_send() never
+ * waits for the receiver: both sides send 4 MiB, then 1 MiB with remote
+ * CQ data, before either posts a receive (one thread: a send that
+ * waited would never return), then receive them. A receive shorter than
+ * such a message gets what fits (FI_ETRUNC), and the next message is
+ * whole; a receive in iovs gets each piece in its place. Every byte.
+ */
+static void test_pieces_both_ways(void **state)
+{
+	enum { BIG = 4 << 20, MID = 1 << 20, SHORT = 200000 };
+	struct side srv, cli, *sd[2] = { &cli, &srv };
+	uint8_t *tx[2][2], *rx[2][2];
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry e;
+	struct iovec riov[3];
+	int i, k;
+
+	(void)state;
+	connect_pair(&srv, &cli);
+	for (i = 0; i < 2; i++) {
+		for (k = 0; k < 2; k++) {
+			tx[i][k] = malloc(BIG);
+			rx[i][k] = malloc(BIG + 64);
+			fill(tx[i][k], k ? MID : BIG, 600 + 2 * i + k);
+			memset(rx[i][k], 0xee, BIG + 64);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(fi_send(sd[i]->ep, tx[i][0], BIG, NULL, 0, tx[i][0]), 0);
+		assert_int_equal(fi_senddata(sd[i]->ep, tx[i][1], MID, NULL, 0xd00d + i, 0,
+					     tx[i][1]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		/* the 4 MiB one into three iovs, the 1 MiB one into one */
+		riov[0] = (struct iovec){ rx[i][0], 1 };
+		riov[1] = (struct iovec){ rx[i][0] + 1, 300001 };
+		riov[2] = (struct iovec){ rx[i][0] + 300002, BIG + 64 - 300002 };
+		assert_int_equal(fi_recvv(sd[i]->ep, riov, NULL, 3, 0, rx[i][0]), 0);
+		assert_int_equal(fi_recv(sd[i]->ep, rx[i][1], BIG + 64, NULL, 0, rx[i][1]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		for (k = 0; k < 2; k++) {
+			assert_int_equal(wait_cq(sd[i], sd[i]->tcq, &c), 1);
+			assert_ptr_equal(c.op_context, tx[i][k]);
+			assert_int_equal(wait_cq(sd[i], sd[i]->rcq, &c), 1);
+			assert_ptr_equal(c.op_context, rx[i][k]);
+			assert_int_equal(c.len, k ? MID : BIG);
+			/* what the other side sent */
+			check(rx[i][k], k ? MID : BIG, 600 + 2 * (1 - i) + k);
+			assert_int_equal(rx[i][k][k ? MID : BIG], 0xee);
+			if (k) {
+				assert_true(c.flags & FI_REMOTE_CQ_DATA);
+				assert_int_equal(c.data, 0xd00d + (1 - i));
+			}
+		}
+	}
+
+	/* 1 MiB into SHORT bytes: FI_ETRUNC, then a whole one after it */
+	memset(rx[1][0], 0xee, BIG + 64);
+	assert_int_equal(fi_recv(srv.ep, rx[1][0], SHORT, NULL, 0, rx[1][0]), 0);
+	assert_int_equal(fi_send(cli.ep, tx[0][1], MID, NULL, 0, tx[0][1]), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	assert_ptr_equal(e.op_context, rx[1][0]);
+	assert_int_equal(e.len, SHORT);
+	assert_int_equal(e.olen, MID - SHORT);
+	check(rx[1][0], SHORT, 601);
+	assert_int_equal(rx[1][0][SHORT], 0xee);
+	one_way(&cli, &srv, 77, 11, 0);
+	one_way(&cli, &srv, MID + 3, 12, 0);
+
+	side_close(&cli);
+	side_close(&srv);
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < 2; k++) {
+			free(tx[i][k]);
+			free(rx[i][k]);
+		}
+}
+
 /* many sends before any receive: queued, in order, none lost */
 static void test_queued_in_order(void **state)
 {
@@ -2290,6 +2372,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_exchange),
 		cmocka_unit_test(test_ring_size),
+		cmocka_unit_test(test_pieces_both_ways),
 		cmocka_unit_test(test_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
 		cmocka_unit_test(test_cq_formats),
