@@ -43,6 +43,14 @@ M = {
  'm19-wait-ignores-errors': ('cfi_cntr.c', '\t\tif (cntr->err != err) {', '\t\tif (0) {'),
  # the atomics' iov and msg forms
  'm20-ioc-count-ignored': ('cfi_atomic.c', 'iov && count == 1 && iov[0].count == 1 && iov[0].addr', 'iov && iov[0].addr'),
+ # the ring's size, small messages' straight paths, large messages' pieces
+ 'm21-ring-size-ignored': ('cfi_core.c', 'return (n & ~4095u) - CFI_RING_HDR;', 'return CFI_RING_DEFAULT - CFI_RING_HDR;'),
+ 'm22-small-recv-takes-too-much': ('cfi_ep.c', 'n = clanq_recv(ep->conn, buf, room, CLANQ_MSG_DONTWAIT);',
+   'n = clanq_recv(ep->conn, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);'),
+ 'm23-piece-out-of-place': ('cfi_ep.c', 'cfi_iov_put(op, op->done, p + sizeof(h), len);', 'cfi_iov_put(op, 0, p + sizeof(h), len);'),
+ 'm24-large-by-the-library': ('cfi_ep.c', '	if (op->len <= piece)
+', '	if (1)
+'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))
