@@ -813,12 +813,13 @@ static void test_ring_size(void **state)
  * waits for the receiver: both sides send 4 MiB, then 1 MiB with remote
  * CQ data, before either posts a receive (one thread: a send that
  * waited would never return), then receive them. A receive shorter than
- * such a message gets what fits (FI_ETRUNC), and the next message is
- * whole; a receive in iovs gets each piece in its place. Every byte.
+ * such a message, or than its first piece, gets what fits (FI_ETRUNC),
+ * and the next message is whole; a receive in iovs gets each piece in
+ * its place. Every byte.
  */
 static void test_pieces_both_ways(void **state)
 {
-	enum { BIG = 4 << 20, MID = 1 << 20, SHORT = 200000 };
+	enum { BIG = 4 << 20, MID = 1 << 20, SHORT = 200000, TINY = 50000 };
 	struct side srv, cli, *sd[2] = { &cli, &srv };
 	uint8_t *tx[2][2], *rx[2][2];
 	struct fi_cq_data_entry c;
@@ -878,6 +879,19 @@ static void test_pieces_both_ways(void **state)
 	assert_int_equal(e.olen, MID - SHORT);
 	check(rx[1][0], SHORT, 601);
 	assert_int_equal(rx[1][0][SHORT], 0xee);
+	/* into less than one piece: the first piece itself truncated */
+	memset(rx[1][0], 0xee, BIG + 64);
+	assert_int_equal(fi_recv(srv.ep, rx[1][0], TINY, NULL, 0, rx[1][0]), 0);
+	assert_int_equal(fi_senddata(cli.ep, tx[0][1], MID, NULL, 0xbeef, 0, tx[0][1]), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	assert_int_equal(e.len, TINY);
+	assert_int_equal(e.olen, MID - TINY);
+	assert_true(e.flags & FI_REMOTE_CQ_DATA);
+	assert_int_equal(e.data, 0xbeef);
+	check(rx[1][0], TINY, 601);
+	assert_int_equal(rx[1][0][TINY], 0xee);
 	one_way(&cli, &srv, 77, 11, 0);
 	one_way(&cli, &srv, MID + 3, 12, 0);
 
