@@ -1454,14 +1454,44 @@ int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
 }
 
 /*
- * Close: a FIN record if the ring has room now (closing never waits);
- * by RDMA, wait for the engine to have written it before the staging
- * region goes. Its completion comes after every write queued before it
- * (a ring's worth at most): in microseconds on one host, but across
- * hosts on an emulated network a ring of 256 KiB can take seconds. A
- * peer that is gone completes it with an error sooner than the bound.
+ * Close: a FIN record, after every byte sent before it. Where the ring
+ * is full, the peer is asked for credit and waited for (a reader hands
+ * it back within microseconds; one on another host over an emulated
+ * wire, within seconds), bounded by the send timeout and at most
+ * CLANQ_FIN_WAIT_NS; without the FIN the peer would read our data and
+ * then a reset, and a close must never cut off what the engine still
+ * has queued for an RDMA send: the staging region it reads from goes
+ * with the connection. Two exceptions never wait: a peer that is gone
+ * (nothing to wait for), and a closer with data of its own unread (as
+ * TCP, which aborts then): the peer may itself be closing, waiting for
+ * us to read. By RDMA, the FIN's completion is waited for before the
+ * staging region goes; it comes after every write queued before it (a
+ * ring's worth at most): in microseconds on one host, seconds across
+ * an emulated network. A peer that is gone completes it with an error
+ * sooner than the bound.
  */
-#define CLANQ_FIN_WAIT_NS	(30 * 1000 * 1000 * 1000ull)
+#define CLANQ_FIN_WAIT_NS	(30 * 1000 * 1000 * 1000ll)
+
+/* The FIN record: waited for room as above, -errno if it did not go. */
+static int clanq_conn_put_fin(struct clanq_conn *c)
+{
+	int64_t saved = c->send_timeout_ns, left;
+	uint64_t deadline;
+	int err;
+
+	if (c->peer_gone || clanq_conn_has_data(c))
+		return clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0,
+					CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE);
+	left = saved >= 0 && saved < CLANQ_FIN_WAIT_NS ? saved : CLANQ_FIN_WAIT_NS;
+	deadline = clanq_now_ns() + (uint64_t)left;
+	do {
+		c->send_timeout_ns = left;
+		err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, CLANQ_MSG_SETTLE);
+		left = (int64_t)(deadline - clanq_now_ns());
+	} while (err == -EINTR && left > 0);	/* a FIN takes no bytes: again */
+	c->send_timeout_ns = saved;
+	return err;
+}
 
 int clanq_conn_write_fin(struct clanq_conn *c)
 {
@@ -1470,9 +1500,7 @@ int clanq_conn_write_fin(struct clanq_conn *c)
 	uint64_t deadline;
 	int err;
 
-	/* no wait for credit, but a bounded one for our last RDMA send */
-	err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0,
-			       CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE);
+	err = clanq_conn_put_fin(c);
 	if (err || c->tx.base)
 		return err;
 	deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;

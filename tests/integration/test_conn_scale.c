@@ -52,6 +52,7 @@
 #define SVC_MANY	4305
 #define SVC_IDLE	4306
 #define SVC_NOSYS	4307
+#define SVC_CLOSE	4308
 
 /* generous: the VM is 10-50x slower than native, and may share the host */
 #define CONNECT_TIMEOUT	(60 * ITEST_NS_PER_S)
@@ -1032,6 +1033,110 @@ static void test_slow_receiver(void **state)
 }
 
 /*
+ * 3b. Close with the peer's ring full: the sender fills it (PIO, then
+ * RDMA only: there the engine may still hold the last writes) and
+ * closes while the receiver has not read yet. The close waits for the
+ * room its FIN needs; the receiver, later, reads every message, then
+ * the end of the stream: not a reset, and nothing lost.
+ */
+#define CLOSE_MSG	700
+
+struct close_arg {
+	uint32_t conn_flags;
+	int token_fd;
+};
+
+static void close_sender(void *p)
+{
+	const struct close_arg *a = p;
+	struct clanq_conn_opts opts = { .timeout_ns = CONNECT_TIMEOUT,
+					.flags = a->conn_flags };
+	static uint8_t buf[CLOSE_MSG];
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	uint32_t seq = 0;
+	size_t len;
+
+	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
+	CHILD_CHECK_INT(connect_retry(net, &c, 0, SVC_CLOSE, &opts, NULL), 0);
+	/*
+	 * Full to the byte (the receiver reads nothing yet, the ring does
+	 * not wrap): CLOSE_MSG records, then one that takes what is left,
+	 * so that not even the FIN's 16 bytes fit.
+	 */
+	while (c->tx_cap - c->tx_tail >= clanq_rec_size(CLOSE_MSG) + clanq_rec_size(1)) {
+		smsg_make(buf, CLOSE_MSG, seq, 7);
+		CHILD_CHECK_INT(clanq_send(c, buf, CLOSE_MSG, CLANQ_MSG_DONTWAIT), 0);
+		seq++;
+	}
+	len = c->tx_cap - c->tx_tail - clanq_rec_size(0);
+	smsg_make(buf, len, seq, 7);
+	CHILD_CHECK_INT(clanq_send(c, buf, len, CLANQ_MSG_DONTWAIT), 0);
+	seq++;
+	CHILD_CHECK_INT(c->tx_tail, c->tx_cap);
+	CHILD_CHECK_INT(clanq_send(c, buf, 1, CLANQ_MSG_DONTWAIT), -EAGAIN);
+	CHILD_CHECK(itest_write_full(a->token_fd, &seq, sizeof(seq)));
+	CHILD_CHECK_INT(clanq_conn_close(c), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void run_close_full(const char *name, uint32_t conn_flags)
+{
+	static uint8_t buf[CLOSE_MSG + 64];
+	struct clanq_listener *l;
+	struct clanq_dev dev;
+	struct clanq_net *net;
+	struct clanq_conn *c;
+	struct close_arg a = { .conn_flags = conn_flags };
+	const char *why;
+	uint32_t sent;
+	int pfd[2];
+	ssize_t n;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	a.token_fd = pfd[1];
+	assert_int_equal(clanq_open_nic(&dev, 0), 0);
+	assert_int_equal(clanq_net_open(&net, &dev, NULL), 0);
+	assert_int_equal(clanq_listen(net, &l, SVC_CLOSE, 4), 0);
+	pid = itest_fork(close_sender, &a);
+	close(pfd[1]);
+	assert_int_equal(clanq_accept(l, &c, NULL, CONNECT_TIMEOUT), 0);
+	assert_true(itest_read_full(pfd[0], &sent, sizeof(sent)));
+	/* the sender is in its close now, the ring full: let it be there */
+	itest_sleep_ns(100 * ITEST_NS_PER_MS);
+	for (uint32_t seq = 0; seq < sent; seq++) {
+		n = clanq_recv(c, buf, sizeof(buf), 0);
+		if (n <= 0 || (seq + 1 < sent && n != CLOSE_MSG))
+			fail_msg("%s: message %u of %u: recv %zd", name, seq, sent, n);
+		why = smsg_check(buf, (size_t)n, seq);
+		if (why)
+			fail_msg("%s: message %u: %s", name, seq, why);
+	}
+	n = clanq_recv(c, buf, sizeof(buf), 0);
+	if (n != 0)
+		fail_msg("%s: after %u messages: recv %zd, not the end of the stream",
+			 name, sent, n);
+	printf("close, ring full (%s): %u messages, then the end\n", name, sent);
+	assert_true(itest_status_ok(itest_wait(pid, CHILD_TIMEOUT), "sender"));
+	close(pfd[0]);
+	assert_int_equal(clanq_conn_close(c), 0);
+	assert_int_equal(clanq_listener_close(l), 0);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+static void test_close_full_ring(void **state)
+{
+	(void)state;
+	run_close_full("PIO", 0);
+	run_close_full("RDMA only", CLANQ_CONN_RDMA_ONLY);
+}
+
+/*
  * 4. Forged and garbage OOB messages. An attacker (its own endpoint, on
  * node 1 then node 0) sends rounds of messages to the listener's
  * service endpoint and to the server net's endpoint: random types below
@@ -1613,6 +1718,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_stream_block, itest_teardown),
 		cmocka_unit_test_teardown(test_stream_rdma, itest_teardown),
 		cmocka_unit_test_teardown(test_slow_receiver, itest_teardown),
+		cmocka_unit_test_teardown(test_close_full_ring, itest_teardown),
 		cmocka_unit_test_teardown(test_forged_oob, itest_teardown),
 		cmocka_unit_test_teardown(test_many_clients, itest_teardown),
 		cmocka_unit_test_teardown(test_no_syscall, itest_teardown),
