@@ -118,6 +118,7 @@ struct cfi_op {
 	void *context;
 	uint64_t flags;		/* the completion's FI_* flags */
 	uint64_t data;		/* remote CQ data (sends) */
+	/* not cleared by cfi_op_get(): cfi_fill_iov() writes what is used */
 	struct iovec iov[CFI_IOV_MAX + 1];	/* [0]: the header (sends) */
 	int iovcnt;
 	size_t len;		/* the application's bytes */

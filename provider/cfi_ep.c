@@ -19,6 +19,7 @@
  * ring, which holds back the sender (flow control, no drop, no RNR).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,8 +53,10 @@ static struct cfi_op *cfi_op_get(struct cfi_ep *ep)
 	struct cfi_op *op = ep->free_ops;
 
 	if (op) {
+		/* all but the iovs, which cfi_fill_iov() writes before use */
 		ep->free_ops = op->next;
-		memset(op, 0, sizeof(*op));
+		memset(op, 0, offsetof(struct cfi_op, iov));
+		memset(&op->iovcnt, 0, sizeof(*op) - offsetof(struct cfi_op, iovcnt));
 		return op;
 	}
 	return calloc(1, sizeof(*op));
@@ -93,10 +96,19 @@ static struct cfi_op *cfi_opq_pop(struct cfi_opq *q)
  * op of ep ended (rx: a receive; else a send): its CQ entry if one is
  * wanted or it failed, and its count in the endpoint's counter either way
  */
+static void cfi_complete_with(struct cfi_ep *ep, bool rx, bool comp,
+			      const struct cfi_comp *c)
+{
+	struct cfi_cq *cq = rx ? ep->rcq : ep->tcq;
+
+	if (cq && (comp || c->err))
+		cfi_cq_push(cq, c);
+	cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV : CFI_CNTR_SEND], c->err);
+}
+
 static void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
 			 size_t len, int err, size_t olen)
 {
-	struct cfi_cq *cq = rx ? ep->rcq : ep->tcq;
 	struct cfi_comp c = {
 		.context = op->context,
 		.flags = op->flags,
@@ -109,9 +121,7 @@ static void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
 		.err = err,
 	};
 
-	if (cq && (op->comp || err))
-		cfi_cq_push(cq, &c);
-	cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV : CFI_CNTR_SEND], err);
+	cfi_complete_with(ep, rx, op->comp, &c);
 }
 
 /* every operation still queued ends with FI_ECANCELED */
@@ -418,6 +428,30 @@ static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
 	return 0;
 }
 
+/*
+ * A small send with nothing queued ahead of it, before any operation is
+ * made for it: its header and bytes gathered here and sent whole (the
+ * library's straight path). -EAGAIN: no room; the caller queues it.
+ */
+static int cfi_send_small(struct cfi_ep *ep, const struct iovec *iov,
+			  size_t count, uint64_t data, uint64_t flags)
+{
+	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
+	struct cfi_hdr h = { .magic = CFI_HDR_MAGIC, .type = CFI_H_DATA };
+	size_t off = sizeof(h), i;
+
+	if (flags & FI_REMOTE_CQ_DATA) {
+		h.flags = CFI_HF_DATA;
+		h.data = data;
+	}
+	memcpy(buf, &h, sizeof(h));
+	for (i = 0; i < count; i++) {
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
+}
+
 static void cfi_send_progress(struct cfi_ep *ep)
 {
 	while (ep->sq.head && ep->conn) {
@@ -595,6 +629,7 @@ static void cfi_recv_pieces_done(struct cfi_ep *ep, struct cfi_op *op)
 
 static void cfi_recv_progress(struct cfi_ep *ep)
 {
+	bool took = false;
 	ssize_t n;
 	int ret;
 
@@ -661,8 +696,14 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 		}
 		cfi_complete(ep, true, op, (size_t)n - sizeof(op->hdr), 0, 0);
 		cfi_op_put(ep, op);
+		took = true;
 	}
-	/* nothing posted: still see the peer's end (or death) */
+	/*
+	 * Nothing posted: still see the peer's end (or death); not just
+	 * after a message was taken, as the next look will
+	 */
+	if (took)
+		return;
 	n = clanq_recv_size(ep->conn, CLANQ_MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOMSG))
 		cfi_ep_lost(ep, (int)n);
@@ -1305,22 +1346,41 @@ static ssize_t cfi_tx_size_left(struct fid_ep *fep)
 
 /* ---- active endpoint: messages ------------------------------------------- */
 
+/*
+ * The application's iov, checked: its bytes in *len, or -FI_EINVAL. A
+ * sum past CFI_MSG_MAX stops there (the caller says -FI_EMSGSIZE), so
+ * no garbage length wraps it.
+ */
+static int cfi_iov_len(const struct iovec *iov, size_t count, size_t *len)
+{
+	size_t i, n = 0;
+
+	if (count > CFI_IOV_MAX || (count && !iov))
+		return -FI_EINVAL;
+	for (i = 0; i < count; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -FI_EINVAL;
+		if (n > CFI_MSG_MAX || iov[i].iov_len > CFI_MSG_MAX - n)
+			n = CFI_MSG_MAX + 1;
+		else
+			n += iov[i].iov_len;
+	}
+	*len = n;
+	return 0;
+}
+
 static int cfi_fill_iov(struct cfi_op *op, const struct iovec *iov,
 			size_t count)
 {
 	size_t i;
+	int ret = cfi_iov_len(iov, count, &op->len);
 
-	if (count > CFI_IOV_MAX || (count && !iov))
-		return -FI_EINVAL;
+	if (ret)
+		return ret;
 	op->iov[0].iov_base = &op->hdr;
 	op->iov[0].iov_len = sizeof(op->hdr);
-	op->len = 0;
-	for (i = 0; i < count; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -FI_EINVAL;
+	for (i = 0; i < count; i++)
 		op->iov[i + 1] = iov[i];
-		op->len += iov[i].iov_len;
-	}
 	op->iovcnt = (int)count + 1;
 	return 0;
 }
@@ -1356,7 +1416,8 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 			     uint64_t flags, bool comp)
 {
 	struct cfi_op *op;
-	bool inject = flags & FI_INJECT;
+	bool inject = flags & FI_INJECT, tried = false;
+	size_t len;
 	ssize_t ret;
 	int r;
 
@@ -1365,17 +1426,39 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 		ret = ep->state == CFI_EP_SHUTDOWN ? -FI_ESHUTDOWN : -FI_ENOTCONN;
 		goto out;
 	}
+	ret = cfi_iov_len(iov, count, &len);
+	if (ret)
+		goto out;
+	if (len > CFI_MSG_MAX) {
+		ret = -FI_EMSGSIZE;
+		goto out;
+	}
+	if (inject && len > CFI_INJECT_MAX) {
+		ret = -FI_EINVAL;
+		goto out;
+	}
+	if (!ep->sq.head && len <= CFI_SMALL) {
+		r = cfi_send_small(ep, iov, count, data, flags);
+		if (r != -EAGAIN) {
+			if (r) {
+				ret = cfi_errno(r);
+				cfi_ep_lost(ep, r);
+				goto out;
+			}
+			cfi_complete_with(ep, false, comp, &(struct cfi_comp){
+				.context = context,
+				.flags = FI_SEND | FI_MSG,
+				.len = len,
+				.buf = count ? iov[0].iov_base : NULL,
+			});
+			ret = 0;
+			goto out;
+		}
+		tried = true;	/* no room: queued below, as any other */
+	}
 	ret = cfi_op_new(ep, &ep->sq, iov, count, &op);
 	if (ret)
 		goto out;
-	if (op->len > CFI_MSG_MAX) {
-		ret = -FI_EMSGSIZE;
-		goto put;
-	}
-	if (inject && op->len > CFI_INJECT_MAX) {
-		ret = -FI_EINVAL;
-		goto put;
-	}
 	op->context = context;
 	op->flags = FI_SEND | FI_MSG;
 	op->comp = comp;
@@ -1385,7 +1468,7 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 		op->hdr.flags = CFI_HF_DATA;
 		op->hdr.data = data;
 	}
-	if (!ep->sq.head) {
+	if (!ep->sq.head && !tried) {
 		r = cfi_send_now(ep, op);
 		if (r != -EAGAIN) {
 			if (r) {

@@ -500,6 +500,7 @@ int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 
 /* ---- completion queue --------------------------------------------------- */
 
+/* a ring's capacity is a power of two (64, doubled): indexes wrap by a mask */
 static int cfi_grow(struct cfi_comp **ring, size_t *cap, size_t head, size_t n)
 {
 	size_t ncap = *cap ? *cap * 2 : 64, i;
@@ -524,7 +525,7 @@ int cfi_cq_push(struct cfi_cq *cq, const struct cfi_comp *c)
 				return -FI_ENOMEM;
 			cq->ehead = 0;
 		}
-		cq->errs[(cq->ehead + cq->en++) % cq->ecap] = *c;
+		cq->errs[(cq->ehead + cq->en++) & (cq->ecap - 1)] = *c;
 		return 0;
 	}
 	if (cq->n == cq->cap) {
@@ -532,7 +533,7 @@ int cfi_cq_push(struct cfi_cq *cq, const struct cfi_comp *c)
 			return -FI_ENOMEM;
 		cq->head = 0;
 	}
-	cq->ring[(cq->head + cq->n++) % cq->cap] = *c;
+	cq->ring[(cq->head + cq->n++) & (cq->cap - 1)] = *c;
 	return 0;
 }
 
@@ -582,7 +583,7 @@ static ssize_t cfi_cq_read_locked(struct cfi_cq *cq, void *buf, size_t count,
 		cfi_cq_fill(cq, buf, i, &cq->ring[cq->head]);
 		if (src)
 			src[i] = FI_ADDR_NOTAVAIL;
-		cq->head = (cq->head + 1) % cq->cap;
+		cq->head = (cq->head + 1) & (cq->cap - 1);
 		cq->n--;
 	}
 	return (ssize_t)i;
@@ -673,7 +674,7 @@ static ssize_t cfi_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	else
 		buf->err_data = NULL;
 	if (!(flags & FI_PEEK)) {
-		cq->ehead = (cq->ehead + 1) % cq->ecap;
+		cq->ehead = (cq->ehead + 1) & (cq->ecap - 1);
 		cq->en--;
 	}
 	cfi_unlock(cq->fab);

@@ -23,8 +23,8 @@ M = {
  'm3-trunc-as-success': ('cfi_ep.c', 'cfi_complete(ep, true, op, op->len, FI_ETRUNC, left);',
    'cfi_complete(ep, true, op, op->len, 0, left);'),
  'm4-no-shutdown-event': ('cfi_ep.c', '\tcfi_eq_push_cm(ep->eq, FI_SHUTDOWN, &ep->ep.fid, NULL, NULL, 0);\n', ''),
- 'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);\n\top->len = 0;\n\tfor',
-   '\top->iov[0].iov_len = 8;\n\top->len = 0;\n\tfor'),
+ 'm5-short-header-iov': ('cfi_ep.c', '\top->iov[0].iov_len = sizeof(op->hdr);\n\tfor',
+   '\top->iov[0].iov_len = 8;\n\tfor'),
  'm6-any-ep-type': ('cfi_core.c', '\t\tif (a->type != FI_EP_UNSPEC && a->type != FI_EP_MSG)\n\t\t\treturn -FI_ENODATA;\n', ''),
  'm7-connreq-data-lost': ('cfi_ep.c', 'fi, data, len)) {', 'fi, data, 0)) {'),
  'm8-no-mute-before-wait': ('cfi_eq.c', '\t\tcfi_before_wait(fab);\n\t\t/* events (they came', '\t\t/* events (they came'),
@@ -39,7 +39,7 @@ M = {
  'm15-cntr-failure-as-success': ('cfi_cntr.c', '\tif (failed)\n\t\tcntr->err++;\n\telse\n\t\tcntr->value++;', '\tcntr->value++;'),
  'm16-cntr-no-wake': ('cfi_cntr.c', '\tcfi_wake(cntr->fab, &cntr->armed, true);\n}\n\n/* fi_cntr_read()', '}\n\n/* fi_cntr_read()'),
  'm17-rma-uncounted': ('cfi_rma.c', '\t\t\tcfi_cntr_count(ep->cntrs[', '\t\t\tif (0) cfi_cntr_count(ep->cntrs['),
- 'm18-inject-uncounted': ('cfi_ep.c', '\tcfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV', '\tif (op->comp) cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV'),
+ 'm18-inject-uncounted': ('cfi_ep.c', '\tcfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV', '\tif (comp) cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV'),
  'm19-wait-ignores-errors': ('cfi_cntr.c', '\t\tif (cntr->err != err) {', '\t\tif (0) {'),
  # the atomics' iov and msg forms
  'm20-ioc-count-ignored': ('cfi_atomic.c', 'iov && count == 1 && iov[0].count == 1 && iov[0].addr', 'iov && iov[0].addr'),
@@ -48,9 +48,10 @@ M = {
  'm22-small-recv-takes-too-much': ('cfi_ep.c', 'n = clanq_recv(ep->conn, buf, room, CLANQ_MSG_DONTWAIT);',
    'n = clanq_recv(ep->conn, buf, sizeof(buf), CLANQ_MSG_DONTWAIT);'),
  'm23-piece-out-of-place': ('cfi_ep.c', 'cfi_iov_put(op, op->done, p + sizeof(h), len);', 'cfi_iov_put(op, 0, p + sizeof(h), len);'),
- 'm24-large-by-the-library': ('cfi_ep.c', '	if (op->len <= piece)
-', '	if (1)
-'),
+ 'm24-large-by-the-library': ('cfi_ep.c', '\tif (op->len <= piece)\n', '\tif (1)\n'),
+ # the small send's straight path: no room must queue it, not drop it
+ 'm25-small-send-dropped-when-full': ('cfi_ep.c', '\t\ttried = true;\t/* no room: queued below, as any other */',
+   '\t\tret = 0;\n\t\tgoto out;'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))

@@ -938,6 +938,80 @@ static void test_queued_in_order(void **state)
 	side_close(&srv);
 }
 
+/*
+ * Small messages (the send's straight path, no operation made) into a
+ * ring too small for them, before any receive: those that find no room
+ * are queued behind, injected ones copied (their buffer is reused at
+ * once), and every one arrives whole and in order, its CQ data with it,
+ * each fi_send() completing in order.
+ */
+static void test_small_queued_in_order(void **state)
+{
+	enum { N = 900, SMALL = 256 };
+	static uint8_t tx[N][SMALL], rx[N][SMALL + 8];
+	uint8_t scratch[SMALL];
+	struct side srv, cli;
+	struct fi_cq_data_entry c;
+	int i, sent = 0, want = 0;
+	size_t len;
+
+	(void)state;
+	setenv("FI_CLANQ_RING_SIZE", "16384", 1);
+	connect_pair(&srv, &cli);
+	unsetenv("FI_CLANQ_RING_SIZE");
+	for (i = 0; i < N; i++) {
+		len = 1 + (size_t)i * 37 % SMALL;
+		switch (i % 3) {
+		case 0:		/* injected from one buffer, rewritten at once */
+			fill(scratch, len, 7000 + i);
+			assert_int_equal(fi_inject(cli.ep, scratch, len, 0), 0);
+			memset(scratch, 0xee, sizeof(scratch));
+			break;
+		case 1:
+			fill(tx[i], len, 7000 + i);
+			assert_int_equal(fi_send(cli.ep, tx[i], len, NULL, 0,
+						 (void *)(uintptr_t)(i + 1)), 0);
+			break;
+		default:
+			fill(tx[i], len, 7000 + i);
+			assert_int_equal(fi_senddata(cli.ep, tx[i], len, NULL,
+						     0x5000 + i, 0,
+						     (void *)(uintptr_t)(i + 1)), 0);
+			break;
+		}
+	}
+	for (i = 0; i < N; i++)
+		assert_int_equal(fi_recv(srv.ep, rx[i], sizeof(rx[i]), NULL, 0,
+					 (void *)(uintptr_t)(i + 1)), 0);
+	for (i = 0; i < N; i++) {
+		len = 1 + (size_t)i * 37 % SMALL;
+		assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)(uintptr_t)(i + 1));
+		assert_int_equal(c.len, len);
+		check(rx[i], len, 7000 + i);
+		if (i % 3 == 2) {
+			assert_true(c.flags & FI_REMOTE_CQ_DATA);
+			assert_int_equal(c.data, 0x5000 + i);
+		} else {
+			assert_false(c.flags & FI_REMOTE_CQ_DATA);
+		}
+	}
+	/* the fi_send()s' and fi_senddata()s' completions, in order */
+	for (i = 0; i < N; i++)
+		want += i % 3 != 0;
+	while (sent < want) {
+		int next = sent / 2 * 3 + 1 + sent % 2;	/* 1, 2, 4, 5, ... */
+
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)(uintptr_t)(next + 1));
+		assert_int_equal(c.len, 1 + (size_t)next * 37 % SMALL);
+		sent++;
+	}
+	assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+	side_close(&cli);
+	side_close(&srv);
+}
+
 /* sendmsg with three iovs into recvmsg with two; a truncated one; cancel */
 static void test_iov_trunc_cancel(void **state)
 {
@@ -2388,6 +2462,7 @@ int main(void)
 		cmocka_unit_test(test_ring_size),
 		cmocka_unit_test(test_pieces_both_ways),
 		cmocka_unit_test(test_queued_in_order),
+		cmocka_unit_test(test_small_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
 		cmocka_unit_test(test_cq_formats),
 		cmocka_unit_test(test_sread_waits),
