@@ -277,6 +277,13 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 	# (CLANQ_PAIR_SUITE=1: the stock kernel's too, for its timings)
 	{ [ $job = pair ] || [ -n "${CLANQ_PAIR_SUITE:-}" ]; } &&
 		touch "$rootfs/clanq/pair-suite"
+	# the suite's remote fetch-and-adds per endpoint (make pair-soak)
+	rm -f "$rootfs/clanq/pair-fadds"
+	if [ -n "${CLANQ_PAIR_FADDS:-}" ]; then
+		[[ $CLANQ_PAIR_FADDS =~ ^[1-9][0-9]*$ ]] ||
+			die "CLANQ_PAIR_FADDS=$CLANQ_PAIR_FADDS: not a number of fetch-and-adds"
+		echo "$CLANQ_PAIR_FADDS" > "$rootfs/clanq/pair-fadds"
+	fi
 	rdma=$(command -v rdma) || die "no rdma tool (iproute2): make deps"
 	cp -L "$rdma" "$rootfs/clanq/bin/rdma"
 	if [ $flavor = stock ]; then
