@@ -295,6 +295,17 @@ bool clanq_conn_has_data(struct clanq_conn *c)
 	return __atomic_load_n(&c->rx_hdr->tail, __ATOMIC_ACQUIRE) != c->rx_head;
 }
 
+/*
+ * The peer is gone and said, in our header's fin word (ring.h), that
+ * its stream ends where we have read to: a FIN that found no room.
+ */
+bool clanq_conn_fin_in_hdr(struct clanq_conn *c)
+{
+	return __atomic_load_n(&c->peer_gone, __ATOMIC_ACQUIRE) && c->rx_hdr &&
+	       __atomic_load_n(&c->rx_hdr->fin, __ATOMIC_ACQUIRE) == c->rx_head + 1 &&
+	       !clanq_conn_has_data(c);
+}
+
 bool clanq_conn_readable(struct clanq_conn *c)
 {
 	if (c->state == CLANQ_CONN_RESET || c->fin_seen || c->peer_gone)
@@ -423,6 +434,12 @@ static int clanq_conn_wait_msg(struct clanq_conn *c, struct clanq_rec *h,
 			/* its last writes came before the notice: one more look */
 			if (clanq_conn_has_data(c))
 				continue;
+			if (clanq_conn_fin_in_hdr(c)) {
+				c->fin_seen = true;
+				if (c->state == CLANQ_CONN_OPEN)
+					c->state = CLANQ_CONN_FIN;
+				return 0;
+			}
 			clanq_conn_reset(c, -ECONNRESET);
 		}
 		if (c->state == CLANQ_CONN_RESET)
@@ -1454,43 +1471,61 @@ int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
 }
 
 /*
- * Close: a FIN record, after every byte sent before it. Where the ring
- * is full, the peer is asked for credit and waited for (a reader hands
- * it back within microseconds; one on another host over an emulated
- * wire, within seconds), bounded by the send timeout and at most
- * CLANQ_FIN_WAIT_NS; without the FIN the peer would read our data and
- * then a reset, and a close must never cut off what the engine still
- * has queued for an RDMA send: the staging region it reads from goes
- * with the connection. Two exceptions never wait: a peer that is gone
- * (nothing to wait for), and a closer with data of its own unread (as
- * TCP, which aborts then): the peer may itself be closing, waiting for
- * us to read. By RDMA, the FIN's completion is waited for before the
- * staging region goes; it comes after every write queued before it (a
- * ring's worth at most): in microseconds on one host, seconds across
- * an emulated network. A peer that is gone completes it with an error
- * sooner than the bound.
+ * Close: the end of the stream, after every byte sent before it, and
+ * never a wait for the peer to read. A FIN record where the ring has
+ * room; where it has none, the end goes into the peer's header instead
+ * (its fin word, ring.h: 1 + our tail), which the peer takes for a FIN
+ * once it has read everything and sees us gone: so a server that closes
+ * a client that stopped reading does not stall its loop, and the client
+ * still reads every message, then the end. A close must never cut off
+ * what the engine still has queued for an RDMA send (the staging region
+ * it reads from goes with the connection): by PIO the end is stored
+ * once our last RDMA tail landed; by RDMA it is queued behind them, and
+ * its completion, which comes after every write queued before it (a
+ * ring's worth at most: microseconds on one host, seconds across an
+ * emulated network), is waited for before the staging region goes,
+ * bounded by CLANQ_FIN_WAIT_NS. A peer that is gone completes it with
+ * an error sooner. A closer with data of its own unread aborts, as TCP
+ * does: a FIN record if it has room, else the peer reads a reset.
  */
 #define CLANQ_FIN_WAIT_NS	(30 * 1000 * 1000 * 1000ll)
 
-/* The FIN record: waited for room as above, -errno if it did not go. */
-static int clanq_conn_put_fin(struct clanq_conn *c)
+/* The end of the stream in the peer's header word (above). */
+static int clanq_conn_put_fin_word(struct clanq_conn *c)
 {
-	int64_t saved = c->send_timeout_ns, left;
-	uint64_t deadline;
+	size_t off = offsetof(struct clanq_ring_hdr, fin);
+	uint64_t v = c->tx_tail + 1;
 	int err;
 
-	if (c->peer_gone || clanq_conn_has_data(c))
-		return clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0,
-					CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE);
-	left = saved >= 0 && saved < CLANQ_FIN_WAIT_NS ? saved : CLANQ_FIN_WAIT_NS;
-	deadline = clanq_now_ns() + (uint64_t)left;
-	do {
-		c->send_timeout_ns = left;
-		err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0, CLANQ_MSG_SETTLE);
-		left = (int64_t)(deadline - clanq_now_ns());
-	} while (err == -EINTR && left > 0);	/* a FIN takes no bytes: again */
-	c->send_timeout_ns = saved;
+	if (c->tx.base) {
+		c->send_flags = CLANQ_MSG_SETTLE;
+		c->send_deadline = clanq_now_ns() + CLANQ_FIN_WAIT_NS;
+		err = clanq_conn_rdma_settle(c);
+		if (err)
+			return err;
+		__atomic_store_n((uint64_t *)(c->tx.base + off), v, __ATOMIC_RELEASE);
+		return clanq_ap_flush(&c->tx, off, sizeof(v));
+	}
+	err = clanq_conn_stage(c);
+	if (err)
+		return err;
+	memcpy((char *)c->stage.mem + off, &v, sizeof(v));
+	err = clanq_conn_post(c, off, off, sizeof(v), CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+			      clanq_conn_notice_cookie(c->net, c->slot) | CLANQ_COOKIE_FIN);
+	if (!err)
+		err = clanq_rdma_post_push(&c->net->ep);
 	return err;
+}
+
+/* The FIN record, or where it finds no room the fin word; -errno. */
+static int clanq_conn_put_fin(struct clanq_conn *c)
+{
+	int err = clanq_conn_write(c, CLANQ_REC_FIN, NULL, 0,
+				   CLANQ_MSG_DONTWAIT | CLANQ_MSG_SETTLE);
+
+	if (err != -EAGAIN || c->peer_gone || clanq_conn_has_data(c))
+		return err;
+	return clanq_conn_put_fin_word(c);
 }
 
 int clanq_conn_write_fin(struct clanq_conn *c)

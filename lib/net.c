@@ -641,7 +641,8 @@ static bool clanq_net_report(struct clanq_conn *c, struct clanq_net_event *e)
 	if (c->state == CLANQ_CONN_CONNECTING)
 		return false;
 	clanq_conn_answer_want(c);
-	if ((c->interest & CLANQ_NET_IN) && (clanq_conn_has_data(c) || c->fin_seen))
+	if ((c->interest & CLANQ_NET_IN) &&
+	    (clanq_conn_has_data(c) || c->fin_seen || clanq_conn_fin_in_hdr(c)))
 		what |= CLANQ_NET_IN;
 	else if (c->state == CLANQ_CONN_RESET || c->peer_gone)
 		what |= CLANQ_NET_HUP;

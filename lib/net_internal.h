@@ -271,6 +271,8 @@ void clanq_net_tick_connects(struct clanq_net *net);
 /* msg.c */
 /* A record (or the FIN) is in our ring, unread (no system call). */
 bool clanq_conn_has_data(struct clanq_conn *c);
+/* The peer is gone, its end in our header where we have read to. */
+bool clanq_conn_fin_in_hdr(struct clanq_conn *c);
 /* Hand back the credit we owe, if any: before we block. */
 int clanq_conn_return_credit(struct clanq_conn *c);
 /*

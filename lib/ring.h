@@ -103,7 +103,13 @@ struct clanq_ring_hdr {
 	uint64_t bulk_credit;	/* bytes of the peer's window it consumed */
 	uint64_t bulk_key;	/* its key; set before bulk_desc */
 	uint64_t bulk_desc;	/* 0, or clanq_bulk_desc(): the window is offered */
-	uint64_t unused[2];
+	/*
+	 * 0, or 1 + the tail at which the peer closed when its FIN record
+	 * found no room (lib/msg.c, clanq_conn_put_fin()): the stream ends
+	 * there, once the peer is gone and we have read up to it
+	 */
+	uint64_t fin;
+	uint64_t unused;
 };
 
 /*
