@@ -146,10 +146,12 @@ static int clanq_conn_post(struct clanq_conn *c, uint64_t src_off, uint64_t dst_
 /*
  * Write one word of the peer's header: by PIO with a release store, or
  * from the staging header by RDMA (a newer value read by the engine
- * later is as good: these words only grow). Flushes (PIO) only if the
- * peer armed its tripwire.
+ * later is as good: these words only grow), the request flagged and
+ * named by @flags and @cookie. Flushes (PIO) only if the peer armed its
+ * tripwire.
  */
-static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
+static int clanq_conn_put_word_as(struct clanq_conn *c, size_t off, uint64_t v,
+				  uint32_t flags, uint64_t cookie)
 {
 	int err;
 
@@ -161,14 +163,20 @@ static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
 		if (err)
 			return err;
 		memcpy((char *)c->stage.mem + off, &v, sizeof(v));
-		err = clanq_conn_post(c, off, off, sizeof(v), CLANQ_RDMA_LAST,
-				      clanq_conn_notice_cookie(c->net, c->slot));
+		err = clanq_conn_post(c, off, off, sizeof(v), flags, cookie);
 		if (!err)
 			err = clanq_rdma_post_push(&c->net->ep);
 	}
 	if (err == -ENXIO)
 		clanq_conn_on_revoked(c);
 	return err;
+}
+
+/* The same, unsignaled (by RDMA): credit, want and the bulk window's words. */
+static int clanq_conn_put_word(struct clanq_conn *c, size_t off, uint64_t v)
+{
+	return clanq_conn_put_word_as(c, off, v, CLANQ_RDMA_LAST,
+				      clanq_conn_notice_cookie(c->net, c->slot));
 }
 
 /*
@@ -1490,11 +1498,12 @@ int clanq_send(struct clanq_conn *c, const void *buf, size_t len,
  */
 #define CLANQ_FIN_WAIT_NS	(30 * 1000 * 1000 * 1000ll)
 
-/* The end of the stream in the peer's header word (above). */
+/*
+ * The end of the stream in the peer's header word (above): by PIO once
+ * our last RDMA tail landed, by RDMA signaled as a FIN record would be.
+ */
 static int clanq_conn_put_fin_word(struct clanq_conn *c)
 {
-	size_t off = offsetof(struct clanq_ring_hdr, fin);
-	uint64_t v = c->tx_tail + 1;
 	int err;
 
 	if (c->tx.base) {
@@ -1503,18 +1512,11 @@ static int clanq_conn_put_fin_word(struct clanq_conn *c)
 		err = clanq_conn_rdma_settle(c);
 		if (err)
 			return err;
-		__atomic_store_n((uint64_t *)(c->tx.base + off), v, __ATOMIC_RELEASE);
-		return clanq_ap_flush(&c->tx, off, sizeof(v));
 	}
-	err = clanq_conn_stage(c);
-	if (err)
-		return err;
-	memcpy((char *)c->stage.mem + off, &v, sizeof(v));
-	err = clanq_conn_post(c, off, off, sizeof(v), CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
-			      clanq_conn_notice_cookie(c->net, c->slot) | CLANQ_COOKIE_FIN);
-	if (!err)
-		err = clanq_rdma_post_push(&c->net->ep);
-	return err;
+	return clanq_conn_put_word_as(c, offsetof(struct clanq_ring_hdr, fin),
+				      c->tx_tail + 1, CLANQ_RDMA_LAST | CLANQ_RDMA_SIGNAL,
+				      clanq_conn_notice_cookie(c->net, c->slot) |
+				      CLANQ_COOKIE_FIN);
 }
 
 /* The FIN record, or where it finds no room the fin word; -errno. */

@@ -398,21 +398,34 @@ static void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_
 	}
 }
 
+/*
+ * A small message (at most CFI_SMALL bytes in @iov) gathered behind its
+ * header and sent whole, by the library's straight path: 0, or -EAGAIN
+ * (no room) or why not.
+ */
+static int cfi_send_whole(struct cfi_ep *ep, const struct cfi_hdr *h,
+			  const struct iovec *iov, size_t count)
+{
+	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
+	size_t off = sizeof(*h), i;
+
+	memcpy(buf, h, sizeof(*h));
+	for (i = 0; i < count; i++) {
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
+}
+
 static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
 {
 	size_t piece = clanq_conn_eager_max(ep->conn) - sizeof(struct cfi_hdr);
-	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
 	struct iovec v[CFI_IOV_MAX + 1];
-	size_t off = 0, n;
-	int i, ret;
+	size_t n;
+	int ret;
 
-	if (op->len <= CFI_SMALL) {
-		for (i = 0; i < op->iovcnt; i++) {
-			memcpy(buf + off, op->iov[i].iov_base, op->iov[i].iov_len);
-			off += op->iov[i].iov_len;
-		}
-		return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
-	}
+	if (op->len <= CFI_SMALL)	/* iov[0] is the header */
+		return cfi_send_whole(ep, &op->hdr, op->iov + 1, (size_t)op->iovcnt - 1);
 	if (op->len <= piece)
 		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
 	op->hdr.flags |= CFI_HF_PIECE;
@@ -430,26 +443,18 @@ static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
 
 /*
  * A small send with nothing queued ahead of it, before any operation is
- * made for it: its header and bytes gathered here and sent whole (the
- * library's straight path). -EAGAIN: no room; the caller queues it.
+ * made for it. -EAGAIN: no room; the caller queues it.
  */
 static int cfi_send_small(struct cfi_ep *ep, const struct iovec *iov,
 			  size_t count, uint64_t data, uint64_t flags)
 {
-	uint8_t buf[sizeof(struct cfi_hdr) + CFI_SMALL];
 	struct cfi_hdr h = { .magic = CFI_HDR_MAGIC, .type = CFI_H_DATA };
-	size_t off = sizeof(h), i;
 
 	if (flags & FI_REMOTE_CQ_DATA) {
 		h.flags = CFI_HF_DATA;
 		h.data = data;
 	}
-	memcpy(buf, &h, sizeof(h));
-	for (i = 0; i < count; i++) {
-		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
-	return clanq_send(ep->conn, buf, off, CLANQ_MSG_DONTWAIT);
+	return cfi_send_whole(ep, &h, iov, count);
 }
 
 static void cfi_send_progress(struct cfi_ep *ep)

@@ -1099,8 +1099,9 @@ static void run_close_full(const char *name, uint32_t conn_flags)
 	struct clanq_conn *c;
 	struct close_arg a = { .conn_flags = conn_flags };
 	const char *why;
+	struct clanq_net_event evs[4];
+	uint32_t sent, ev_what;
 	uint64_t took;
-	uint32_t sent;
 	int pfd[2];
 	ssize_t n;
 	pid_t pid;
@@ -1128,6 +1129,18 @@ static void run_close_full(const char *name, uint32_t conn_flags)
 		if (why)
 			fail_msg("%s: message %u: %s", name, seq, why);
 	}
+	/* the server's loop hears the end as input to read, not a hang-up */
+	ev_what = 0;
+	for (int tries = 0; tries < 10 && !(ev_what & CLANQ_NET_IN); tries++) {
+		int k = clanq_net_wait(net, evs, 4, 100 * ITEST_NS_PER_MS);
+
+		for (int j = 0; j < k; j++)
+			if (evs[j].conn == c)
+				ev_what |= evs[j].what;
+	}
+	if (!(ev_what & CLANQ_NET_IN))
+		fail_msg("%s: after %u messages clanq_net_wait() said %#x, not CLANQ_NET_IN",
+			 name, sent, ev_what);
 	n = clanq_recv(c, buf, sizeof(buf), 0);
 	if (n != 0)
 		fail_msg("%s: after %u messages: recv %zd, not the end of the stream",

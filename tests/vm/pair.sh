@@ -576,7 +576,7 @@ if [ -f /clanq/pair-suite ] && [ $setup_ok = 1 ] && [ $net_ok = 1 ]; then
 		fi
 	else
 		# test_verbs prints its own cmocka lines, counted one by one;
-		# CLANQ_PAIR_FADDS (make pair-soak): its remote counter's count
+		# CLANQ_PAIR_FADDS (vm.sh): its remote counter's count
 		[ -f /clanq/pair-fadds ] && export CLANQ_PAIR_FADDS=$(cat /clanq/pair-fadds)
 		RDMADEV=$rdev test_verbs || failed=$((failed + 1))
 		step verbs-reconnect test_verbs reconnect

@@ -277,7 +277,8 @@ if [ $job = pair ] || [ $job = pair-run ]; then
 	# (CLANQ_PAIR_SUITE=1: the stock kernel's too, for its timings)
 	{ [ $job = pair ] || [ -n "${CLANQ_PAIR_SUITE:-}" ]; } &&
 		touch "$rootfs/clanq/pair-suite"
-	# the suite's remote fetch-and-adds per endpoint (make pair-soak)
+	# the suite's remote fetch-and-adds per endpoint (CLANQ_PAIR_FADDS,
+	# with CLANQ_PAIR_SUITE=1 pair-run: docs/decisions.md)
 	rm -f "$rootfs/clanq/pair-fadds"
 	if [ -n "${CLANQ_PAIR_FADDS:-}" ]; then
 		[[ $CLANQ_PAIR_FADDS =~ ^[1-9][0-9]*$ ]] ||
