@@ -83,6 +83,7 @@ enum cfi_hdr_type {
 	CFI_H_CONNREQ,
 	CFI_H_ACCEPT,
 	CFI_H_REJECT,
+	CFI_H_DONE,	/* a rendezvous read: len 0 or its FI_E*, data its key */
 };
 
 #define CFI_HDR_MAGIC	0x6366u	/* "cf" */
@@ -94,6 +95,13 @@ enum cfi_hdr_type {
  * nothing between them (cfi_ep.c, "Pieces").
  */
 #define CFI_HF_PIECE	0x4u
+/*
+ * A rendezvous (cfi_rndv.c): the message stays in the sender's memory,
+ * registered and exported for this message alone; a struct cfi_rts
+ * follows the header, len is the message's length. The receiver reads
+ * it with the engine and answers CFI_H_DONE.
+ */
+#define CFI_HF_RNDV	0x8u
 
 /* RMA: requests in the engine per fabric; apertures kept per endpoint */
 #define CFI_RMA_MAX	CFI_QUEUE_SIZE
@@ -107,6 +115,22 @@ struct cfi_hdr {
 				 * CFI_HF_PIECE: the whole message's bytes */
 	uint64_t data;
 };
+
+/* what follows a CFI_HF_RNDV header: where the message is */
+struct cfi_rts {
+	uint32_t region;	/* the sender's region, on the sender's node */
+	uint32_t zero;
+	uint64_t key;		/* its export's, for this message alone */
+};
+
+/*
+ * Rendezvous: messages from this many bytes (and longer than the eager
+ * size) go as one; FI_CLANQ_RNDV_SIZE picks another, 0 turns it off.
+ * The receive reads through a bounce region of CFI_RNDV_CHUNK bytes
+ * when its buffer cannot be registered (several iovs, RLIMIT_MEMLOCK).
+ */
+#define CFI_RNDV_DEFAULT	(256u << 10)
+#define CFI_RNDV_CHUNK		(256u << 10)
 
 struct cfi_fabric;
 struct cfi_cq;
@@ -127,6 +151,12 @@ struct cfi_op {
 	struct cfi_hdr hdr;
 	size_t done;		/* in pieces: the bytes sent, or received */
 	size_t whole;		/* a receive in pieces: the message's bytes */
+	/* a rendezvous send: its registration, exported (cfi_rndv.c) */
+	struct clanq_region *reg;
+	uint64_t key;		/* reg's export key */
+	bool rndv_off;		/* could not register: pieces */
+	bool internal;		/* a DONE: no completion, no count */
+	int err;		/* in ep->aq: the completion's FI_E*, or 0 */
 };
 
 struct cfi_opq {
@@ -233,6 +263,26 @@ struct cfi_rap {
 
 struct cfi_ep;
 
+/*
+ * The receive a rendezvous reads into: the head of the endpoint's
+ * receive queue, which stays there until the last READ completed.
+ */
+struct cfi_rndv_rx {
+	struct cfi_op *op;	/* NULL: none */
+	struct clanq_ap ap;	/* the sender's registration, if imported */
+	bool imported;
+	struct clanq_region dst;	/* op's buffer, registered; or none */
+	void *dst_mem;		/* dst's memory (dst.mem), or NULL: the bounce */
+	uint64_t key;		/* echoed in the DONE */
+	size_t want;		/* bytes to deliver: min(message, receive) */
+	size_t done;		/* bytes read (and copied out) */
+	size_t chunk;		/* the READ in flight: its bytes */
+	int err;		/* positive FI_E*, or 0 */
+	bool busy;		/* a READ in flight: slot */
+	struct cfi_rma *slot;
+	bool cancelled;		/* the endpoint was shut down meanwhile */
+};
+
 /* an RMA request in the engine; its index is the request's cookie */
 struct cfi_rma {
 	struct cfi_rma *next_free;
@@ -248,6 +298,7 @@ struct cfi_rma {
 	void *result;		/* atomics: where the old word goes */
 	struct clanq_region tmp;	/* registered for this request only */
 	void *copy;		/* an injected write's own copy */
+	bool rndv;		/* a rendezvous READ of ep (cfi_rndv.c) */
 };
 
 /* a connection accepted by clanq, not yet by the application */
@@ -296,6 +347,14 @@ struct cfi_ep {
 	struct cfi_connreq *req;	/* from info->handle, until accepted */
 	struct cfi_addr peer;
 	struct cfi_opq sq, rq;
+	/*
+	 * Sent, completions not yet given: a rendezvous until its DONE, and
+	 * every send after it, so that they complete in order
+	 * (FI_ORDER_STRICT)
+	 */
+	struct cfi_opq aq;
+	struct cfi_rndv_rx rndv;
+	struct clanq_region bounce;	/* CFI_RNDV_CHUNK, at the first need */
 	struct cfi_op *free_ops;
 	size_t cm_len;			/* fi_connect()'s data */
 	uint8_t cm_data[CFI_CM_DATA_MAX];
@@ -326,6 +385,7 @@ struct cfi_fabric {
 	unsigned int yield_after;
 	unsigned int progress_calls;	/* cfi_progress(): when the net's turn comes */
 	uint32_t ring;			/* each connection's receive ring (record bytes) */
+	size_t rndv_min;		/* rendezvous from this many bytes; 0: never */
 };
 
 extern struct fi_provider cfi_prov;
@@ -372,6 +432,18 @@ ssize_t cfi_rma_submit(struct cfi_ep *ep, const struct cfi_rma_req *q);
 void cfi_rma_progress(struct cfi_fabric *fab);
 void cfi_rma_ep_close(struct cfi_ep *ep);
 void cfi_rma_fabric_close(struct cfi_fabric *fab);
+int cfi_rdma_open(struct cfi_fabric *fab);
+struct cfi_rma *cfi_rma_take(struct cfi_fabric *fab);
+void cfi_rma_release(struct cfi_fabric *fab, struct cfi_rma *r);
+
+/* cfi_rndv.c */
+int cfi_rndv_send(struct cfi_ep *ep, struct cfi_op *op);
+int cfi_rndv_done(struct cfi_ep *ep, const struct cfi_hdr *h);
+int cfi_rndv_recv(struct cfi_ep *ep, struct cfi_op *op, const struct cfi_rts *rts);
+bool cfi_rndv_step(struct cfi_ep *ep);
+void cfi_rndv_read_done(struct cfi_ep *ep, int status);
+bool cfi_rndv_flush(struct cfi_ep *ep);
+void cfi_rndv_close(struct cfi_ep *ep);
 
 /* cfi_eq.c */
 int cfi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
@@ -408,6 +480,37 @@ void cfi_progress(struct cfi_fabric *fab, bool cm);
 void cfi_before_wait(struct cfi_fabric *fab);
 bool cfi_tx_comp(struct cfi_ep *ep, uint64_t flags);
 int cfi_send_notice(struct cfi_ep *ep, uint64_t data);
+int cfi_send_ctl(struct cfi_ep *ep, const struct cfi_hdr *h);
+void cfi_op_put(struct cfi_ep *ep, struct cfi_op *op);
+void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
+		  size_t len, int err, size_t olen);
+void cfi_ep_lost(struct cfi_ep *ep, int err);
+void cfi_flush(struct cfi_ep *ep);
+void cfi_tx_done(struct cfi_ep *ep);
+void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len);
+void cfi_iov_get(const struct cfi_op *op, size_t off, void *dst, size_t len);
+
+static inline void cfi_opq_push(struct cfi_opq *q, struct cfi_op *op)
+{
+	op->next = NULL;
+	if (q->tail)
+		q->tail->next = op;
+	else
+		q->head = op;
+	q->tail = op;
+	q->n++;
+}
+
+static inline struct cfi_op *cfi_opq_pop(struct cfi_opq *q)
+{
+	struct cfi_op *op = q->head;
+
+	q->head = op->next;
+	if (!q->head)
+		q->tail = NULL;
+	q->n--;
+	return op;
+}
 
 static inline void cfi_lock(struct cfi_fabric *fab)
 {
@@ -420,5 +523,6 @@ static inline void cfi_unlock(struct cfi_fabric *fab)
 }
 
 #define CFI_WARN(subsys, ...)	FI_WARN(&cfi_prov, subsys, __VA_ARGS__)
+#define CFI_INFO(subsys, ...)	FI_INFO(&cfi_prov, subsys, __VA_ARGS__)
 
 #endif /* _CLANQ_CFI_H */

@@ -360,6 +360,27 @@ static uint32_t cfi_ring_size(void)
 	return CFI_RING_DEFAULT - CFI_RING_HDR;
 }
 
+/*
+ * FI_CLANQ_RNDV_SIZE: messages of this many bytes and more, and longer
+ * than the eager size, go as a rendezvous (cfi_rndv.c); 0: never.
+ * Garbage is the default, with a warning.
+ */
+static size_t cfi_rndv_size(void)
+{
+	char *val = NULL;
+	uint32_t n;
+
+	if (fi_param_get_str(&cfi_prov, "rndv_size", &val) == FI_SUCCESS &&
+	    val && *val) {
+		if (!cfi_parse_u32(val, 0, CFI_MSG_MAX, &n))
+			return n;
+		CFI_WARN(FI_LOG_CORE,
+			 "FI_CLANQ_RNDV_SIZE=%s: not a size in bytes (0..%zu); the default\n",
+			 val, (size_t)CFI_MSG_MAX);
+	}
+	return CFI_RNDV_DEFAULT;
+}
+
 static int cfi_getinfo(uint32_t version, const char *node, const char *service,
 		       uint64_t flags, const struct fi_info *hints,
 		       struct fi_info **info)
@@ -643,6 +664,7 @@ int cfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	fab->nic = nic;
 	fab->yield_after = cfi_yield_after(&fab->dev);
 	fab->ring = cfi_ring_size();
+	fab->rndv_min = cfi_rndv_size();
 	fab->fab.fid.fclass = FI_CLASS_FABRIC;
 	fab->fab.fid.context = context;
 	fab->fab.fid.ops = &cfi_fabric_fi_ops;
@@ -676,6 +698,11 @@ FI_EXT_INI
 	fi_param_define(&cfi_prov, "ring_size", FI_PARAM_STRING,
 			"bytes of each connection's receive ring, rounded down "
 			"to pages; messages up to about half of it go eager "
+			"(default: 262144)");
+	fi_param_define(&cfi_prov, "rndv_size", FI_PARAM_STRING,
+			"messages of this many bytes and more go as a "
+			"rendezvous, read by the receiver's RDMA engine from "
+			"the sender's memory: one copy; 0: never "
 			"(default: 262144)");
 	return &cfi_prov;
 }

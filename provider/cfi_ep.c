@@ -62,34 +62,17 @@ static struct cfi_op *cfi_op_get(struct cfi_ep *ep)
 	return calloc(1, sizeof(*op));
 }
 
-static void cfi_op_put(struct cfi_ep *ep, struct cfi_op *op)
+void cfi_op_put(struct cfi_ep *ep, struct cfi_op *op)
 {
 	free(op->copy);
 	op->copy = NULL;
+	if (op->reg) {		/* a rendezvous send that ended unanswered */
+		clanq_region_free(op->reg);
+		free(op->reg);
+		op->reg = NULL;
+	}
 	op->next = ep->free_ops;
 	ep->free_ops = op;
-}
-
-static void cfi_opq_push(struct cfi_opq *q, struct cfi_op *op)
-{
-	op->next = NULL;
-	if (q->tail)
-		q->tail->next = op;
-	else
-		q->head = op;
-	q->tail = op;
-	q->n++;
-}
-
-static struct cfi_op *cfi_opq_pop(struct cfi_opq *q)
-{
-	struct cfi_op *op = q->head;
-
-	q->head = op->next;
-	if (!q->head)
-		q->tail = NULL;
-	q->n--;
-	return op;
 }
 
 /*
@@ -106,8 +89,8 @@ static void cfi_complete_with(struct cfi_ep *ep, bool rx, bool comp,
 	cfi_cntr_count(ep->cntrs[rx ? CFI_CNTR_RECV : CFI_CNTR_SEND], c->err);
 }
 
-static void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
-			 size_t len, int err, size_t olen)
+void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
+		  size_t len, int err, size_t olen)
 {
 	struct cfi_comp c = {
 		.context = op->context,
@@ -124,9 +107,51 @@ static void cfi_complete(struct cfi_ep *ep, bool rx, struct cfi_op *op,
 	cfi_complete_with(ep, rx, op->comp, &c);
 }
 
-/* every operation still queued ends with FI_ECANCELED */
-static void cfi_flush(struct cfi_ep *ep)
+/*
+ * Sends at the head of ep->aq whose turn came (a rendezvous until its
+ * DONE, and what was sent after it): their completions, in order
+ */
+void cfi_tx_done(struct cfi_ep *ep)
 {
+	while (ep->aq.head && !ep->aq.head->reg) {
+		struct cfi_op *op = cfi_opq_pop(&ep->aq);
+
+		cfi_complete(ep, false, op, op->len, op->err, 0);
+		cfi_op_put(ep, op);
+	}
+}
+
+/*
+ * A send that went out (or failed: err): complete it, or keep it for
+ * its turn (ep->aq)
+ */
+static void cfi_sent(struct cfi_ep *ep, struct cfi_op *op, bool rndv, int err)
+{
+	op->err = err;
+	if (op->internal) {
+		cfi_op_put(ep, op);
+	} else if (rndv || ep->aq.head) {
+		cfi_opq_push(&ep->aq, op);
+	} else {
+		cfi_complete(ep, false, op, op->len, err, 0);
+		cfi_op_put(ep, op);
+	}
+}
+
+/*
+ * Every operation still queued ends with FI_ECANCELED: sends sent and
+ * waiting for their turn first (a rendezvous not answered: cancelled;
+ * one sent after it: done), then those not sent, then the receives
+ * (behind a rendezvous being read, once the engine let go of it).
+ */
+void cfi_flush(struct cfi_ep *ep)
+{
+	while (ep->aq.head) {
+		struct cfi_op *op = cfi_opq_pop(&ep->aq);
+
+		cfi_complete(ep, false, op, op->len, op->reg ? FI_ECANCELED : op->err, 0);
+		cfi_op_put(ep, op);
+	}
 	while (ep->sq.head) {
 		struct cfi_op *op = cfi_opq_pop(&ep->sq);
 
@@ -136,6 +161,8 @@ static void cfi_flush(struct cfi_ep *ep)
 			cfi_cntr_count(ep->cntrs[CFI_CNTR_SEND], true);
 		cfi_op_put(ep, op);
 	}
+	if (cfi_rndv_flush(ep))
+		return;
 	while (ep->rq.head) {
 		struct cfi_op *op = cfi_opq_pop(&ep->rq);
 
@@ -149,7 +176,7 @@ static void cfi_flush(struct cfi_ep *ep)
  * the protocol. FI_SHUTDOWN on the endpoint's EQ, what is queued is
  * cancelled.
  */
-static void cfi_ep_lost(struct cfi_ep *ep, int err)
+void cfi_ep_lost(struct cfi_ep *ep, int err)
 {
 	(void)err;
 	if (ep->conn)
@@ -379,7 +406,7 @@ static int cfi_iov_slice(const struct cfi_op *op, size_t off, size_t len,
 }
 
 /* len bytes of a received message at byte off into op's iovs: what fits */
-static void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len)
+void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len)
 {
 	int i;
 
@@ -393,6 +420,27 @@ static void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_
 		k = have - off < len ? have - off : len;
 		memcpy((char *)op->iov[i].iov_base + off, src, k);
 		src += k;
+		len -= k;
+		off = 0;
+	}
+}
+
+/* len bytes of op's iovs from byte off, into dst */
+void cfi_iov_get(const struct cfi_op *op, size_t off, void *dst, size_t len)
+{
+	uint8_t *p = dst;
+	int i;
+
+	for (i = 1; i < op->iovcnt && len; i++) {
+		size_t have = op->iov[i].iov_len, k;
+
+		if (off >= have) {
+			off -= have;
+			continue;
+		}
+		k = have - off < len ? have - off : len;
+		memcpy(p, (char *)op->iov[i].iov_base + off, k);
+		p += k;
 		len -= k;
 		off = 0;
 	}
@@ -428,6 +476,11 @@ static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
 		return cfi_send_whole(ep, &op->hdr, op->iov + 1, (size_t)op->iovcnt - 1);
 	if (op->len <= piece)
 		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
+	if (ep->fab->rndv_min && op->len >= ep->fab->rndv_min) {
+		ret = cfi_rndv_send(ep, op);
+		if (ret)
+			return ret;	/* 1: sent, it waits for its DONE */
+	}
 	op->hdr.flags |= CFI_HF_PIECE;
 	op->hdr.len = (uint32_t)op->len;	/* <= CFI_MSG_MAX */
 	while (op->done < op->len) {
@@ -466,20 +519,16 @@ static void cfi_send_progress(struct cfi_ep *ep)
 		if (ret == -EAGAIN)
 			return;
 		cfi_opq_pop(&ep->sq);
-		cfi_complete(ep, false, op, op->len, ret ? -cfi_errno(ret) : 0, 0);
-		cfi_op_put(ep, op);
-		if (ret) {
+		cfi_sent(ep, op, ret == 1, ret < 0 ? -cfi_errno(ret) : 0);
+		if (ret < 0) {
 			cfi_ep_lost(ep, ret);
 			return;
 		}
 	}
 }
 
-/*
- * fi_writedata()'s data, once its write completed: a message of no
- * bytes, behind what is queued, completing nothing here. Lock held.
- */
-int cfi_send_notice(struct cfi_ep *ep, uint64_t data)
+/* A message of no bytes, h, behind what is queued. Lock held. */
+static int cfi_send_hdr(struct cfi_ep *ep, const struct cfi_hdr *h, bool internal)
 {
 	struct cfi_op *op;
 
@@ -488,21 +537,35 @@ int cfi_send_notice(struct cfi_ep *ep, uint64_t data)
 	op = cfi_op_get(ep);
 	if (!op)
 		return -FI_ENOMEM;
-	memset(&op->hdr, 0, sizeof(op->hdr));
-	op->hdr.magic = CFI_HDR_MAGIC;
-	op->hdr.type = CFI_H_DATA;
-	op->hdr.flags = CFI_HF_DATA | CFI_HF_RMA;
-	op->hdr.data = data;
+	op->hdr = *h;
 	op->iov[0].iov_base = &op->hdr;
 	op->iov[0].iov_len = sizeof(op->hdr);
 	op->iovcnt = 1;
-	op->len = 0;
-	op->context = NULL;
 	op->flags = FI_SEND | FI_MSG;
-	op->comp = false;
+	op->internal = internal;
 	cfi_opq_push(&ep->sq, op);
 	cfi_send_progress(ep);
 	return 0;
+}
+
+/*
+ * fi_writedata()'s data, once its write completed: completing nothing
+ * here (counted as a send)
+ */
+int cfi_send_notice(struct cfi_ep *ep, uint64_t data)
+{
+	struct cfi_hdr h = {
+		.magic = CFI_HDR_MAGIC, .type = CFI_H_DATA,
+		.flags = CFI_HF_DATA | CFI_HF_RMA, .data = data,
+	};
+
+	return cfi_send_hdr(ep, &h, false);
+}
+
+/* The provider's own record (a rendezvous's DONE): not the application's. */
+int cfi_send_ctl(struct cfi_ep *ep, const struct cfi_hdr *h)
+{
+	return cfi_send_hdr(ep, h, true);
 }
 
 /* a message longer than the receive: FI_ETRUNC, what fits delivered */
@@ -529,6 +592,19 @@ static int cfi_recv_trunc(struct cfi_ep *ep, struct cfi_op *op)
 		return -EPROTO;
 	}
 	memcpy(&h, tmp, sizeof(h));
+	if (h.magic == CFI_HDR_MAGIC && h.type == CFI_H_DATA && (h.flags & CFI_HF_RNDV)) {
+		/* a rendezvous into less than its cfi_rts: what fits is read */
+		struct cfi_rts rts;
+
+		if ((size_t)n != sizeof(h) + sizeof(rts)) {
+			free(tmp);
+			return -EPROTO;
+		}
+		memcpy(&rts, tmp + sizeof(h), sizeof(rts));
+		free(tmp);
+		op->hdr = h;
+		return cfi_rndv_recv(ep, op, &rts);
+	}
 	if (h.magic != CFI_HDR_MAGIC || h.type != CFI_H_DATA ||
 	    ((h.flags & CFI_HF_PIECE) && h.len <= (size_t)n - sizeof(h))) {
 		free(tmp);
@@ -638,12 +714,18 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 	ssize_t n;
 	int ret;
 
-	if (!clanq_conn_readable(ep->conn) && ++ep->idle_looks % CFI_IDLE_RECV_EVERY)
+	if (!clanq_conn_readable(ep->conn) && ++ep->idle_looks % CFI_IDLE_RECV_EVERY &&
+	    !ep->rndv.op)
 		return;
 	ep->idle_looks = 0;
 	while (ep->rq.head) {
 		struct cfi_op *op = ep->rq.head;
 
+		if (ep->rndv.op) {	/* the head, being read */
+			if (!cfi_rndv_step(ep) || ep->state != CFI_EP_CONNECTED)
+				return;
+			continue;
+		}
 		if (op->whole) {	/* a message in pieces, begun */
 			ret = cfi_recv_piece(ep, op);
 			if (ret == -EAGAIN)
@@ -675,10 +757,35 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 			cfi_ep_lost(ep, (int)n);
 			return;
 		}
-		if ((size_t)n < sizeof(op->hdr) || op->hdr.magic != CFI_HDR_MAGIC ||
-		    op->hdr.type != CFI_H_DATA) {
+		if ((size_t)n < sizeof(op->hdr) || op->hdr.magic != CFI_HDR_MAGIC) {
 			cfi_ep_lost(ep, -EPROTO);
 			return;
+		}
+		if (op->hdr.type == CFI_H_DONE) {	/* for a send of ours */
+			ret = (size_t)n == sizeof(op->hdr) ? cfi_rndv_done(ep, &op->hdr) : -EPROTO;
+			if (ret) {
+				cfi_ep_lost(ep, ret);
+				return;
+			}
+			continue;
+		}
+		if (op->hdr.type != CFI_H_DATA) {
+			cfi_ep_lost(ep, -EPROTO);
+			return;
+		}
+		if (op->hdr.flags & CFI_HF_RNDV) {	/* into place by the engine */
+			struct cfi_rts rts;
+
+			ret = -EPROTO;
+			if ((size_t)n == sizeof(op->hdr) + sizeof(rts)) {
+				cfi_iov_get(op, 0, &rts, sizeof(rts));
+				ret = cfi_rndv_recv(ep, op, &rts);
+			}
+			if (ret) {
+				cfi_ep_lost(ep, ret);
+				return;
+			}
+			continue;
 		}
 		if (op->hdr.flags & CFI_HF_PIECE) {	/* the first piece, in place */
 			if (op->hdr.len <= (size_t)n - sizeof(op->hdr)) {
@@ -709,6 +816,24 @@ static void cfi_recv_progress(struct cfi_ep *ep)
 	 */
 	if (took)
 		return;
+	/* answers to our rendezvous need no receive */
+	while (ep->aq.head) {
+		const struct cfi_hdr *p;
+		struct cfi_hdr h;
+
+		n = clanq_recv_peek(ep->conn, (const void **)&p, CLANQ_MSG_DONTWAIT);
+		if (n != (ssize_t)sizeof(h))
+			break;
+		memcpy(&h, p, sizeof(h));
+		if (h.magic != CFI_HDR_MAGIC || h.type != CFI_H_DONE)
+			break;
+		clanq_recv_done(ep->conn);
+		ret = cfi_rndv_done(ep, &h);
+		if (ret) {
+			cfi_ep_lost(ep, ret);
+			return;
+		}
+	}
 	n = clanq_recv_size(ep->conn, CLANQ_MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOMSG))
 		cfi_ep_lost(ep, (int)n);
@@ -761,7 +886,8 @@ void cfi_before_wait(struct cfi_fabric *fab)
 	for (ep = fab->eps; ep; ep = ep->next) {
 		if (ep->state != CFI_EP_CONNECTED || !ep->conn)
 			continue;
-		want = CLANQ_NET_OUT | (ep->rq.head ? CLANQ_NET_IN : 0);
+		/* a rendezvous's answer comes in, receive or not */
+		want = CLANQ_NET_OUT | (ep->rq.head || ep->aq.head ? CLANQ_NET_IN : 0);
 		if (want != ep->want && !clanq_conn_want(ep->conn, want))
 			ep->want = want;
 	}
@@ -1186,7 +1312,10 @@ static int cfi_ep_close(struct fid *fid)
 	/* an unanswered request handed to this endpoint: refused */
 	if (ep->req && !ep->req->pep)
 		free(ep->req);
+	cfi_rndv_close(ep);
 	cfi_rma_ep_close(ep);
+	while (ep->aq.head)
+		cfi_op_put(ep, cfi_opq_pop(&ep->aq));
 	while (ep->sq.head)
 		cfi_op_put(ep, cfi_opq_pop(&ep->sq));
 	while (ep->rq.head)
@@ -1442,7 +1571,7 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 		ret = -FI_EINVAL;
 		goto out;
 	}
-	if (!ep->sq.head && len <= CFI_SMALL) {
+	if (!ep->sq.head && !ep->aq.head && len <= CFI_SMALL) {
 		r = cfi_send_small(ep, iov, count, data, flags);
 		if (r != -EAGAIN) {
 			if (r) {
@@ -1476,15 +1605,15 @@ static ssize_t cfi_post_send(struct cfi_ep *ep, const struct iovec *iov,
 	if (!ep->sq.head && !tried) {
 		r = cfi_send_now(ep, op);
 		if (r != -EAGAIN) {
-			if (r) {
+			if (r < 0) {
 				ret = cfi_errno(r);
 				cfi_op_put(ep, op);
 				cfi_ep_lost(ep, r);
 				goto out;
 			}
-			cfi_complete(ep, false, op, op->len, 0, 0);
+			cfi_sent(ep, op, r == 1, 0);
 			ret = 0;
-			goto put;
+			goto out;
 		}
 	}
 	if (inject) {

@@ -34,7 +34,7 @@
 
 /* ---- the fabric's engine endpoint ---------------------------------------- */
 
-static int cfi_rdma_open(struct cfi_fabric *fab)
+int cfi_rdma_open(struct cfi_fabric *fab)
 {
 	struct clanq_ep_attr attr = {
 		.rq_slots = 2 * CFI_RMA_MAX, .cq_slots = 2 * CFI_RMA_MAX,
@@ -69,7 +69,19 @@ static int cfi_rdma_open(struct cfi_fabric *fab)
 	return 0;
 }
 
-static void cfi_rma_release(struct cfi_fabric *fab, struct cfi_rma *r)
+/* A free request slot, taken (busy), or NULL: all are in the engine. */
+struct cfi_rma *cfi_rma_take(struct cfi_fabric *fab)
+{
+	struct cfi_rma *r = fab->rma_free;
+
+	if (r) {
+		fab->rma_free = r->next_free;
+		r->busy = true;
+	}
+	return r;
+}
+
+void cfi_rma_release(struct cfi_fabric *fab, struct cfi_rma *r)
 {
 	if (r->tmp.mem)
 		clanq_region_free(&r->tmp);
@@ -95,6 +107,12 @@ void cfi_rma_progress(struct cfi_fabric *fab)
 		}
 		r = &fab->rma[c.cookie];
 		ep = r->ep;
+		if (r->rndv) {		/* the slot may serve its next READ */
+			cfi_rma_release(fab, r);
+			if (ep)
+				cfi_rndv_read_done(ep, c.status);
+			continue;
+		}
 		if (ep) {
 			struct cfi_comp comp = {
 				.context = r->context,
@@ -260,16 +278,14 @@ ssize_t cfi_rma_submit(struct cfi_ep *ep, const struct cfi_rma_req *q)
 	ret = cfi_rdma_open(fab);
 	if (ret)
 		goto out;
-	r = fab->rma_free;
-	if (!r) {
+	if (!fab->rma_free) {
 		ret = -FI_EAGAIN;
 		goto out;
 	}
 	ret = cfi_rap_get(ep, q->key, q->addr, q->len ? q->len : 1, rights, &rap);
 	if (ret)
 		goto out;
-	fab->rma_free = r->next_free;
-	r->busy = true;
+	r = cfi_rma_take(fab);
 	r->ep = ep;
 	r->rap = rap;
 	r->context = q->context;

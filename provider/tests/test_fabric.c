@@ -30,6 +30,7 @@
 #include <clanq/admin.h>
 
 #include "itest.h"
+#include "../cfi.h"	/* the provider's own records: test_rndv_hostile_peer */
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -828,6 +829,8 @@ static void test_pieces_both_ways(void **state)
 	int i, k;
 
 	(void)state;
+	/* pieces, not a rendezvous (test_rndv) */
+	assert_int_equal(setenv("FI_CLANQ_RNDV_SIZE", "0", 1), 0);
 	connect_pair(&srv, &cli);
 	for (i = 0; i < 2; i++) {
 		for (k = 0; k < 2; k++) {
@@ -895,6 +898,7 @@ static void test_pieces_both_ways(void **state)
 	one_way(&cli, &srv, 77, 11, 0);
 	one_way(&cli, &srv, MID + 3, 12, 0);
 
+	assert_int_equal(unsetenv("FI_CLANQ_RNDV_SIZE"), 0);
 	side_close(&cli);
 	side_close(&srv);
 	for (i = 0; i < 2; i++)
@@ -2397,6 +2401,325 @@ static void test_cntr(void **state)
 	side_close(&srv);
 }
 
+/* ---- rendezvous: large messages read by the receiver's engine ------------ */
+
+/* b posts a receive of rlen bytes at rx, a sends len from tx: both complete */
+static void rndv_one(struct side *a, struct side *b, const uint8_t *tx, size_t len,
+		     uint8_t *rx, size_t rlen)
+{
+	struct fi_cq_data_entry c;
+
+	assert_int_equal(fi_recv(b->ep, rx, rlen, NULL, 0, rx), 0);
+	assert_int_equal(fi_send(a->ep, tx, len, NULL, 0, (void *)tx), 0);
+	assert_int_equal(wait_cq(a, a->tcq, &c), 1);
+	assert_ptr_equal(c.op_context, tx);
+	assert_int_equal(wait_cq(b, b->rcq, &c), 1);
+	assert_ptr_equal(c.op_context, rx);
+	assert_int_equal(c.len, len);
+}
+
+/*
+ * What the receiver gets of a 1 MiB message whose sender rewrote its
+ * buffer after fi_send() returned and before any receive was posted
+ * (which libfabric forbids, and which tells the two paths apart): a
+ * rendezvous reads the sender's buffer when the receive comes, so the
+ * new bytes; pieces were copied into the ring at fi_send(), so the old
+ * ones first. True: every byte is the new one.
+ */
+static bool rndv_reads_late(const char *rndv_size)
+{
+	enum { LEN = 1 << 20 };
+	uint8_t *tx = malloc(LEN), *rx = malloc(LEN);
+	struct fi_cq_data_entry c;
+	struct side srv, cli;
+	bool late;
+	size_t i;
+
+	assert_int_equal(setenv("FI_CLANQ_RNDV_SIZE", rndv_size, 1), 0);
+	connect_pair(&srv, &cli);
+	fill(tx, LEN, 70);
+	assert_int_equal(fi_send(cli.ep, tx, LEN, NULL, 0, tx), 0);
+	poke(&cli);
+	fill(tx, LEN, 71);
+	assert_int_equal(fi_recv(srv.ep, rx, LEN, NULL, 0, rx), 0);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_int_equal(c.len, LEN);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	for (i = 0; i < LEN && rx[i] == pat(71, i); i++)
+		;
+	late = i == LEN;
+	side_close(&cli);
+	side_close(&srv);
+	assert_int_equal(unsetenv("FI_CLANQ_RNDV_SIZE"), 0);
+	free(tx);
+	free(rx);
+	return late;
+}
+
+/*
+ * From FI_CLANQ_RNDV_SIZE bytes (256 KiB by default) a message is read
+ * by the receiver's engine from the sender's memory: at its threshold
+ * and around it, from and into odd addresses, into several iovs (the
+ * bounce region), truncated (into less than its own header too), with
+ * remote CQ data, and sends after a rendezvous completing after it, in
+ * order. Every byte checked, nothing written past a receive.
+ */
+static void test_rndv(void **state)
+{
+	static const size_t sizes[] = {
+		(256 << 10) - 1, 256 << 10, (256 << 10) + 1, (1 << 20) + 3, 3 << 20,
+	};
+	enum { BIG = (3 << 20) + 64, SHORT = 300001 };
+	uint8_t *txb = malloc(BIG), *rxb = malloc(BIG), *tx = txb + 1, *rx = rxb + 3;
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry e;
+	struct side srv, cli;
+	struct iovec riov[3];
+	uint8_t small[100];
+	size_t i;
+
+	(void)state;
+	/* the receiver reads the sender's buffer, and only with rendezvous on */
+	assert_true(rndv_reads_late("262144"));
+	assert_false(rndv_reads_late("0"));
+	assert_true(rndv_reads_late("garbage"));	/* the default: on */
+
+	connect_pair(&srv, &cli);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		fill(tx, sizes[i], 80 + (uint32_t)i);
+		memset(rxb, 0xee, BIG);
+		rndv_one(&cli, &srv, tx, sizes[i], rx, sizes[i] + 17);
+		check(rx, sizes[i], 80 + (uint32_t)i);
+		assert_int_equal(rx[sizes[i]], 0xee);
+		assert_int_equal(rxb[2], 0xee);
+	}
+
+	/* into three iovs: through the bounce region */
+	fill(tx, (1 << 20) + 3, 90);
+	memset(rxb, 0xee, BIG);
+	riov[0] = (struct iovec){ rx, 5 };
+	riov[1] = (struct iovec){ rx + 5, 400000 };
+	riov[2] = (struct iovec){ rx + 400005, (1 << 20) };
+	assert_int_equal(fi_recvv(srv.ep, riov, NULL, 3, 0, riov), 0);
+	assert_int_equal(fi_senddata(cli.ep, tx, (1 << 20) + 3, NULL, 0xcafe, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_ptr_equal(c.op_context, riov);
+	assert_int_equal(c.len, (1 << 20) + 3);
+	assert_true(c.flags & FI_REMOTE_CQ_DATA);
+	assert_int_equal(c.data, 0xcafe);
+	check(rx, (1 << 20) + 3, 90);
+	assert_int_equal(rx[(1 << 20) + 3], 0xee);
+
+	/* truncated: into SHORT bytes, then into 8 (less than the header) */
+	memset(rxb, 0xee, BIG);
+	assert_int_equal(fi_recv(srv.ep, rx, SHORT, NULL, 0, rx), 0);
+	assert_int_equal(fi_send(cli.ep, tx, (1 << 20) + 3, NULL, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	assert_int_equal(e.len, SHORT);
+	assert_int_equal(e.olen, (1 << 20) + 3 - SHORT);
+	check(rx, SHORT, 90);
+	assert_int_equal(rx[SHORT], 0xee);
+	memset(rxb, 0xee, BIG);
+	assert_int_equal(fi_recv(srv.ep, rx, 8, NULL, 0, rx), 0);
+	assert_int_equal(fi_senddata(cli.ep, tx, 1 << 20, NULL, 0xbeef, 0, tx), 0);
+	assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+	wait_cq_err(&srv, srv.rcq, &e);
+	assert_int_equal(e.err, FI_ETRUNC);
+	assert_int_equal(e.len, 8);
+	assert_int_equal(e.olen, (1 << 20) - 8);
+	assert_int_equal(e.data, 0xbeef);
+	check(rx, 8, 90);
+	assert_int_equal(rx[8], 0xee);
+
+	/*
+	 * In order: a rendezvous, a small send and another rendezvous; the
+	 * small one goes at once but completes after the first, which
+	 * completes only once the receiver read it
+	 */
+	fill(small, sizeof(small), 91);
+	fill(tx + BIG / 2, 1 << 20, 92);
+	assert_int_equal(fi_send(cli.ep, tx, 1 << 20, NULL, 0, (void *)1), 0);
+	assert_int_equal(fi_send(cli.ep, small, sizeof(small), NULL, 0, (void *)2), 0);
+	assert_int_equal(fi_send(cli.ep, tx + BIG / 2, 1 << 20, NULL, 0, (void *)3), 0);
+	for (i = 0; i < 20; i++)
+		assert_int_equal(fi_cq_read(cli.tcq, &c, 1), -FI_EAGAIN);
+	memset(rxb, 0xee, BIG);
+	assert_int_equal(fi_recv(srv.ep, rx, 1 << 20, NULL, 0, (void *)11), 0);
+	assert_int_equal(fi_recv(srv.ep, rx + (1 << 20), 100, NULL, 0, (void *)12), 0);
+	assert_int_equal(fi_recv(srv.ep, rx + (2 << 20), 1 << 20, NULL, 0, (void *)13), 0);
+	for (i = 1; i <= 3; i++) {
+		assert_int_equal(wait_cq(&cli, cli.tcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)i);
+		assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+		assert_ptr_equal(c.op_context, (void *)(10 + i));
+	}
+	check(rx, 1 << 20, 90);
+	check(rx + (1 << 20), sizeof(small), 91);
+	check(rx + (2 << 20), 1 << 20, 92);
+
+	side_close(&cli);
+	side_close(&srv);
+	free(txb);
+	free(rxb);
+}
+
+/* ---- a peer that speaks the provider's protocol badly --------------------- */
+
+struct raw_peer {
+	struct caddr a;		/* the provider's listener */
+	uint32_t node;		/* its node */
+};
+
+static void raw_send(struct clanq_conn *c, uint8_t type, uint8_t flags, uint32_t len,
+		     uint64_t data, const void *body, size_t blen)
+{
+	struct cfi_hdr h = {
+		.magic = CFI_HDR_MAGIC, .type = type, .flags = flags, .len = len, .data = data,
+	};
+	uint8_t buf[sizeof(h) + 64];
+
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), body, blen);
+	CHILD_CHECK_INT(clanq_send(c, buf, sizeof(h) + blen, 0), 0);
+}
+
+/* the provider's answer to our rendezvous: its status (0, or an FI_E*) */
+static int raw_done(struct clanq_conn *c, uint64_t key)
+{
+	struct cfi_hdr h;
+
+	CHILD_CHECK_INT(clanq_recv(c, &h, sizeof(h), 0), sizeof(h));
+	CHILD_CHECK_INT(h.magic, CFI_HDR_MAGIC);
+	CHILD_CHECK_INT(h.type, CFI_H_DONE);
+	CHILD_CHECK(h.data == key);
+	return (int)h.len;
+}
+
+/*
+ * A client of libclanq's own that sends the provider rendezvous headers
+ * (cfi_rts) by hand: one naming no region, one with the wrong key, one
+ * naming a region exported without READ, then a good one (its memory,
+ * 300,000 bytes, exported READ), then an answer to nothing.
+ */
+static void raw_rndv_client(void *arg)
+{
+	enum { LEN = 300000 };
+	const struct raw_peer *p = arg;
+	static uint8_t mem[LEN], nowrite[4096];
+	struct clanq_region good, wo;
+	struct clanq_conn *c;
+	struct clanq_net *net;
+	struct clanq_dev dev;
+	struct cfi_rts rts;
+	uint64_t key, wo_key;
+	uint8_t buf[64];
+
+	CHILD_CHECK_INT(clanq_open_nic(&dev, 1), 0);
+	CHILD_CHECK_INT(clanq_net_open(&net, &dev, NULL), 0);
+	CHILD_CHECK_INT(clanq_connect(net, &c, p->node, ntohs(p->a.sin6_port), NULL), 0);
+	raw_send(c, CFI_H_CONNREQ, 0, 0, 0, NULL, 0);
+	CHILD_CHECK_INT(clanq_recv(c, buf, sizeof(buf), 0), sizeof(struct cfi_hdr));
+	CHILD_CHECK_INT(((struct cfi_hdr *)buf)->type, CFI_H_ACCEPT);
+
+	fill(mem, LEN, 95);
+	CHILD_CHECK_INT(clanq_region_register(&dev, &good, mem, LEN), 0);
+	CHILD_CHECK_INT(clanq_region_export(&good, CLANQ_RIGHT_READ, &key), 0);
+	CHILD_CHECK_INT(clanq_region_register(&dev, &wo, nowrite, sizeof(nowrite)), 0);
+	CHILD_CHECK_INT(clanq_region_export(&wo, CLANQ_RIGHT_WRITE, &wo_key), 0);
+
+	rts = (struct cfi_rts){ .region = 0x7fffff00, .key = 1 };	/* nobody's */
+	raw_send(c, CFI_H_DATA, CFI_HF_RNDV, LEN, 0, &rts, sizeof(rts));
+	CHILD_CHECK(raw_done(c, 1) != 0);
+	rts = (struct cfi_rts){ .region = good.addr.id, .key = key ^ 1 };
+	raw_send(c, CFI_H_DATA, CFI_HF_RNDV, LEN, 0, &rts, sizeof(rts));
+	CHILD_CHECK(raw_done(c, key ^ 1) != 0);
+	rts = (struct cfi_rts){ .region = wo.addr.id, .key = wo_key };
+	raw_send(c, CFI_H_DATA, CFI_HF_RNDV, sizeof(nowrite), 0, &rts, sizeof(rts));
+	CHILD_CHECK(raw_done(c, wo_key) != 0);
+	rts = (struct cfi_rts){ .region = good.addr.id, .key = key };
+	raw_send(c, CFI_H_DATA, CFI_HF_RNDV | CFI_HF_DATA, LEN, 0xd0d0, &rts, sizeof(rts));
+	CHILD_CHECK_INT(raw_done(c, key), 0);
+	/* an answer for no rendezvous of the provider's: it resets */
+	raw_send(c, CFI_H_DONE, 0, 0, 12345, NULL, 0);
+	CHILD_CHECK(clanq_recv(c, buf, sizeof(buf), 0) <= 0);
+	clanq_region_free(&good);
+	clanq_region_free(&wo);
+	clanq_conn_close(c);
+	clanq_net_close(net);
+	clanq_close(&dev);
+}
+
+/*
+ * The receiver side of a rendezvous trusts nothing of it: a region that
+ * is not there, a wrong key, a region without READ each fail that
+ * receive alone (an error completion; the sender is answered with the
+ * error), a good one from the same peer still arrives whole, and an
+ * answer for no rendezvous resets the connection (FI_SHUTDOWN).
+ */
+static void test_rndv_hostile_peer(void **state)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	static uint8_t rx[300000 + 16];
+	struct fi_cq_data_entry c;
+	struct fi_cq_err_entry ce;
+	struct raw_peer p;
+	struct side srv;
+	size_t alen = sizeof(p.a);
+	uint32_t ev;
+	int64_t end;
+	ssize_t n;
+	pid_t pid;
+	int i;
+
+	(void)state;
+	side_open(&srv, 0);
+	assert_int_equal(fi_passive_ep(srv.fab, srv.info, &srv.pep, NULL), 0);
+	assert_int_equal(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+	assert_int_equal(fi_listen(srv.pep), 0);
+	assert_int_equal(fi_getname(&srv.pep->fid, &p.a, &alen), 0);
+	p.node = node_of(0);
+	pid = itest_fork(raw_rndv_client, &p);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNREQ);
+	side_cqs_ep(&srv, e->info);
+	fi_freeinfo(e->info);
+	assert_int_equal(fi_accept(srv.ep, NULL, 0), 0);
+	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNECTED);
+	for (i = 0; i < 3; i++) {
+		memset(rx, 0xee, sizeof(rx));
+		assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx + i), 0);
+		wait_cq_err(&srv, srv.rcq, &ce);
+		assert_ptr_equal(ce.op_context, rx + i);
+		assert_true(ce.err != 0 && ce.err != FI_ETRUNC);
+		assert_int_equal(ce.len, 0);
+	}
+	memset(rx, 0xee, sizeof(rx));
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	assert_int_equal(wait_cq(&srv, srv.rcq, &c), 1);
+	assert_int_equal(c.len, 300000);
+	assert_int_equal(c.data, 0xd0d0);
+	check(rx, 300000, 95);
+	assert_int_equal(rx[300000], 0xee);
+	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	end = now_ms() + WAIT_MS;
+	do {
+		n = fi_eq_read(srv.eq, &ev, e, sizeof(buf), 0);
+		if (n == -FI_EAGAIN)
+			(void)fi_cq_read(srv.rcq, &c, 1);
+	} while (n == -FI_EAGAIN && now_ms() < end);
+	assert_int_equal(n, sizeof(*e));
+	assert_int_equal(ev, FI_SHUTDOWN);
+	wait_cq_err(&srv, srv.rcq, &ce);
+	assert_int_equal(ce.err, FI_ECANCELED);
+	assert_int_equal(itest_wait(pid, 10 * ITEST_NS_PER_S), 0);
+	side_close(&srv);
+}
+
 static void test_peer_killed(void **state)
 {
 	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
@@ -2450,7 +2773,8 @@ static void test_peer_killed(void **state)
 	side_close(&srv);
 }
 
-int main(void)
+/* argv[1], if any: a cmocka filter, e.g. "test_rndv*" */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_getinfo_defaults),
@@ -2461,6 +2785,8 @@ int main(void)
 		cmocka_unit_test(test_exchange),
 		cmocka_unit_test(test_ring_size),
 		cmocka_unit_test(test_pieces_both_ways),
+		cmocka_unit_test(test_rndv),
+		cmocka_unit_test_teardown(test_rndv_hostile_peer, itest_teardown),
 		cmocka_unit_test(test_queued_in_order),
 		cmocka_unit_test(test_small_queued_in_order),
 		cmocka_unit_test(test_iov_trunc_cancel),
@@ -2482,5 +2808,7 @@ int main(void)
 
 	if (!getenv("FI_PROVIDER_PATH"))
 		fprintf(stderr, "test_fabric: FI_PROVIDER_PATH is not set\n");
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
