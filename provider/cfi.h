@@ -129,7 +129,7 @@ struct cfi_rts {
  * The receive reads through a bounce region of CFI_RNDV_CHUNK bytes
  * when its buffer cannot be registered (several iovs, RLIMIT_MEMLOCK).
  */
-#define CFI_RNDV_DEFAULT	(256u << 10)
+#define CFI_RNDV_DEFAULT	(64u << 10)
 #define CFI_RNDV_CHUNK		(256u << 10)
 
 struct cfi_fabric;

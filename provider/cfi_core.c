@@ -703,6 +703,6 @@ FI_EXT_INI
 			"messages of this many bytes and more go as a "
 			"rendezvous, read by the receiver's RDMA engine from "
 			"the sender's memory: one copy; 0: never "
-			"(default: 262144)");
+			"(default: 65536)");
 	return &cfi_prov;
 }

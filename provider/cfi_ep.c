@@ -474,13 +474,13 @@ static int cfi_send_now(struct cfi_ep *ep, struct cfi_op *op)
 
 	if (op->len <= CFI_SMALL)	/* iov[0] is the header */
 		return cfi_send_whole(ep, &op->hdr, op->iov + 1, (size_t)op->iovcnt - 1);
-	if (op->len <= piece)
-		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
-	if (ep->fab->rndv_min && op->len >= ep->fab->rndv_min) {
+	if (ep->fab->rndv_min && op->len >= ep->fab->rndv_min && !op->rndv_off) {
 		ret = cfi_rndv_send(ep, op);
 		if (ret)
 			return ret;	/* 1: sent, it waits for its DONE */
 	}
+	if (op->len <= piece)
+		return clanq_sendv(ep->conn, op->iov, op->iovcnt, CLANQ_MSG_DONTWAIT);
 	op->hdr.flags |= CFI_HF_PIECE;
 	op->hdr.len = (uint32_t)op->len;	/* <= CFI_MSG_MAX */
 	while (op->done < op->len) {

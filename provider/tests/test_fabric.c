@@ -767,8 +767,10 @@ static void test_ring_size(void **state)
 			setenv("FI_CLANQ_RING_SIZE", cases[i].env, 1);
 		else
 			unsetenv("FI_CLANQ_RING_SIZE");
+		setenv("FI_CLANQ_RNDV_SIZE", "0", 1);	/* the ring alone */
 		connect_pair(&srv, &cli);
 		unsetenv("FI_CLANQ_RING_SIZE");
+		unsetenv("FI_CLANQ_RNDV_SIZE");
 
 		/* E bytes: out and complete with the server untouched */
 		fill(tx, e, seq);
@@ -2457,7 +2459,7 @@ static bool rndv_reads_late(const char *rndv_size)
 }
 
 /*
- * From FI_CLANQ_RNDV_SIZE bytes (256 KiB by default) a message is read
+ * From FI_CLANQ_RNDV_SIZE bytes (64 KiB by default) a message is read
  * by the receiver's engine from the sender's memory: at its threshold
  * and around it, from and into odd addresses, into several iovs (the
  * bounce region), truncated (into less than its own header too), with
@@ -2484,7 +2486,10 @@ static void test_rndv(void **state)
 	assert_false(rndv_reads_late("0"));
 	assert_true(rndv_reads_late("garbage"));	/* the default: on */
 
+	/* around a threshold of 256 KiB: pieces below, a rendezvous from it */
+	assert_int_equal(setenv("FI_CLANQ_RNDV_SIZE", "262144", 1), 0);
 	connect_pair(&srv, &cli);
+	assert_int_equal(unsetenv("FI_CLANQ_RNDV_SIZE"), 0);
 	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
 		fill(tx, sizes[i], 80 + (uint32_t)i);
 		memset(rxb, 0xee, BIG);
