@@ -31,7 +31,7 @@ M = {
  # RMA, atomics, registration, sleeping
  'm9-key-names-nothing': ('cfi_mr.c', 'CLANQ_EXPORT_KEY_NAMES_REGION,', '0,'),
  'm10-atomic-result-dropped': ('cfi_rma.c', 'memcpy(r->result, &c.value, sizeof(c.value));', '(void)c.value;'),
- 'm11-writedata-as-message': ('cfi_ep.c', 'op->hdr.flags = CFI_HF_DATA | CFI_HF_RMA;', 'op->hdr.flags = CFI_HF_DATA;'),
+ 'm11-writedata-as-message': ('cfi_ep.c', '.flags = CFI_HF_DATA | CFI_HF_RMA, .data = data,', '.flags = CFI_HF_DATA, .data = data,'),
  'm12-no-kick': ('cfi_eq.c', '\tif (fab->kicked)\n\t\treturn;\n', '\treturn;\n'),
  'm13-read-as-write': ('cfi_rma.c', 'write ? CLANQ_RIGHT_WRITE : CLANQ_RIGHT_READ;', 'CLANQ_RIGHT_WRITE;'),
  'm14-rma-offset-ignored': ('cfi_rma.c', 'req.dst_off = q->addr - rap->first;', 'req.dst_off = 0;'),
@@ -52,6 +52,15 @@ M = {
  # the small send's straight path: no room must queue it, not drop it
  'm25-small-send-dropped-when-full': ('cfi_ep.c', '\t\ttried = true;\t/* no room: queued below, as any other */',
    '\t\tret = 0;\n\t\tgoto out;'),
+ # rendezvous (cfi_rndv.c)
+ 'm26-rndv-completes-at-once': ('cfi_ep.c', '\t} else if (rndv || ep->aq.head) {', '\t} else if (0) {'),
+ 'm27-rndv-out-of-order': ('cfi_ep.c', '\t} else if (rndv || ep->aq.head) {', '\t} else if (rndv) {'),
+ 'm28-rndv-bounce-at-zero': ('cfi_rndv.c', 'cfi_iov_put(op, x->done, ep->bounce.mem, x->chunk);',
+   'cfi_iov_put(op, 0, ep->bounce.mem, x->chunk);'),
+ 'm29-rndv-done-key-unchecked': ('cfi_rndv.c', 'if (!op || !op->reg || op->key != h->data ||', 'if (!op || !op->reg ||'),
+ 'm30-rndv-trunc-as-success': ('cfi_rndv.c', 'cfi_complete(ep, true, op, len, FI_ETRUNC, op->whole - op->len);',
+   'cfi_complete(ep, true, op, len, 0, op->whole - op->len);'),
+ 'm31-rndv-never': ('cfi_core.c', '\treturn CFI_RNDV_DEFAULT;', '\treturn 0;'),
 }
 cflags = ['-std=gnu11', '-Wall', '-Wextra', '-Werror', '-Iinclude', '-O2', '-g', '-fPIC', '-fvisibility=hidden', '-Wno-unused']
 pics = sorted(glob.glob(os.path.join(root, 'build/pic/lib/*.o')))

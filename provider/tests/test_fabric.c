@@ -2607,7 +2607,8 @@ static int raw_done(struct clanq_conn *c, uint64_t key)
  * A client of libclanq's own that sends the provider rendezvous headers
  * (cfi_rts) by hand: one naming no region, one with the wrong key, one
  * naming a region exported without READ, then a good one (its memory,
- * 300,000 bytes, exported READ), then an answer to nothing.
+ * 300,000 bytes, exported READ); then it answers the provider's own
+ * rendezvous with the wrong key.
  */
 static void raw_rndv_client(void *arg)
 {
@@ -2647,8 +2648,12 @@ static void raw_rndv_client(void *arg)
 	rts = (struct cfi_rts){ .region = good.addr.id, .key = key };
 	raw_send(c, CFI_H_DATA, CFI_HF_RNDV | CFI_HF_DATA, LEN, 0xd0d0, &rts, sizeof(rts));
 	CHILD_CHECK_INT(raw_done(c, key), 0);
-	/* an answer for no rendezvous of the provider's: it resets */
-	raw_send(c, CFI_H_DONE, 0, 0, 12345, NULL, 0);
+	/* the provider's own rendezvous, answered with the wrong key: it resets */
+	CHILD_CHECK_INT(clanq_recv(c, buf, sizeof(buf), 0),
+			sizeof(struct cfi_hdr) + sizeof(struct cfi_rts));
+	CHILD_CHECK(((struct cfi_hdr *)buf)->flags & CFI_HF_RNDV);
+	memcpy(&rts, buf + sizeof(struct cfi_hdr), sizeof(rts));
+	raw_send(c, CFI_H_DONE, 0, 0, rts.key ^ 1, NULL, 0);
 	CHILD_CHECK(clanq_recv(c, buf, sizeof(buf), 0) <= 0);
 	clanq_region_free(&good);
 	clanq_region_free(&wo);
@@ -2662,13 +2667,14 @@ static void raw_rndv_client(void *arg)
  * is not there, a wrong key, a region without READ each fail that
  * receive alone (an error completion; the sender is answered with the
  * error), a good one from the same peer still arrives whole, and an
- * answer for no rendezvous resets the connection (FI_SHUTDOWN).
+ * answer that names another rendezvous resets the connection
+ * (FI_SHUTDOWN; the send and a posted receive cancelled).
  */
 static void test_rndv_hostile_peer(void **state)
 {
 	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
 	struct fi_eq_cm_entry *e = (void *)buf;
-	static uint8_t rx[300000 + 16];
+	static uint8_t rx[300000 + 16], tx[1 << 20];
 	struct fi_cq_data_entry c;
 	struct fi_cq_err_entry ce;
 	struct raw_peer p;
@@ -2711,6 +2717,7 @@ static void test_rndv_hostile_peer(void **state)
 	check(rx, 300000, 95);
 	assert_int_equal(rx[300000], 0xee);
 	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
+	assert_int_equal(fi_send(srv.ep, tx, sizeof(tx), NULL, 0, tx), 0);
 	end = now_ms() + WAIT_MS;
 	do {
 		n = fi_eq_read(srv.eq, &ev, e, sizeof(buf), 0);
@@ -2721,6 +2728,9 @@ static void test_rndv_hostile_peer(void **state)
 	assert_int_equal(ev, FI_SHUTDOWN);
 	wait_cq_err(&srv, srv.rcq, &ce);
 	assert_int_equal(ce.err, FI_ECANCELED);
+	wait_cq_err(&srv, srv.tcq, &ce);
+	assert_int_equal(ce.err, FI_ECANCELED);
+	assert_ptr_equal(ce.op_context, tx);
 	assert_int_equal(itest_wait(pid, 10 * ITEST_NS_PER_S), 0);
 	side_close(&srv);
 }

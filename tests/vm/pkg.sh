@@ -97,6 +97,18 @@ sleep 1
 expect "alice: fi_pingpong -p clanq -e msg -c, 4 KiB, NIC 1 to NIC 0" 0 "^4k  *200 " \
 	as alice "timeout 120 fi_pingpong -p clanq -e msg -c -d clanq1 -S 4096 -I 200 -P 47700 127.0.0.1"
 wait $server || bad "alice's fi_pingpong server" "$(head -c 400 $t/fi-server)"
+# 1 MiB: a rendezvous (the receiver's engine reads the sender's pinned
+# buffer), with the server's memlock limit too small to pin one: its
+# receives go through the bounce region, its own sends in pieces
+as alice "ulimit -l 64; FI_LOG_LEVEL=info timeout 120 fi_pingpong -p clanq -e msg -c -d clanq0 -S 1048576 -I 20 -B 47701" \
+	> $t/fi-server2 2>&1 &
+server=$!
+sleep 1
+expect "alice: fi_pingpong -p clanq -e msg -c, 1 MiB, the server's memlock 64 KiB" 0 "^1m  *20 " \
+	as alice "timeout 120 fi_pingpong -p clanq -e msg -c -d clanq1 -S 1048576 -I 20 -P 47701 127.0.0.1"
+wait $server || bad "alice's 1 MiB fi_pingpong server" "$(tail -c 400 $t/fi-server2)"
+expect "alice: the server that cannot pin sends in pieces" 0 "sending it in pieces" \
+	cat $t/fi-server2
 expect "bob (no group) is refused, and told the group" 1 "add this user to group 'clanq'" \
 	as bob "clanq-echo-client -n 1 -s 2022 -m 10"
 expect "bob's refusal names the mode" 1 "mode 0660, group clanq" \
