@@ -189,10 +189,12 @@ fi
 # trip with FI_CLANQ_YIELD=0 (spin-msg): the poller that never
 # yields, so the yield's worth is measured in every run; and with
 # rdma_window=1 on both hosts (win1-msg): each engine one chunk at a
-# time, a round trip each, as before the window, for its worth.
+# time, a round trip each, as before the window, for its worth; and 1 MiB
+# with the provider's rendezvous off (ring-msg: through the ring, two
+# copies) beside the rendezvous (the receiver's engine READs it).
 fab_runs="msg:8:50 msg:1048576:2 rdm:8:10 rdm:1048576:2"
 [ -f /clanq/pair-suite ] ||
-	fab_runs="msg:8:500 spin-msg:8:100 win1-msg:8:500 msg:65536:100 msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
+	fab_runs="msg:8:500 spin-msg:8:100 win1-msg:8:500 msg:65536:100 msg:1048576:20 ring-msg:1048576:20 rdm:8:500 rdm:65536:100 rdm:1048576:10 base-tcp:8:500"
 fab_port=47900
 fab_serve=$([ -f /clanq/pair-suite ] && echo 240 || echo 120)
 if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; then
@@ -200,17 +202,18 @@ if ! [ -x /clanq/fabric/fi_pingpong ] || [ $setup_ok = 0 ] || [ $net_ok = 0 ]; t
 else
 	for run in $fab_runs; do
 		ep=${run%%:*} s=${run#*:} n=${s#*:} s=${s%:*}
-		yield_env= window=
+		fab_env= window=
 		case $ep in
 		msg)		prov=clanq ;;
-		spin-msg)	prov=clanq ep=msg yield_env=FI_CLANQ_YIELD=0 ;;
+		spin-msg)	prov=clanq ep=msg fab_env=FI_CLANQ_YIELD=0 ;;
 		win1-msg)	prov=clanq ep=msg window=1 ;;
+		ring-msg)	prov=clanq ep=msg fab_env=FI_CLANQ_RNDV_SIZE=0 ;;
 		rdm)		prov="clanq;ofi_rxm" ;;
 		base-tcp)	prov="tcp;ofi_rxm" ep=rdm ;;
 		esac
 		fab_port=$((fab_port + 1))
 		name="fabric-pingpong $prov -e $ep ${s} B x $n"
-		[ -n "$yield_env" ] && name="$name $yield_env"
+		[ -n "$fab_env" ] && name="$name $fab_env"
 		# both sides' engines one chunk at a time, as before the window
 		win=/sys/module/clanq/parameters/rdma_window
 		if [ -n "$window" ]; then
@@ -219,7 +222,7 @@ else
 			echo $window > $win
 		fi
 		if [ $role = b ]; then
-			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
+			timeout $fab_serve env FI_PROVIDER_PATH=/clanq/fabric $fab_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -B $fab_port > $t/fab-server 2>&1
 			rc=$?
 			[ -n "$window" ] && echo $win_was > $win
@@ -232,7 +235,7 @@ else
 		fi
 		t0=$(uptime_s)
 		while :; do
-			env FI_PROVIDER_PATH=/clanq/fabric $yield_env /clanq/fabric/fi_pingpong \
+			env FI_PROVIDER_PATH=/clanq/fabric $fab_env /clanq/fabric/fi_pingpong \
 				-p "$prov" -e $ep -c -S $s -I $n -P $fab_port $other > $t/fab-client 2>&1
 			rc=$?
 			# refused: b's server is not up yet
@@ -255,6 +258,10 @@ else
 					win1-*)	clanq_win1=$usec ;;
 					*)	clanq_msg=$usec ;;
 				esac
+				[ $ep = msg ] && [ $s = 1048576 ] && case $run in
+					ring-*)	clanq_ring1m=$usec ;;
+					msg:*)	clanq_rndv1m=$usec ;;
+				esac
 			else
 				bad "$name" "exited $rc, not every message acked and checked: $(tail -c 400 $t/fab-client)"
 			fi ;;
@@ -268,6 +275,9 @@ else
 		if (y != "" && m > 0) printf "; clanq -e msg never yielding (FI_CLANQ_YIELD=0) %s: %.2fx the yielding", y, y / m
 		if (w != "" && m > 0) printf "; clanq -e msg one chunk at a time (rdma_window=1) %s: %.2fx the windowed", w, w / m
 		printf "\n" }'
+	[ $role = a ] && [ -n "${clanq_ring1m:-}" ] && [ -n "${clanq_rndv1m:-}" ] &&
+		awk -v r="$clanq_ring1m" -v v="$clanq_rndv1m" 'BEGIN {
+		printf "== fi_pingpong -e msg 1 MiB between the hosts, usec/xfer: rendezvous %s, through the ring (FI_CLANQ_RNDV_SIZE=0) %s: %.2fx the rendezvous\n", v, r, r / v }'
 fi
 
 # step NAME CMD...: CMD's output shown, its status one result
