@@ -405,45 +405,46 @@ static int cfi_iov_slice(const struct cfi_op *op, size_t off, size_t len,
 	return n;
 }
 
-/* len bytes of a received message at byte off into op's iovs: what fits */
-void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len)
+/*
+ * len bytes at byte off of op's iovs (the application's: iov[0], our
+ * header, is not counted), and buf: into them (put) or out of them
+ * (get). What lies past their end is left out.
+ */
+static void cfi_iov_copy(const struct cfi_op *op, size_t off, uint8_t *buf,
+			 size_t len, bool put)
 {
 	int i;
 
 	for (i = 1; i < op->iovcnt && len; i++) {
 		size_t have = op->iov[i].iov_len, k;
+		char *at;
 
 		if (off >= have) {
 			off -= have;
 			continue;
 		}
+		at = (char *)op->iov[i].iov_base + off;
 		k = have - off < len ? have - off : len;
-		memcpy((char *)op->iov[i].iov_base + off, src, k);
-		src += k;
+		if (put)
+			memcpy(at, buf, k);
+		else
+			memcpy(buf, at, k);
+		buf += k;
 		len -= k;
 		off = 0;
 	}
 }
 
+/* len bytes of a received message at byte off into op's iovs: what fits */
+void cfi_iov_put(struct cfi_op *op, size_t off, const uint8_t *src, size_t len)
+{
+	cfi_iov_copy(op, off, (uint8_t *)src, len, true);
+}
+
 /* len bytes of op's iovs from byte off, into dst */
 void cfi_iov_get(const struct cfi_op *op, size_t off, void *dst, size_t len)
 {
-	uint8_t *p = dst;
-	int i;
-
-	for (i = 1; i < op->iovcnt && len; i++) {
-		size_t have = op->iov[i].iov_len, k;
-
-		if (off >= have) {
-			off -= have;
-			continue;
-		}
-		k = have - off < len ? have - off : len;
-		memcpy(p, (char *)op->iov[i].iov_base + off, k);
-		p += k;
-		len -= k;
-		off = 0;
-	}
+	cfi_iov_copy(op, off, dst, len, false);
 }
 
 /*

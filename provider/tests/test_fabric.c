@@ -2571,6 +2571,53 @@ static void test_rndv(void **state)
 	free(rxb);
 }
 
+/*
+ * srv listens on NIC 0 (its address in *a), a child runs fn(arg) (arg
+ * may hold a), and the child's connection request is taken: srv's
+ * endpoint, not accepted yet. The child's pid.
+ */
+static pid_t listen_for_child(struct side *srv, struct caddr *a,
+			      void (*fn)(void *), void *arg)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	size_t alen = sizeof(*a);
+	uint32_t ev;
+	pid_t pid;
+
+	side_open(srv, 0);
+	assert_int_equal(fi_passive_ep(srv->fab, srv->info, &srv->pep, NULL), 0);
+	assert_int_equal(fi_pep_bind(srv->pep, &srv->eq->fid, 0), 0);
+	assert_int_equal(fi_listen(srv->pep), 0);
+	assert_int_equal(fi_getname(&srv->pep->fid, a, &alen), 0);
+	pid = itest_fork(fn, arg);
+	assert_int_equal(wait_eq(srv, &ev, e, sizeof(buf)), sizeof(*e));
+	assert_int_equal(ev, FI_CONNREQ);
+	side_cqs_ep(srv, e->info);
+	fi_freeinfo(e->info);
+	return pid;
+}
+
+/* srv's endpoint ends (FI_SHUTDOWN), its receive CQ read meanwhile */
+static void wait_shutdown(struct side *srv)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_cq_data_entry c;
+	int64_t end = now_ms() + WAIT_MS;
+	uint32_t ev;
+	ssize_t n;
+
+	do {
+		n = fi_eq_read(srv->eq, &ev, e, sizeof(buf), 0);
+		if (n == -FI_EAGAIN)
+			(void)fi_cq_read(srv->rcq, &c, 1);
+	} while (n == -FI_EAGAIN && now_ms() < end);
+	assert_int_equal(n, sizeof(*e));
+	assert_int_equal(ev, FI_SHUTDOWN);
+	assert_ptr_equal(e->fid, &srv->ep->fid);
+}
+
 /* ---- a peer that speaks the provider's protocol badly --------------------- */
 
 struct raw_peer {
@@ -2679,25 +2726,13 @@ static void test_rndv_hostile_peer(void **state)
 	struct fi_cq_err_entry ce;
 	struct raw_peer p;
 	struct side srv;
-	size_t alen = sizeof(p.a);
 	uint32_t ev;
-	int64_t end;
-	ssize_t n;
 	pid_t pid;
 	int i;
 
 	(void)state;
-	side_open(&srv, 0);
-	assert_int_equal(fi_passive_ep(srv.fab, srv.info, &srv.pep, NULL), 0);
-	assert_int_equal(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-	assert_int_equal(fi_listen(srv.pep), 0);
-	assert_int_equal(fi_getname(&srv.pep->fid, &p.a, &alen), 0);
 	p.node = node_of(0);
-	pid = itest_fork(raw_rndv_client, &p);
-	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
-	assert_int_equal(ev, FI_CONNREQ);
-	side_cqs_ep(&srv, e->info);
-	fi_freeinfo(e->info);
+	pid = listen_for_child(&srv, &p.a, raw_rndv_client, &p);
 	assert_int_equal(fi_accept(srv.ep, NULL, 0), 0);
 	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
 	assert_int_equal(ev, FI_CONNECTED);
@@ -2718,14 +2753,7 @@ static void test_rndv_hostile_peer(void **state)
 	assert_int_equal(rx[300000], 0xee);
 	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
 	assert_int_equal(fi_send(srv.ep, tx, sizeof(tx), NULL, 0, tx), 0);
-	end = now_ms() + WAIT_MS;
-	do {
-		n = fi_eq_read(srv.eq, &ev, e, sizeof(buf), 0);
-		if (n == -FI_EAGAIN)
-			(void)fi_cq_read(srv.rcq, &c, 1);
-	} while (n == -FI_EAGAIN && now_ms() < end);
-	assert_int_equal(n, sizeof(*e));
-	assert_int_equal(ev, FI_SHUTDOWN);
+	wait_shutdown(&srv);
 	wait_cq_err(&srv, srv.rcq, &ce);
 	assert_int_equal(ce.err, FI_ECANCELED);
 	wait_cq_err(&srv, srv.tcq, &ce);
@@ -2744,24 +2772,12 @@ static void test_peer_killed(void **state)
 	struct fi_cq_err_entry ce;
 	struct side srv;
 	struct caddr a;
-	size_t alen = sizeof(a);
 	uint32_t ev;
-	int64_t end;
 	pid_t pid;
-	ssize_t n;
 	int status;
 
 	(void)state;
-	side_open(&srv, 0);
-	assert_int_equal(fi_passive_ep(srv.fab, srv.info, &srv.pep, NULL), 0);
-	assert_int_equal(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-	assert_int_equal(fi_listen(srv.pep), 0);
-	assert_int_equal(fi_getname(&srv.pep->fid, &a, &alen), 0);
-	pid = itest_fork(killed_client, &a);
-	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
-	assert_int_equal(ev, FI_CONNREQ);
-	side_cqs_ep(&srv, e->info);
-	fi_freeinfo(e->info);
+	pid = listen_for_child(&srv, &a, killed_client, &a);
 	assert_int_equal(fi_recv(srv.ep, rx, 100, NULL, 0, rx), 0);
 	assert_int_equal(fi_accept(srv.ep, NULL, 0), 0);
 	assert_int_equal(wait_eq(&srv, &ev, e, sizeof(buf)), sizeof(*e));
@@ -2773,15 +2789,7 @@ static void test_peer_killed(void **state)
 	status = itest_wait(pid, 10 * ITEST_NS_PER_S);
 	assert_true(status != -1 && WIFSIGNALED(status));
 	assert_int_equal(fi_recv(srv.ep, rx, sizeof(rx), NULL, 0, rx), 0);
-	end = now_ms() + WAIT_MS;
-	do {
-		n = fi_eq_read(srv.eq, &ev, e, sizeof(buf), 0);
-		if (n == -FI_EAGAIN)
-			(void)fi_cq_read(srv.rcq, &c, 1);
-	} while (n == -FI_EAGAIN && now_ms() < end);
-	assert_int_equal(n, sizeof(*e));
-	assert_int_equal(ev, FI_SHUTDOWN);
-	assert_ptr_equal(e->fid, &srv.ep->fid);
+	wait_shutdown(&srv);
 	wait_cq_err(&srv, srv.rcq, &ce);
 	assert_int_equal(ce.err, FI_ECANCELED);
 	assert_ptr_equal(ce.op_context, rx);
