@@ -271,15 +271,14 @@ struct cfi_rndv_rx {
 	struct cfi_op *op;	/* NULL: none */
 	struct clanq_ap ap;	/* the sender's registration, if imported */
 	bool imported;
-	struct clanq_region dst;	/* op's buffer, registered; or none */
-	void *dst_mem;		/* dst's memory (dst.mem), or NULL: the bounce */
+	struct clanq_region dst;	/* op's buffer, registered (dst.mem); or
+					 * none: the bounce */
 	uint64_t key;		/* echoed in the DONE */
 	size_t want;		/* bytes to deliver: min(message, receive) */
 	size_t done;		/* bytes read (and copied out) */
 	size_t chunk;		/* the READ in flight: its bytes */
 	int err;		/* positive FI_E*, or 0 */
-	bool busy;		/* a READ in flight: slot */
-	struct cfi_rma *slot;
+	struct cfi_rma *slot;	/* the READ in flight, or NULL */
 	bool cancelled;		/* the endpoint was shut down meanwhile */
 };
 
@@ -438,6 +437,7 @@ void cfi_rma_release(struct cfi_fabric *fab, struct cfi_rma *r);
 
 /* cfi_rndv.c */
 int cfi_rndv_send(struct cfi_ep *ep, struct cfi_op *op);
+void cfi_rndv_unreg(struct cfi_op *op);
 int cfi_rndv_done(struct cfi_ep *ep, const struct cfi_hdr *h);
 int cfi_rndv_recv(struct cfi_ep *ep, struct cfi_op *op, const struct cfi_rts *rts);
 bool cfi_rndv_step(struct cfi_ep *ep);

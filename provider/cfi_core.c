@@ -316,21 +316,35 @@ static int cfi_only_nic(unsigned int nr, int *only)
 #define CFI_YIELD_AUTO	64
 #define CFI_YIELD_MAX	(1u << 20)
 
+/*
+ * Provider parameter name (env, as the user sets it) as a number in
+ * lo .. hi: true with *out set; false if it is unset or empty, or
+ * garbage (with a warning saying what it should be), and the caller
+ * takes its default.
+ */
+static bool cfi_param_u32(const char *name, const char *env, const char *what,
+			  uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	char *val = NULL;
+
+	if (fi_param_get_str(&cfi_prov, name, &val) != FI_SUCCESS || !val || !*val)
+		return false;
+	if (!cfi_parse_u32(val, lo, hi, out))
+		return true;
+	CFI_WARN(FI_LOG_CORE, "%s=%s: not %s (%u..%u); the default\n",
+		 env, val, what, lo, hi);
+	return false;
+}
+
 static unsigned int cfi_yield_after(const struct clanq_dev *dev)
 {
 	struct clanq_peer_stat rec;
 	unsigned int total = 0;
-	char *val = NULL;
 	uint32_t n;
 
-	if (fi_param_get_str(&cfi_prov, "yield", &val) == FI_SUCCESS &&
-	    val && *val) {
-		if (!cfi_parse_u32(val, 0, CFI_YIELD_MAX, &n))
-			return n;
-		CFI_WARN(FI_LOG_CORE,
-			 "FI_CLANQ_YIELD=%s: not a count of reads (0..%u); the default\n",
-			 val, CFI_YIELD_MAX);
-	}
+	if (cfi_param_u32("yield", "FI_CLANQ_YIELD", "a count of reads", 0,
+			  CFI_YIELD_MAX, &n))
+		return n;
 	if (clanq_peer_list(dev, &rec, 1, &total) < 0)
 		return 0;
 	return total ? CFI_YIELD_AUTO : 0;
@@ -346,38 +360,26 @@ static unsigned int cfi_yield_after(const struct clanq_dev *dev)
  */
 static uint32_t cfi_ring_size(void)
 {
-	char *val = NULL;
 	uint32_t n;
 
-	if (fi_param_get_str(&cfi_prov, "ring_size", &val) == FI_SUCCESS &&
-	    val && *val) {
-		if (!cfi_parse_u32(val, CFI_RING_MIN, CFI_RING_MAX, &n))
-			return (n & ~4095u) - CFI_RING_HDR;
-		CFI_WARN(FI_LOG_CORE,
-			 "FI_CLANQ_RING_SIZE=%s: not a ring size in bytes (%u..%u); the default\n",
-			 val, CFI_RING_MIN, CFI_RING_MAX);
-	}
+	if (cfi_param_u32("ring_size", "FI_CLANQ_RING_SIZE", "a ring size in bytes",
+			  CFI_RING_MIN, CFI_RING_MAX, &n))
+		return (n & ~4095u) - CFI_RING_HDR;
 	return CFI_RING_DEFAULT - CFI_RING_HDR;
 }
 
 /*
- * FI_CLANQ_RNDV_SIZE: messages of this many bytes and more, and longer
- * than the eager size, go as a rendezvous (cfi_rndv.c); 0: never.
- * Garbage is the default, with a warning.
+ * FI_CLANQ_RNDV_SIZE: messages of this many bytes and more go as a
+ * rendezvous (cfi_rndv.c), whatever the eager size; 0: never. Garbage
+ * is the default, with a warning.
  */
 static size_t cfi_rndv_size(void)
 {
-	char *val = NULL;
 	uint32_t n;
 
-	if (fi_param_get_str(&cfi_prov, "rndv_size", &val) == FI_SUCCESS &&
-	    val && *val) {
-		if (!cfi_parse_u32(val, 0, CFI_MSG_MAX, &n))
-			return n;
-		CFI_WARN(FI_LOG_CORE,
-			 "FI_CLANQ_RNDV_SIZE=%s: not a size in bytes (0..%zu); the default\n",
-			 val, (size_t)CFI_MSG_MAX);
-	}
+	if (cfi_param_u32("rndv_size", "FI_CLANQ_RNDV_SIZE", "a size in bytes", 0,
+			  CFI_MSG_MAX, &n))
+		return n;
 	return CFI_RNDV_DEFAULT;
 }
 

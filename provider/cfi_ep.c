@@ -66,11 +66,7 @@ void cfi_op_put(struct cfi_ep *ep, struct cfi_op *op)
 {
 	free(op->copy);
 	op->copy = NULL;
-	if (op->reg) {		/* a rendezvous send that ended unanswered */
-		clanq_region_free(op->reg);
-		free(op->reg);
-		op->reg = NULL;
-	}
+	cfi_rndv_unreg(op);	/* a rendezvous send that ended unanswered */
 	op->next = ep->free_ops;
 	ep->free_ops = op;
 }

@@ -42,6 +42,17 @@
 
 /* ---- the sender ------------------------------------------------------------ */
 
+/* A send's registration, if it has one, goes (its peer's READs fail). */
+void cfi_rndv_unreg(struct cfi_op *op)
+{
+	if (!op->reg)
+		return;
+	if (op->reg->mem)
+		clanq_region_free(op->reg);
+	free(op->reg);
+	op->reg = NULL;
+}
+
 /*
  * Send op as a rendezvous: 1 once its header went (op waits for the
  * DONE), 0 if it is not one (the caller sends it in pieces), -EAGAIN
@@ -82,12 +93,7 @@ int cfi_rndv_send(struct cfi_ep *ep, struct cfi_op *op)
 	ret = clanq_sendv(ep->conn, v, 2, CLANQ_MSG_DONTWAIT);
 	return ret ? ret : 1;
 off:
-	if (op->reg) {
-		if (op->reg->mem)
-			clanq_region_free(op->reg);
-		free(op->reg);
-		op->reg = NULL;
-	}
+	cfi_rndv_unreg(op);
 	op->rndv_off = true;
 	op->hdr.flags &= (uint8_t)~CFI_HF_RNDV;
 	return 0;
@@ -106,9 +112,7 @@ int cfi_rndv_done(struct cfi_ep *ep, const struct cfi_hdr *h)
 		CFI_WARN(FI_LOG_EP_DATA, "a rendezvous answer for none of ours: reset\n");
 		return -EPROTO;
 	}
-	clanq_region_free(op->reg);
-	free(op->reg);
-	op->reg = NULL;
+	cfi_rndv_unreg(op);
 	op->err = (int)h->len;
 	cfi_tx_done(ep);
 	return 0;
@@ -132,13 +136,13 @@ static int cfi_rndv_post(struct cfi_ep *ep)
 {
 	struct cfi_rndv_rx *x = &ep->rndv;
 	struct cfi_fabric *fab = ep->fab;
-	const struct clanq_region *dst = x->dst_mem ? &x->dst : &ep->bounce;
-	uint64_t dst_off = x->dst_mem ? x->done : 0;
+	const struct clanq_region *dst = x->dst.mem ? &x->dst : &ep->bounce;
+	uint64_t dst_off = x->dst.mem ? x->done : 0;
 	size_t left = x->want - x->done;
 	struct cfi_rma *r;
 	int ret;
 
-	x->chunk = x->dst_mem || left < CFI_RNDV_CHUNK ? left : CFI_RNDV_CHUNK;
+	x->chunk = x->dst.mem || left < CFI_RNDV_CHUNK ? left : CFI_RNDV_CHUNK;
 	r = cfi_rma_take(fab);
 	if (!r)
 		return -EAGAIN;		/* the engine is full: at the next look */
@@ -150,7 +154,6 @@ static int cfi_rndv_post(struct cfi_ep *ep)
 		cfi_rma_release(fab, r);
 		return ret;
 	}
-	x->busy = true;
 	x->slot = r;
 	return 0;
 }
@@ -191,11 +194,13 @@ int cfi_rndv_recv(struct cfi_ep *ep, struct cfi_op *op, const struct cfi_rts *rt
 		return 0;
 	}
 	x->imported = true;
-	/* one READ into the receive buffer itself, if it can be registered */
-	if (op->iovcnt == 2 &&
-	    !clanq_region_register(&fab->dev, &x->dst, op->iov[1].iov_base, x->want))
-		x->dst_mem = x->dst.mem;
-	else if (!ep->bounce.mem && clanq_region_alloc(&fab->dev, &ep->bounce, CFI_RNDV_CHUNK))
+	/*
+	 * One READ into the receive buffer itself if it can be registered
+	 * (x->dst.mem set), else READs through the bounce region
+	 */
+	if ((op->iovcnt != 2 ||
+	     clanq_region_register(&fab->dev, &x->dst, op->iov[1].iov_base, x->want)) &&
+	    !ep->bounce.mem && clanq_region_alloc(&fab->dev, &ep->bounce, CFI_RNDV_CHUNK))
 		x->err = FI_ENOMEM;
 	if (!x->err) {
 		ret = cfi_rndv_post(ep);
@@ -224,7 +229,7 @@ static void cfi_rndv_finish(struct cfi_ep *ep)
 
 	if (x->imported)
 		clanq_ap_close(&x->ap);
-	if (x->dst_mem)
+	if (x->dst.mem)
 		clanq_region_free(&x->dst);
 	memset(x, 0, sizeof(*x));
 	cfi_opq_pop(&ep->rq);	/* op: the head, all along */
@@ -250,7 +255,7 @@ bool cfi_rndv_step(struct cfi_ep *ep)
 	struct cfi_rndv_rx *x = &ep->rndv;
 	int ret;
 
-	if (x->busy)
+	if (x->slot)
 		return false;
 	if (!x->err && x->done < x->want) {
 		/* the engine was full at the last try */
@@ -271,11 +276,11 @@ void cfi_rndv_read_done(struct cfi_ep *ep, int status)
 	struct cfi_rndv_rx *x = &ep->rndv;
 	struct cfi_op *op = x->op;
 
-	x->busy = false;
+	x->slot = NULL;
 	if (status) {
 		CFI_WARN(FI_LOG_EP_DATA, "rendezvous READ: %s\n", strerror(-status));
 		x->err = x->err ? x->err : cfi_rndv_errno(status);
-	} else if (!x->dst_mem) {
+	} else if (!x->dst.mem) {
 		/* from the bounce into the receive's place */
 		cfi_iov_put(op, x->done, ep->bounce.mem, x->chunk);
 	}
@@ -295,7 +300,7 @@ bool cfi_rndv_flush(struct cfi_ep *ep)
 	if (!ep->rndv.op)
 		return false;
 	ep->rndv.cancelled = true;
-	if (ep->rndv.busy)
+	if (ep->rndv.slot)
 		return true;
 	cfi_rndv_finish(ep);
 	return false;
@@ -305,27 +310,35 @@ bool cfi_rndv_flush(struct cfi_ep *ep)
  * The endpoint closes: the sender's registration is revoked (a READ of
  * it fails from its next chunk), and the receive buffer is not let go
  * before the engine is done with it: the application may free it once
- * fi_close() returned. No completion: the endpoint is gone.
+ * fi_close() returned. No completion: the endpoint is gone. Called with
+ * the fabric's lock held and the endpoint off the fabric's list, so the
+ * lock is let go while it naps: nobody else can reach the endpoint, and
+ * the slot's completion, taken by whoever reads next, goes to nobody.
  */
 void cfi_rndv_close(struct cfi_ep *ep)
 {
 	struct cfi_rndv_rx *x = &ep->rndv;
 	struct cfi_fabric *fab = ep->fab;
+	struct cfi_rma *r = x->slot;
 	int ms;
 
 	if (x->imported)
 		clanq_ap_close(&x->ap);
-	if (x->busy) {
-		x->slot->ep = NULL;	/* its completion comes to nobody */
-		for (ms = 0; x->slot->busy && ms < 5000; ms++) {
+	if (r) {
+		r->ep = NULL;
+		/* ours while busy, a rendezvous READ's, and nobody's */
+		for (ms = 0; r->busy && r->rndv && !r->ep && ms < 5000; ms++) {
 			cfi_rma_progress(fab);
-			if (x->slot->busy)
-				usleep(1000);
+			if (!r->busy)
+				break;
+			cfi_unlock(fab);
+			usleep(1000);
+			cfi_lock(fab);
 		}
-		if (x->slot->busy)
+		if (r->busy && r->rndv && !r->ep)
 			CFI_WARN(FI_LOG_EP_DATA, "a rendezvous READ outlived its endpoint\n");
 	}
-	if (x->dst_mem)
+	if (x->dst.mem)
 		clanq_region_free(&x->dst);
 	if (ep->bounce.mem)
 		clanq_region_free(&ep->bounce);
